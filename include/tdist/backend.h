@@ -1,0 +1,63 @@
+// A backend carries the operations of one process group for the tensors of
+// some devices. Backends are registered by name ("tdist", later "mpi", "nccl").
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tdist/dtype.h"
+#include "tdist/reduce_op.h"
+#include "tdist/store.h"
+#include "tdist/tensor.h"
+#include "tdist/work.h"
+
+namespace tdist {
+
+inline constexpr int kAnySource = -1;
+inline constexpr std::chrono::milliseconds kDefaultTimeout{30 * 60 * 1000};  // torch's 30 min for CPU backends
+
+struct BackendOptions {
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::string group_name;         // for error messages: "default_pg", "group 3"
+  std::vector<int> global_ranks;  // group rank -> global rank, for error messages
+};
+
+class Backend {
+ public:
+  Backend(int rank, int size) : rank_(rank), size_(size) {}
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual std::string name() const = 0;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // Ranks here are group ranks. Unsupported operations throw DistBackendError naming them.
+  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag);
+  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag);  // src may be kAnySource
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op);
+  virtual std::shared_ptr<Work> barrier();
+  // Fails pending and later operations and releases connections; idempotent.
+  virtual void shutdown() {}
+
+ protected:
+  [[noreturn]] void unsupported(const std::string& op) const;
+
+ private:
+  int rank_;
+  int size_;
+};
+
+using BackendFactory = std::function<std::shared_ptr<Backend>(
+    const std::shared_ptr<Store>& store, int rank, int size, const BackendOptions& options)>;
+
+// Makes `name` usable in init_process_group/new_group for tensors on `devices`.
+void register_backend(const std::string& name, BackendFactory factory, std::vector<DeviceType> devices);
+bool is_backend_available(const std::string& name);
+
+}  // namespace tdist

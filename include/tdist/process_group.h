@@ -1,0 +1,63 @@
+// A process group: its ranks, its backends (one per device type) and the
+// operations it carries. The free functions of distributed.h act on one.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tdist/backend.h"
+
+namespace tdist {
+
+struct ProcessGroupOptions {
+  // "tdist", or a per-device spec like "cpu:tdist,cuda:nccl". "gloo" is an alias of "tdist".
+  std::string backend = "tdist";
+  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::string group_name = "default_pg";
+  std::vector<int> global_ranks;  // empty: 0..size-1
+};
+
+class ProcessGroup {
+ public:
+  // Creates the backends of `options.backend` over `store` (blocks until every rank joins).
+  ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
+  ~ProcessGroup();
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::string& backend_name() const { return backend_spec_; }
+  const std::string& group_name() const { return options_.group_name; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  const std::vector<int>& global_ranks() const { return options_.global_ranks; }
+  int global_rank(int group_rank) const;
+  int group_rank(int global_rank) const;  // -1 when not a member
+  const std::shared_ptr<Store>& store() const { return store_; }
+
+  // The backend serving tensors of this device; DistValueError when none does.
+  Backend& backend_for(Device device) const;
+
+  // Ranks are group ranks.
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0);
+  std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0);
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM);
+  std::shared_ptr<Work> barrier();
+
+  // Shuts every backend down (pending operations fail).
+  void shutdown();
+
+ private:
+  std::shared_ptr<Store> store_;
+  int rank_;
+  int size_;
+  ProcessGroupOptions options_;
+  std::string backend_spec_;
+  std::map<DeviceType, std::shared_ptr<Backend>> backends_;
+};
+
+}  // namespace tdist

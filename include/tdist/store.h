@@ -1,0 +1,182 @@
+// Key-value stores: how processes find each other (see the seeds' 分布式键值存储).
+// Keys are strings; values are byte strings (std::string holds any bytes).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tdist {
+
+inline constexpr std::chrono::milliseconds kDefaultStoreTimeout{300'000};
+
+class Store {
+ public:
+  explicit Store(std::chrono::milliseconds timeout = kDefaultStoreTimeout) : timeout_(timeout) {}
+  virtual ~Store() = default;
+  Store(const Store&) = delete;
+  Store& operator=(const Store&) = delete;
+
+  // Writes key = value, replacing any old value.
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  // Waits until key exists (up to timeout()), then returns its value;
+  // DistStoreError naming the key and the timeout otherwise.
+  virtual std::string get(const std::string& key) = 0;
+  // Counter: creates key with `amount` or adds to it; returns the new value.
+  // A key holding a value written by set/append/compare_set is an error.
+  virtual int64_t add(const std::string& key, int64_t amount) = 0;
+  // Appends to the value of key, creating it when missing.
+  virtual void append(const std::string& key, const std::string& value) = 0;
+  // Sets key to desired when its value equals expected, or when key is missing
+  // and expected is empty. Returns the value the key holds afterwards (when the
+  // key is missing and expected is not empty: expected).
+  virtual std::string compare_set(const std::string& key, const std::string& expected,
+                                  const std::string& desired) = 0;
+  // True when every key exists; never waits.
+  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Waits until every key exists; DistStoreError listing the missing keys after the timeout.
+  virtual void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
+  // Removes key; returns whether it existed.
+  virtual bool delete_key(const std::string& key) = 0;
+  virtual int64_t num_keys() = 0;
+  // Waits for every key like get; returns the values in order.
+  virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys);
+  virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
+  virtual bool has_extended_api() const { return true; }
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  virtual void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+
+ protected:
+  std::chrono::milliseconds timeout_;
+};
+
+// Threads of one process; not across processes.
+class HashStore : public Store {
+ public:
+  HashStore();
+  ~HashStore() override;
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t amount) override;
+  void append(const std::string& key, const std::string& value) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Prepends "prefix/" to every key of an underlying store.
+class PrefixStore : public Store {
+ public:
+  PrefixStore(std::string prefix, std::shared_ptr<Store> store);
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t amount) override;
+  void append(const std::string& key, const std::string& value) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  void set_timeout(std::chrono::milliseconds timeout) override;
+  const std::shared_ptr<Store>& underlying_store() const { return store_; }
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  std::string join(const std::string& key) const { return prefix_ + "/" + key; }
+  std::vector<std::string> join(const std::vector<std::string>& keys) const;
+  std::string prefix_;
+  std::shared_ptr<Store> store_;
+};
+
+// Processes sharing a file system; fcntl locks serialise access. The last of
+// world_size users to be destroyed removes the file.
+class FileStore : public Store {
+ public:
+  explicit FileStore(std::string path, int world_size = -1,
+                     std::chrono::milliseconds timeout = kDefaultStoreTimeout);
+  ~FileStore() override;
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t amount) override;
+  void append(const std::string& key, const std::string& value) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  // Not supported by FileStore (as in torch): throws DistStoreError.
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+  const std::string& path() const { return path_; }
+
+ private:
+  struct State;
+  std::string path_;
+  std::unique_ptr<State> state_;
+};
+
+struct TCPStoreOptions {
+  std::optional<int> world_size;  // number of store users (clients + server's own); nullopt: not fixed
+  bool is_master = false;
+  std::chrono::milliseconds timeout = kDefaultStoreTimeout;
+  bool wait_for_workers = true;
+  bool multi_tenant = false;
+};
+
+// The server (is_master) holds the data in an event-loop thread; every
+// instance, the master's too, talks to it as a client over TCP.
+class TCPStore : public Store {
+ public:
+  TCPStore(std::string host, uint16_t port, TCPStoreOptions options = {});
+  // torch's positional form.
+  TCPStore(std::string host, uint16_t port, std::optional<int> world_size, bool is_master,
+           std::chrono::milliseconds timeout = kDefaultStoreTimeout, bool wait_for_workers = true,
+           bool multi_tenant = false);
+  ~TCPStore() override;
+  void set(const std::string& key, const std::string& value) override;
+  std::string get(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t amount) override;
+  void append(const std::string& key, const std::string& value) override;
+  std::string compare_set(const std::string& key, const std::string& expected,
+                          const std::string& desired) override;
+  bool check(const std::vector<std::string>& keys) override;
+  using Store::wait;
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
+  bool delete_key(const std::string& key) override;
+  int64_t num_keys() override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+
+  const std::string& host() const { return host_; }
+  uint16_t port() const { return port_; }  // the bound port when constructed with port 0
+
+  // Limits the server enforces; a request beyond them drops that client only.
+  static constexpr size_t kMaxKeyBytes = 4096;
+  static constexpr size_t kMaxValueBytes = size_t{1} << 30;  // 1 GiB
+  static constexpr size_t kMaxKeysPerRequest = 1 << 16;
+
+ private:
+  struct State;
+  std::string host_;
+  uint16_t port_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace tdist

@@ -1,0 +1,5 @@
+#pragma once
+#define TDIST_VERSION_MAJOR 0
+#define TDIST_VERSION_MINOR 1
+#define TDIST_VERSION_PATCH 0
+#define TDIST_VERSION_STRING "0.1.0"

@@ -1,0 +1,53 @@
+// The handle of one operation: every call returns one, already complete when
+// the call was not async.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+
+namespace tdist {
+
+inline constexpr std::chrono::milliseconds kNoTimeout = std::chrono::milliseconds::max();
+
+class Work {
+ public:
+  Work(std::string op, uint64_t sequence_number);
+  virtual ~Work() = default;
+  Work(const Work&) = delete;
+  Work& operator=(const Work&) = delete;
+
+  virtual bool is_completed() const;
+  // Completed without error.
+  virtual bool is_success() const;
+  // The error the operation ended with, or nullptr.
+  virtual std::exception_ptr exception() const;
+  // Blocks until the operation completes and rethrows its error. With a
+  // timeout, throws DistBackendError naming the operation if it is not done by
+  // then (the operation itself goes on). Returns true.
+  virtual bool wait(std::chrono::milliseconds timeout = kNoTimeout);
+  // For recv from any source: the rank (group rank) the message came from.
+  virtual int source_rank() const;
+
+  const std::string& op_name() const { return op_; }
+  uint64_t sequence_number() const { return seq_; }
+
+  // Used by backends: completes the work (with an error, or successfully).
+  void finish(std::exception_ptr error = nullptr);
+  void set_source_rank(int rank);
+  static std::shared_ptr<Work> completed(std::string op, uint64_t seq = 0);
+
+ private:
+  const std::string op_;
+  const uint64_t seq_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  int source_rank_ = -1;
+  std::exception_ptr error_;
+};
+
+}  // namespace tdist

@@ -1,0 +1,50 @@
+// Layer 4: every collective as plain functions over a Transport. A function
+// runs on every rank of the group with the same arguments (except data).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+#include "tdist/reduce_op.h"
+#include "tdist/tensor.h"
+#include "transport/transport.h"
+#include "algorithms/tags.h"
+
+namespace tdist {
+
+struct CollectiveContext {
+  Transport& transport;
+  uint64_t tag;       // collective_tag(op, seq): steps are added to it
+  Deadline deadline;  // of the whole operation
+  int rank() const { return transport.rank(); }
+  int size() const { return transport.size(); }
+  void send(int peer, uint32_t step, const void* data, size_t n) {
+    transport.send(peer, step_tag(tag, step), data, n, deadline);
+  }
+  void recv(int peer, uint32_t step, void* data, size_t n) {
+    transport.recv(peer, step_tag(tag, step), data, n, deadline);
+  }
+  // Exchanges with two peers at once (receive posted first): the building block
+  // of rings and butterflies, deadlock-free whatever the socket buffer sizes.
+  void send_recv(int to, const void* send_data, size_t send_n, int from, void* recv_data, size_t recv_n,
+                 uint32_t step) {
+    auto r = transport.irecv(from, step_tag(tag, step), recv_data, recv_n);
+    auto s = transport.isend(to, step_tag(tag, step), send_data, send_n);
+    transport.wait(*s, deadline);
+    transport.wait(*r, deadline);
+  }
+};
+
+// Algorithms may be forced with TDIST_ALGO_<COLLECTIVE> (e.g. TDIST_ALGO_ALL_REDUCE=ring).
+std::string forced_algorithm(const char* collective);
+
+void broadcast_binomial(CollectiveContext& ctx, const Tensor& t, int root);
+void broadcast(CollectiveContext& ctx, const Tensor& t, int root);
+
+void all_reduce_recursive_doubling(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
+void all_reduce_ring(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
+void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
+
+void barrier_dissemination(CollectiveContext& ctx);
+
+}  // namespace tdist

@@ -1,0 +1,33 @@
+// Message tags. Collectives of one group run in the same order on every rank
+// and carry their sequence number in the tag, so a fast rank's messages for
+// the next operation can never be taken for this one's.
+//   bit 63       1 = collective, 0 = point-to-point
+//   bits 56..62  operation code (collectives)
+//   bits 24..55  sequence number, modulo 2^32
+//   bits 0..23   step within the operation
+// Point-to-point: bits 0..31 hold the user's tag.
+#pragma once
+
+#include <cstdint>
+
+namespace tdist {
+
+enum class OpCode : uint8_t {
+  Broadcast = 1,
+  AllReduce = 2,
+  Barrier = 3,
+  Reduce = 4,
+  AllGather = 5,
+  Gather = 6,
+  Scatter = 7,
+  ReduceScatter = 8,
+  AllToAll = 9,
+};
+
+inline uint64_t collective_tag(OpCode op, uint64_t seq) {
+  return (uint64_t{1} << 63) | (uint64_t(op) << 56) | ((seq & 0xffffffffu) << 24);
+}
+inline uint64_t step_tag(uint64_t base, uint32_t step) { return base | (step & 0xffffffu); }
+inline uint64_t p2p_tag(int user_tag) { return static_cast<uint32_t>(user_tag); }
+
+}  // namespace tdist

@@ -1,0 +1,84 @@
+#include "backends/registry.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include "tdist/errors.h"
+
+namespace tdist {
+
+namespace {
+
+struct Registry {
+  std::mutex mu;
+  std::map<std::string, BackendEntry> entries;
+};
+
+Registry& raw_registry() {
+  static Registry r;
+  return r;
+}
+
+bool registering_builtins = false;  // only true inside the call_once below
+
+// Built-ins are registered on first lookup rather than by static initializers,
+// so the order in which objects of the shared library initialise does not
+// matter. A backend the user registered under a built-in name first wins.
+Registry& registry() {
+  static std::once_flag builtins;
+  std::call_once(builtins, [] {
+    registering_builtins = true;
+    register_tdist_backend();
+    registering_builtins = false;
+  });
+  return raw_registry();
+}
+
+std::string canonical(const std::string& name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (lower == "gloo") return "tdist";  // so torch programs run unchanged
+  return lower;
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, BackendFactory factory, std::vector<DeviceType> devices) {
+  if (name.empty() || !factory) throw DistValueError("register_backend: a backend needs a name and a factory");
+  auto& r = raw_registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  BackendEntry entry{canonical(name), std::move(factory), std::move(devices)};
+  if (registering_builtins)
+    r.entries.emplace(entry.name, std::move(entry));
+  else
+    r.entries[entry.name] = std::move(entry);
+}
+
+bool is_backend_available(const std::string& name) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.entries.count(canonical(name)) > 0;
+}
+
+std::vector<std::string> registered_backends() {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  std::vector<std::string> names;
+  for (auto& [k, v] : r.entries) names.push_back(k);
+  return names;
+}
+
+BackendEntry lookup_backend(const std::string& name) {
+  auto& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.entries.find(canonical(name));
+  if (it == r.entries.end()) {
+    std::string known;
+    for (auto& [k, v] : r.entries) known += (known.empty() ? "" : ", ") + k;
+    throw DistValueError("unknown backend '" + name + "' (registered: " + known + ")");
+  }
+  return it->second;
+}
+
+}  // namespace tdist

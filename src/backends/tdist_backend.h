@@ -1,0 +1,52 @@
+// The "tdist" backend: CPU tensors over the TCP transport (shared memory
+// between processes of one host comes later).
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tdist/backend.h"
+#include "algorithms/collective.h"
+#include "backends/work_queue.h"
+#include "transport/transport.h"
+
+namespace tdist {
+
+class TdistBackend final : public Backend {
+ public:
+  TdistBackend(const std::shared_ptr<Store>& store, int rank, int size, const BackendOptions& options);
+  ~TdistBackend() override;
+
+  std::string name() const override { return "tdist"; }
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag) override;
+  std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag) override;
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op) override;
+  std::shared_ptr<Work> barrier() override;
+  void shutdown() override;
+
+  // Shared with the Works of point-to-point operations, which may outlive calls.
+  struct State {
+    std::string label;  // "rank 3 in group default_pg"
+    std::unique_ptr<Transport> transport;
+    std::mutex mu;
+    std::exception_ptr failure;  // the first failure; later operations fail fast with it
+    std::exception_ptr failure_of(const std::string& what);
+    void record_failure(std::exception_ptr e);
+  };
+
+ private:
+  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::function<void(CollectiveContext&)> body);
+  void check_tensor(const Tensor& t, const char* op) const;
+  void check_rank(int r, const char* op, const char* what) const;
+
+  BackendOptions options_;
+  std::shared_ptr<State> state_;
+  uint64_t seq_ = 0;      // collectives issued
+  uint64_t p2p_seq_ = 0;  // point-to-point operations issued
+  std::mutex issue_mu_;   // issuing is thread-safe; order is the caller's
+  WorkQueue queue_;
+};
+
+}  // namespace tdist

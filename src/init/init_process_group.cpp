@@ -1,0 +1,67 @@
+#include "tdist/distributed.h"
+#include "tdist/errors.h"
+#include "init/rendezvous.h"
+#include "process_group/world.h"
+#include "util/env.h"
+
+namespace tdist {
+
+void init_process_group(const InitOptions& options) {
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    if (world().default_group)
+      throw DistError("init_process_group: the default process group is already initialized "
+                      "(call destroy_process_group first)");
+  }
+  Rendezvous r = rendezvous(options);
+  int generation;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    generation = world().generation++;
+  }
+  // Every init of this process gets fresh keys, so a store reused across
+  // init/destroy cycles never shows a rank the previous cycle's state.
+  auto scoped = std::make_shared<PrefixStore>("tdist/init" + std::to_string(generation), r.store);
+  join_all_ranks(*scoped, "joined/", r.rank, r.world_size, options.timeout, r.where);
+
+  ProcessGroupOptions pg;
+  pg.backend = options.backend;
+  pg.timeout = options.timeout;
+  pg.group_name = options.group_name.empty() ? "default_pg" : options.group_name;
+  auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);
+  std::lock_guard<std::mutex> lock(world().mu);
+  world().default_group = std::move(group);
+  world().store = r.store;
+}
+
+void init_process_group(const std::string& backend, const std::string& init_method, int world_size, int rank,
+                        std::chrono::milliseconds timeout) {
+  InitOptions o;
+  o.backend = backend;
+  o.init_method = init_method;
+  o.world_size = world_size;
+  o.rank = rank;
+  o.timeout = timeout;
+  init_process_group(o);
+}
+
+bool is_torchelastic_launched() { return get_env("TORCHELASTIC_RUN_ID").has_value(); }
+
+void destroy_process_group(const Group& group) {
+  Group victim;
+  std::shared_ptr<Store> store;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    if (group && group != world().default_group) {
+      victim = group;
+    } else {
+      if (!world().default_group)
+        throw DistError("destroy_process_group: the default process group is not initialized");
+      victim = std::move(world().default_group);
+      store = std::move(world().store);
+    }
+  }
+  victim->shutdown();
+}
+
+}  // namespace tdist

@@ -1,0 +1,172 @@
+#include "init/rendezvous.h"
+
+#include <map>
+
+#include "tdist/errors.h"
+#include "util/deadline.h"
+#include "util/env.h"
+
+namespace tdist {
+
+namespace {
+
+struct Url {
+  std::string scheme, rest;
+  std::map<std::string, std::string> query;
+};
+
+Url parse_url(const std::string& text) {
+  Url u;
+  auto sep = text.find("://");
+  if (sep == std::string::npos)
+    throw DistValueError("init_method '" + text + "' is not a URL (env://, tcp://host:port, file:///path)");
+  u.scheme = text.substr(0, sep);
+  std::string rest = text.substr(sep + 3);
+  auto q = rest.find('?');
+  if (q != std::string::npos) {
+    std::string query = rest.substr(q + 1);
+    rest = rest.substr(0, q);
+    size_t pos = 0;
+    while (pos <= query.size()) {
+      auto amp = query.find('&', pos);
+      std::string item = query.substr(pos, amp == std::string::npos ? std::string::npos : amp - pos);
+      auto eq = item.find('=');
+      if (!item.empty()) u.query[item.substr(0, eq)] = eq == std::string::npos ? "" : item.substr(eq + 1);
+      if (amp == std::string::npos) break;
+      pos = amp + 1;
+    }
+  }
+  u.rest = rest;
+  return u;
+}
+
+int parse_int(const std::string& text, const std::string& what) {
+  size_t used = 0;
+  int v = 0;
+  try {
+    v = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw DistValueError(what + " '" + text + "' is not an integer");
+  return v;
+}
+
+// rank/world_size: the argument, else the URL query, else the environment.
+int pick(int given, const Url& url, const char* key, std::initializer_list<const char*> env_names, bool use_env,
+         const std::string& method) {
+  if (given >= 0) return given;
+  auto it = url.query.find(key);
+  if (it != url.query.end()) return parse_int(it->second, std::string(key) + " in " + method);
+  if (use_env) {
+    for (const char* name : env_names)
+      if (auto v = get_env_int(name)) return static_cast<int>(*v);
+    std::string names;
+    for (const char* name : env_names) names += (names.empty() ? "" : ", ") + std::string(name);
+    throw DistValueError(std::string("init_process_group(env://): ") + key + " is not given and none of the " +
+                         "environment variables " + names + " is set");
+  }
+  throw DistValueError("init_process_group(" + method + "): " + key + " must be given (argument or ?" + key + "=)");
+}
+
+std::string required_env(const char* name) {
+  auto v = get_env(name);
+  if (!v || v->empty())
+    throw DistValueError(std::string("init_process_group(env://): environment variable ") + name + " is not set");
+  return *v;
+}
+
+uint16_t parse_port(const std::string& text, const std::string& what) {
+  int p = parse_int(text, what);
+  if (p < 0 || p > 65535) throw DistValueError(what + " " + text + " is not a TCP port");
+  return static_cast<uint16_t>(p);
+}
+
+std::shared_ptr<Store> tcp_store(const std::string& host, uint16_t port, int rank, int world, Millis timeout) {
+  TCPStoreOptions o;
+  o.world_size = world;
+  o.is_master = rank == 0;
+  o.timeout = timeout;
+  o.wait_for_workers = false;  // join_all_ranks waits, and names who is missing
+  return std::make_shared<TCPStore>(host, port, o);
+}
+
+void validate(int rank, int world, const std::string& method) {
+  if (world < 1) throw DistValueError("init_process_group(" + method + "): world_size must be >= 1, got " + std::to_string(world));
+  if (rank < 0 || rank >= world)
+    throw DistValueError("init_process_group(" + method + "): rank " + std::to_string(rank) + " is outside [0, " +
+                         std::to_string(world) + ")");
+}
+
+}  // namespace
+
+Rendezvous rendezvous(const InitOptions& options) {
+  Rendezvous r;
+  if (options.store) {
+    if (!options.init_method.empty())
+      throw DistValueError("init_process_group: init_method and store are mutually exclusive");
+    if (options.rank < 0 || options.world_size < 0)
+      throw DistValueError("init_process_group: rank and world_size are required with an explicit store");
+    validate(options.rank, options.world_size, "store");
+    return Rendezvous{options.store, options.rank, options.world_size, "the given store"};
+  }
+  const std::string method = options.init_method.empty() ? "env://" : options.init_method;
+  Url url = parse_url(method);
+  if (url.scheme == "env") {
+    r.rank = pick(options.rank, url, "rank", {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, true, method);
+    r.world_size =
+        pick(options.world_size, url, "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, true, method);
+    validate(r.rank, r.world_size, method);
+    std::string host = required_env("MASTER_ADDR");
+    uint16_t port = parse_port(required_env("MASTER_PORT"), "MASTER_PORT");
+    r.where = "env:// (MASTER_ADDR=" + host + ", MASTER_PORT=" + std::to_string(port) + ")";
+    r.store = tcp_store(host, port, r.rank, r.world_size, options.timeout);
+  } else if (url.scheme == "tcp") {
+    r.rank = pick(options.rank, url, "rank", {}, false, method);
+    r.world_size = pick(options.world_size, url, "world_size", {}, false, method);
+    validate(r.rank, r.world_size, method);
+    std::string hostport = url.rest;
+    auto colon = hostport.rfind(':');
+    if (colon == std::string::npos || colon + 1 == hostport.size())
+      throw DistValueError("init_method '" + method + "' needs a port: tcp://host:port");
+    std::string host = hostport.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    uint16_t port = parse_port(hostport.substr(colon + 1), "port in " + method);
+    r.where = method;
+    r.store = tcp_store(host, port, r.rank, r.world_size, options.timeout);
+  } else if (url.scheme == "file") {
+    r.rank = pick(options.rank, url, "rank", {}, false, method);
+    r.world_size = pick(options.world_size, url, "world_size", {}, false, method);
+    validate(r.rank, r.world_size, method);
+    if (url.rest.empty() || url.rest.front() != '/')
+      throw DistValueError("init_method '" + method + "' needs an absolute path: file:///path/to/file");
+    r.where = method;
+    r.store = std::make_shared<FileStore>(url.rest, r.world_size, options.timeout);
+  } else {
+    throw DistValueError("init_method '" + method + "': unknown scheme '" + url.scheme + "' (env, tcp, file)");
+  }
+  return r;
+}
+
+void join_all_ranks(Store& store, const std::string& prefix, int rank, int world_size, Millis timeout,
+                    const std::string& where) {
+  store.set(prefix + std::to_string(rank), "1");
+  std::vector<std::string> keys;
+  for (int i = 0; i < world_size; ++i) keys.push_back(prefix + std::to_string(i));
+  try {
+    store.wait(keys, timeout);
+  } catch (const DistError& e) {
+    std::string missing;
+    int count = 0;
+    for (int i = 0; i < world_size; ++i)
+      if (!store.check({keys[i]})) {
+        missing += (missing.empty() ? "" : ", ") + std::to_string(i);
+        ++count;
+      }
+    throw DistError("init_process_group via " + where + ": rank " + std::to_string(rank) + " waited " +
+                    format_ms(timeout) + " but " + std::to_string(count) + " of " + std::to_string(world_size) +
+                    " ranks did not arrive: [" + missing + "]");
+  }
+}
+
+}  // namespace tdist

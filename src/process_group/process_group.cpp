@@ -1,0 +1,111 @@
+#include "tdist/process_group.h"
+
+#include <numeric>
+#include <sstream>
+
+#include "tdist/errors.h"
+#include "backends/registry.h"
+
+namespace tdist {
+
+namespace {
+
+DeviceType parse_device(const std::string& name, const std::string& spec) {
+  if (name == "cpu") return DeviceType::CPU;
+  if (name == "cuda") return DeviceType::CUDA;
+  throw DistValueError("backend spec '" + spec + "': unknown device type '" + name + "' (cpu, cuda)");
+}
+
+const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "cuda"; }
+
+// "tdist" -> every device the backend serves; "cpu:tdist,cuda:nccl" -> per device.
+std::map<DeviceType, std::string> parse_spec(const std::string& spec) {
+  std::map<DeviceType, std::string> out;
+  std::string s = spec.empty() ? "tdist" : spec;
+  if (s.find(':') == std::string::npos) {
+    for (DeviceType d : lookup_backend(s).devices) out[d] = s;
+    return out;
+  }
+  std::stringstream ss(s);
+  for (std::string item; std::getline(ss, item, ',');) {
+    auto colon = item.find(':');
+    if (colon == std::string::npos)
+      throw DistValueError("backend spec '" + spec + "': '" + item + "' is not of the form device:backend");
+    out[parse_device(item.substr(0, colon), spec)] = item.substr(colon + 1);
+  }
+  return out;
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
+    : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+  if (!store_) throw DistValueError("ProcessGroup: no store given");
+  if (size < 1) throw DistValueError("ProcessGroup: world size must be at least 1, got " + std::to_string(size));
+  if (rank < 0 || rank >= size)
+    throw DistValueError("ProcessGroup: rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size) + ")");
+  if (options_.global_ranks.empty()) {
+    options_.global_ranks.resize(size);
+    std::iota(options_.global_ranks.begin(), options_.global_ranks.end(), 0);
+  }
+  if (options_.global_ranks.size() != static_cast<size_t>(size))
+    throw DistValueError("ProcessGroup: " + std::to_string(options_.global_ranks.size()) + " global ranks for " +
+                         std::to_string(size) + " members");
+  backend_spec_ = options_.backend.empty() ? "tdist" : options_.backend;
+  BackendOptions bopts{options_.timeout, options_.group_name, options_.global_ranks};
+  for (auto& [device, name] : parse_spec(backend_spec_)) {
+    BackendEntry entry = lookup_backend(name);
+    // One store namespace per group and backend, so they never share keys.
+    auto scoped = std::make_shared<PrefixStore>(options_.group_name + "/" + entry.name + "/" + device_name(device),
+                                                store_);
+    backends_[device] = entry.factory(scoped, rank, size, bopts);
+  }
+}
+
+ProcessGroup::~ProcessGroup() { shutdown(); }
+
+void ProcessGroup::shutdown() {
+  for (auto& [device, backend] : backends_) backend->shutdown();
+}
+
+int ProcessGroup::global_rank(int group_rank) const {
+  if (group_rank < 0 || group_rank >= size_)
+    throw DistValueError("group " + options_.group_name + ": group rank " + std::to_string(group_rank) +
+                         " is outside [0, " + std::to_string(size_) + ")");
+  return options_.global_ranks[group_rank];
+}
+
+int ProcessGroup::group_rank(int global_rank) const {
+  for (int i = 0; i < size_; ++i)
+    if (options_.global_ranks[i] == global_rank) return i;
+  return -1;
+}
+
+Backend& ProcessGroup::backend_for(Device device) const {
+  auto it = backends_.find(device.type);
+  if (it == backends_.end())
+    throw DistValueError("group " + options_.group_name + " (backend '" + backend_spec_ + "') has no backend for " +
+                         device.str() + " tensors");
+  return *it->second;
+}
+
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
+  return backend_for(tensor.device()).send(tensor, dst, tag);
+}
+std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, int tag) {
+  return backend_for(tensor.device()).recv(tensor, src, tag);
+}
+std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, int root) {
+  return backend_for(tensor.device()).broadcast(tensor, root);
+}
+std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
+  return backend_for(tensor.device()).all_reduce(tensor, op);
+}
+std::shared_ptr<Work> ProcessGroup::barrier() {
+  // Any backend can synchronise the group; prefer the CPU one (no device work).
+  if (backends_.empty()) throw DistValueError("group " + options_.group_name + " has no backend");
+  auto it = backends_.find(DeviceType::CPU);
+  return (it != backends_.end() ? it->second : backends_.begin()->second)->barrier();
+}
+
+}  // namespace tdist

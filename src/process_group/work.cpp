@@ -1,0 +1,63 @@
+#include "tdist/work.h"
+
+#include "tdist/errors.h"
+
+namespace tdist {
+
+Work::Work(std::string op, uint64_t sequence_number) : op_(std::move(op)), seq_(sequence_number) {}
+
+bool Work::is_completed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+bool Work::is_success() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_ && !error_;
+}
+
+std::exception_ptr Work::exception() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return error_;
+}
+
+bool Work::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (timeout == kNoTimeout) {
+    // Operations carry their own deadline (the group timeout), so this ends.
+    cv_.wait(lock, [&] { return done_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+    throw DistBackendError(op_ + " #" + std::to_string(seq_) + ": Work::wait timed out after " +
+                           std::to_string(timeout.count()) + " ms (the operation is still in progress)");
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+int Work::source_rank() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return source_rank_;
+}
+
+void Work::set_source_rank(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  source_rank_ = rank;
+}
+
+void Work::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+std::shared_ptr<Work> Work::completed(std::string op, uint64_t seq) {
+  auto w = std::make_shared<Work>(std::move(op), seq);
+  w->finish();
+  return w;
+}
+
+}  // namespace tdist

@@ -1,0 +1,407 @@
+// The reduction kernels: templates over element type and op functor, instantiated into one
+// table of (ReduceOp x DType) function pointers. Each kernel is a plain indexed loop over
+// __restrict pointers with no branch on op or dtype inside, so GCC vectorizes it (this file
+// is built with -O3; see src/CMakeLists.txt). Check with -fopt-info-vec-optimized.
+#include "reduce/reduce.h"
+
+#include <algorithm>
+#include <complex>
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <type_traits>
+
+#include "tdist/errors.h"
+#include "tensor/half.h"
+
+namespace tdist::reduce {
+
+namespace {
+
+// ---- element operations -------------------------------------------------------------------
+
+// Integer arithmetic goes through an unsigned type at least as wide as unsigned int, so that
+// overflow wraps (signed overflow, and uint16 * uint16 promoted to int, would be undefined).
+template <typename T>
+using WideUnsigned = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+
+template <typename T>
+inline constexpr bool kIsFloat = std::is_floating_point_v<T>;
+
+struct Sum {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<WideUnsigned<T>>(a) + static_cast<WideUnsigned<T>>(b));
+    } else {
+      return a + b;
+    }
+  }
+};
+
+struct Product {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (std::is_integral_v<T>) {
+      return static_cast<T>(static_cast<WideUnsigned<T>>(a) * static_cast<WideUnsigned<T>>(b));
+    } else {
+      return a * b;
+    }
+  }
+};
+
+// NaN-propagating, branch-free (compiles to compare + blend): a NaN `a` wins through the
+// self-inequality test, a NaN `b` through the failed ordered comparison.
+struct Min {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (kIsFloat<T>) {
+      return (a < b || a != a) ? a : b;
+    } else {
+      return a < b ? a : b;
+    }
+  }
+};
+
+struct Max {
+  template <typename T>
+  T operator()(T a, T b) const {
+    if constexpr (kIsFloat<T>) {
+      return (a > b || a != a) ? a : b;
+    } else {
+      return a > b ? a : b;
+    }
+  }
+};
+
+struct BitAnd {
+  template <typename T>
+  T operator()(T a, T b) const { return static_cast<T>(a & b); }
+};
+struct BitOr {
+  template <typename T>
+  T operator()(T a, T b) const { return static_cast<T>(a | b); }
+};
+struct BitXor {
+  template <typename T>
+  T operator()(T a, T b) const { return static_cast<T>(a ^ b); }
+};
+
+// bool is stored as one byte; any non-zero byte is true, results are 0 or 1.
+struct LogicalAnd {
+  uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>((a != 0) & (b != 0)); }
+};
+struct LogicalOr {
+  uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>((a != 0) | (b != 0)); }
+};
+struct LogicalXor {
+  uint8_t operator()(uint8_t a, uint8_t b) const { return static_cast<uint8_t>((a != 0) ^ (b != 0)); }
+};
+
+// ---- loops --------------------------------------------------------------------------------
+
+template <typename T, typename Op>
+void loop_acc(T* __restrict acc, const T* __restrict in, size_t n) {
+  const Op op;
+  for (size_t i = 0; i < n; ++i) acc[i] = op(acc[i], in[i]);
+}
+
+// acc[i] = in[i] op acc[i]: keeps the operand order when out aliases the second input.
+template <typename T, typename Op>
+void loop_acc_rev(T* __restrict acc, const T* __restrict in, size_t n) {
+  const Op op;
+  for (size_t i = 0; i < n; ++i) acc[i] = op(in[i], acc[i]);
+}
+
+template <typename T, typename Op>
+void loop_out(T* __restrict out, const T* __restrict a, const T* __restrict b, size_t n) {
+  const Op op;
+  for (size_t i = 0; i < n; ++i) out[i] = op(a[i], b[i]);
+}
+
+using CombineFn = void (*)(void* out, const void* a, const void* b, size_t n);
+
+// The aliasing cases get their own loops so that every loop keeps __restrict honest.
+template <typename T, typename Op>
+void combine_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
+  auto* out = static_cast<T*>(out_v);
+  const auto* a = static_cast<const T*>(a_v);
+  const auto* b = static_cast<const T*>(b_v);
+  if (out == a) {
+    loop_acc<T, Op>(out, b, n);
+  } else if (out == b) {
+    loop_acc_rev<T, Op>(out, a, n);
+  } else {
+    loop_out<T, Op>(out, a, b, n);
+  }
+}
+
+// float16 / bfloat16: blocks converted to float, reduced, rounded back.
+struct HalfConv {
+  static float to_float(uint16_t h) { return detail::half_bits_to_float(h); }
+  static uint16_t from_float(float f) { return detail::float_to_half_bits(f); }
+};
+struct BFloat16Conv {
+  static float to_float(uint16_t h) { return detail::bfloat16_bits_to_float(h); }
+  static uint16_t from_float(float f) { return detail::float_to_bfloat16_bits(f); }
+};
+
+constexpr size_t kBlock = 256;
+
+template <typename Conv>
+void widen(float* __restrict dst, const uint16_t* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = Conv::to_float(src[i]);
+}
+
+template <typename Conv>
+void narrow(uint16_t* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = Conv::from_float(src[i]);
+}
+
+template <typename Conv, typename Op>
+void combine_half_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
+  auto* out = static_cast<uint16_t*>(out_v);
+  const auto* a = static_cast<const uint16_t*>(a_v);
+  const auto* b = static_cast<const uint16_t*>(b_v);
+  alignas(64) float fa[kBlock];
+  alignas(64) float fb[kBlock];
+  // Each block reads a and b completely before writing out, so out may be a or b.
+  for (size_t base = 0; base < n; base += kBlock) {
+    const size_t m = std::min(kBlock, n - base);
+    widen<Conv>(fa, a + base, m);
+    widen<Conv>(fb, b + base, m);
+    loop_acc<float, Op>(fa, fb, m);
+    narrow<Conv>(out + base, fa, m);
+  }
+}
+
+// ---- finalize -----------------------------------------------------------------------------
+
+using AvgFn = void (*)(void* data, size_t n, int contributors);
+using ScaleFn = void (*)(void* data, size_t n, double factor);
+
+template <typename T>
+void avg_kernel(void* data_v, size_t n, int contributors) {
+  auto* __restrict data = static_cast<T*>(data_v);
+  if constexpr (std::is_integral_v<T>) {
+    // Truncating division, like NCCL; in int64 so that contributors never overflows T.
+    const int64_t c = contributors;
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<T>(static_cast<int64_t>(data[i]) / c);
+  } else if constexpr (kIsFloat<T>) {
+    const T c = static_cast<T>(contributors);
+    for (size_t i = 0; i < n; ++i) data[i] = data[i] / c;
+  } else {  // complex
+    const typename T::value_type c = static_cast<typename T::value_type>(contributors);
+    for (size_t i = 0; i < n; ++i) data[i] = data[i] / c;
+  }
+}
+
+template <typename T>
+void premul_kernel(void* data_v, size_t n, double factor) {
+  auto* __restrict data = static_cast<T*>(data_v);
+  if constexpr (kIsFloat<T>) {
+    const T f = static_cast<T>(factor);
+    for (size_t i = 0; i < n; ++i) data[i] = data[i] * f;
+  } else {  // complex
+    const typename T::value_type f = static_cast<typename T::value_type>(factor);
+    for (size_t i = 0; i < n; ++i) data[i] = data[i] * f;
+  }
+}
+
+template <typename Conv>
+void avg_half_kernel(void* data_v, size_t n, int contributors) {
+  auto* data = static_cast<uint16_t*>(data_v);
+  const float c = static_cast<float>(contributors);
+  alignas(64) float buf[kBlock];
+  for (size_t base = 0; base < n; base += kBlock) {
+    const size_t m = std::min(kBlock, n - base);
+    widen<Conv>(buf, data + base, m);
+    for (size_t i = 0; i < m; ++i) buf[i] = buf[i] / c;
+    narrow<Conv>(data + base, buf, m);
+  }
+}
+
+template <typename Conv>
+void premul_half_kernel(void* data_v, size_t n, double factor) {
+  auto* data = static_cast<uint16_t*>(data_v);
+  const float f = static_cast<float>(factor);
+  alignas(64) float buf[kBlock];
+  for (size_t base = 0; base < n; base += kBlock) {
+    const size_t m = std::min(kBlock, n - base);
+    widen<Conv>(buf, data + base, m);
+    for (size_t i = 0; i < m; ++i) buf[i] = buf[i] * f;
+    narrow<Conv>(data + base, buf, m);
+  }
+}
+
+// ---- the table ----------------------------------------------------------------------------
+
+constexpr int kNumOps = ReduceOp::PREMUL_SUM + 1;
+
+struct Table {
+  CombineFn combine[kNumOps][kNumDTypes] = {};
+  AvgFn avg[kNumDTypes] = {};
+  ScaleFn premul[kNumDTypes] = {};
+};
+
+constexpr int idx(DType d) { return static_cast<int>(d); }
+
+// Integers: every op; AVG sums, then divides in finalize.
+template <typename T>
+constexpr void add_integer(Table& t, DType d) {
+  t.combine[ReduceOp::SUM][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::AVG][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::PRODUCT][idx(d)] = &combine_kernel<T, Product>;
+  t.combine[ReduceOp::MIN][idx(d)] = &combine_kernel<T, Min>;
+  t.combine[ReduceOp::MAX][idx(d)] = &combine_kernel<T, Max>;
+  t.combine[ReduceOp::BAND][idx(d)] = &combine_kernel<T, BitAnd>;
+  t.combine[ReduceOp::BOR][idx(d)] = &combine_kernel<T, BitOr>;
+  t.combine[ReduceOp::BXOR][idx(d)] = &combine_kernel<T, BitXor>;
+  t.avg[idx(d)] = &avg_kernel<T>;
+}
+
+template <typename T>
+constexpr void add_float(Table& t, DType d) {
+  t.combine[ReduceOp::SUM][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::AVG][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::PREMUL_SUM][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::PRODUCT][idx(d)] = &combine_kernel<T, Product>;
+  t.combine[ReduceOp::MIN][idx(d)] = &combine_kernel<T, Min>;
+  t.combine[ReduceOp::MAX][idx(d)] = &combine_kernel<T, Max>;
+  t.avg[idx(d)] = &avg_kernel<T>;
+  t.premul[idx(d)] = &premul_kernel<T>;
+}
+
+template <typename Conv>
+constexpr void add_half(Table& t, DType d) {
+  t.combine[ReduceOp::SUM][idx(d)] = &combine_half_kernel<Conv, Sum>;
+  t.combine[ReduceOp::AVG][idx(d)] = &combine_half_kernel<Conv, Sum>;
+  t.combine[ReduceOp::PREMUL_SUM][idx(d)] = &combine_half_kernel<Conv, Sum>;
+  t.combine[ReduceOp::PRODUCT][idx(d)] = &combine_half_kernel<Conv, Product>;
+  t.combine[ReduceOp::MIN][idx(d)] = &combine_half_kernel<Conv, Min>;
+  t.combine[ReduceOp::MAX][idx(d)] = &combine_half_kernel<Conv, Max>;
+  t.avg[idx(d)] = &avg_half_kernel<Conv>;
+  t.premul[idx(d)] = &premul_half_kernel<Conv>;
+}
+
+template <typename T>
+constexpr void add_complex(Table& t, DType d) {
+  t.combine[ReduceOp::SUM][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::AVG][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::PREMUL_SUM][idx(d)] = &combine_kernel<T, Sum>;
+  t.combine[ReduceOp::PRODUCT][idx(d)] = &combine_kernel<T, Product>;
+  t.avg[idx(d)] = &avg_kernel<T>;
+  t.premul[idx(d)] = &premul_kernel<T>;
+}
+
+constexpr void add_bool(Table& t) {
+  const int d = idx(DType::Bool);
+  t.combine[ReduceOp::SUM][d] = &combine_kernel<uint8_t, LogicalOr>;
+  t.combine[ReduceOp::PRODUCT][d] = &combine_kernel<uint8_t, LogicalAnd>;
+  t.combine[ReduceOp::MIN][d] = &combine_kernel<uint8_t, LogicalAnd>;
+  t.combine[ReduceOp::MAX][d] = &combine_kernel<uint8_t, LogicalOr>;
+  t.combine[ReduceOp::BAND][d] = &combine_kernel<uint8_t, LogicalAnd>;
+  t.combine[ReduceOp::BOR][d] = &combine_kernel<uint8_t, LogicalOr>;
+  t.combine[ReduceOp::BXOR][d] = &combine_kernel<uint8_t, LogicalXor>;
+}
+
+constexpr Table make_table() {
+  Table t;
+  add_bool(t);
+  add_integer<uint8_t>(t, DType::UInt8);
+  add_integer<int8_t>(t, DType::Int8);
+  add_integer<int16_t>(t, DType::Int16);
+  add_integer<int32_t>(t, DType::Int32);
+  add_integer<int64_t>(t, DType::Int64);
+  add_half<HalfConv>(t, DType::Float16);
+  add_half<BFloat16Conv>(t, DType::BFloat16);
+  add_float<float>(t, DType::Float32);
+  add_float<double>(t, DType::Float64);
+  add_complex<std::complex<float>>(t, DType::Complex64);
+  add_complex<std::complex<double>>(t, DType::Complex128);
+  return t;
+}
+
+constexpr Table kTable = make_table();
+
+// The table must agree with reduce_op_supported (tests/reduce checks every combination).
+
+CombineFn lookup(ReduceOp op, DType dtype, const char* what) {
+  check_reduce_op(op, dtype, what);  // also rejects invalid codes
+  CombineFn fn = kTable.combine[op.kind()][idx(dtype)];
+  if (fn == nullptr) {  // unreachable while the table matches reduce_op_supported
+    throw DistValueError(std::string(what) + ": no kernel for ReduceOp " + std::string(op.name()) + " on " +
+                         std::string(dtype_name(dtype)));
+  }
+  return fn;
+}
+
+void check_pointers(const char* what, size_t count, std::initializer_list<const void*> ptrs) {
+  if (count == 0) return;
+  for (const void* p : ptrs) {
+    if (p == nullptr) {
+      throw DistValueError(std::string(what) + ": null buffer for " + std::to_string(count) + " elements");
+    }
+  }
+}
+
+void check_same(const char* what, const Tensor& x, const Tensor& y) {
+  if (x.dtype() != y.dtype() || x.numel() != y.numel() || !x.is_cpu() || !y.is_cpu()) {
+    throw DistValueError(std::string(what) + ": tensors must be CPU tensors of the same dtype and size, got " +
+                         x.str() + " and " + y.str());
+  }
+}
+
+}  // namespace
+
+void combine(ReduceOp op, DType dtype, void* out, const void* a, const void* b, size_t count) {
+  CombineFn fn = lookup(op, dtype, "reduce::combine");
+  check_pointers("reduce::combine", count, {out, a, b});
+  if (count == 0) return;
+  fn(out, a, b, count);
+}
+
+void accumulate(ReduceOp op, DType dtype, void* acc, const void* in, size_t count) {
+  CombineFn fn = lookup(op, dtype, "reduce::accumulate");
+  check_pointers("reduce::accumulate", count, {acc, in});
+  if (count == 0) return;
+  fn(acc, acc, in, count);
+}
+
+void finalize(ReduceOp op, DType dtype, void* data, size_t count, int contributors) {
+  lookup(op, dtype, "reduce::finalize");
+  switch (op.kind()) {
+    case ReduceOp::AVG:
+      if (contributors <= 0) {
+        throw DistValueError("reduce::finalize: AVG over " + std::to_string(contributors) +
+                             " contributors (must be positive)");
+      }
+      check_pointers("reduce::finalize", count, {data});
+      if (count > 0) kTable.avg[idx(dtype)](data, count, contributors);
+      return;
+    case ReduceOp::PREMUL_SUM:
+      check_pointers("reduce::finalize", count, {data});
+      if (count > 0) kTable.premul[idx(dtype)](data, count, op.factor());
+      return;
+    default:
+      return;
+  }
+}
+
+void accumulate(ReduceOp op, const Tensor& acc, const Tensor& in) {
+  check_same("reduce::accumulate", acc, in);
+  accumulate(op, acc.dtype(), acc.data(), in.data(), static_cast<size_t>(acc.numel()));
+}
+
+void combine(ReduceOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_same("reduce::combine", out, a);
+  check_same("reduce::combine", out, b);
+  combine(op, out.dtype(), out.data(), a.data(), b.data(), static_cast<size_t>(out.numel()));
+}
+
+void finalize(ReduceOp op, const Tensor& data, int contributors) {
+  if (!data.is_cpu()) throw DistValueError("reduce::finalize: " + data.str() + " is not a CPU tensor");
+  finalize(op, data.dtype(), data.data(), static_cast<size_t>(data.numel()), contributors);
+}
+
+}  // namespace tdist::reduce

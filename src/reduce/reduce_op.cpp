@@ -1,0 +1,68 @@
+// ReduceOp names and the (op x dtype) support matrix.
+#include "tdist/reduce_op.h"
+
+#include <string>
+
+#include "tdist/errors.h"
+
+namespace tdist {
+
+namespace {
+constexpr std::string_view kNames[] = {"SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "PREMUL_SUM"};
+constexpr unsigned kNumOps = sizeof(kNames) / sizeof(kNames[0]);
+static_assert(kNumOps == ReduceOp::PREMUL_SUM + 1);
+}  // namespace
+
+std::string_view ReduceOp::name() const {
+  return static_cast<unsigned>(kind_) < kNumOps ? kNames[kind_] : std::string_view("INVALID");
+}
+
+bool reduce_op_supported(ReduceOp op, DType dtype) {
+  if (!is_valid(dtype)) return false;
+  const bool boolean = dtype == DType::Bool;
+  const bool integer = is_integral(dtype) && !boolean;
+  const bool floating = is_floating(dtype);
+  const bool complex = is_complex(dtype);
+  switch (op.kind()) {
+    case ReduceOp::SUM:
+    case ReduceOp::PRODUCT:
+      return true;
+    case ReduceOp::MIN:
+    case ReduceOp::MAX:
+      return !complex;
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR:
+      return boolean || integer;
+    case ReduceOp::AVG:
+      return floating || complex || integer;
+    case ReduceOp::PREMUL_SUM:
+      return floating || complex;
+  }
+  return false;
+}
+
+void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
+  if (reduce_op_supported(op, dtype)) return;
+  std::string msg(operation);
+  if (!msg.empty()) msg += ": ";
+  if (static_cast<unsigned>(op.kind()) >= kNumOps) {
+    throw DistValueError(msg + "invalid ReduceOp code " + std::to_string(static_cast<unsigned>(op.kind())));
+  }
+  if (!is_valid(dtype)) {
+    throw DistValueError(msg + "invalid dtype code " + std::to_string(static_cast<unsigned>(dtype)));
+  }
+  msg += "ReduceOp " + std::string(op.name()) + " is not defined for dtype " + std::string(dtype_name(dtype)) +
+         " (" + std::string(dtype_name(dtype)) + " supports";
+  const char* sep = " ";
+  for (unsigned k = 0; k < kNumOps; ++k) {
+    if (reduce_op_supported(ReduceOp(static_cast<ReduceOp::Kind>(k)), dtype)) {
+      msg += sep;
+      msg += kNames[k];
+      sep = ", ";
+    }
+  }
+  throw DistValueError(msg + ")");
+}
+
+}  // namespace tdist

@@ -1,0 +1,307 @@
+// TCPStore: a client of the TCPStore server (tcp_store_server.h), plus the
+// server itself when is_master. One request at a time per instance.
+#include <algorithm>
+#include <mutex>
+#include <span>
+
+#include "store/store_util.h"
+#include "store/tcp_store_protocol.h"
+#include "store/tcp_store_server.h"
+#include "tdist/errors.h"
+#include "tdist/store.h"
+#include "util/logging.h"
+#include "util/socket.h"
+
+namespace tdist {
+
+using namespace store_detail;
+
+namespace {
+
+std::string endpoint(const std::string& host, uint16_t port) {
+  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
+  return host + ":" + std::to_string(port);
+}
+
+// The client waits this much longer than the server for a parked request:
+// the server answers TIMEOUT first unless it is gone or unreachable.
+Millis reply_margin(Millis timeout) { return std::clamp(timeout / 10, Millis(1000), Millis(30000)); }
+
+int64_t timeout_arg(Millis timeout) {
+  return std::clamp<int64_t>(timeout.count(), 0, kForever.count());
+}
+
+std::string describe(Command c, std::span<const std::string* const> keys) {
+  std::string out = command_name(c);
+  if (c == Command::kWaitCounter) return "wait_for_workers";
+  if (c == Command::kHello || c == Command::kNumKeys) return out;
+  if (keys.size() == 1 && c != Command::kCheck && c != Command::kWait && c != Command::kMultiGet &&
+      c != Command::kMultiSet)
+    return out + "(key " + quote(*keys[0]) + ")";
+  std::vector<std::string> list;
+  for (size_t i = 0; i < keys.size() && i < 9; ++i) list.push_back(*keys[i]);
+  std::string shown = quote_list(list);
+  if (keys.size() > 9) shown.insert(shown.size() - 1, " ... (" + std::to_string(keys.size()) + " keys)");
+  return out + "(keys " + shown + ")";
+}
+
+class Client {
+ public:
+  Client(const std::string& host, uint16_t port, Millis timeout)
+      : name_("TCPStore(" + endpoint(host, port) + ")"), peer_("TCPStore server " + endpoint(host, port)) {
+    Deadline deadline = deadline_after(timeout);
+    fd_ = connect_tcp(host, port, deadline, name_ + " client");
+    Response r = call(Command::kHello, {}, {}, kMagic, deadline);
+    if (r.status != Status::kOk || r.num != kVersion)
+      throw DistNetworkError(name_ + ": the server at " + endpoint(host, port) +
+                             " answered the hello with an unexpected protocol version " + std::to_string(r.num));
+  }
+
+  const std::string& name() const { return name_; }
+
+  // Sends one request and reads its response. Network failures (and a
+  // missing answer by the deadline) are DistNetworkError; after one, the
+  // connection is out of step and every later call fails with the cause.
+  Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
+                int64_t arg, Deadline deadline) {
+    check_limits(c, keys, values);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.empty())
+      throw DistNetworkError(name_ + ": " + describe(c, keys) + ": the connection to the server failed earlier (" +
+                             broken_ + ")");
+    try {
+      send_request(c, keys, values, arg, deadline);
+      return read_response(deadline);
+    } catch (const DistNetworkError& e) {
+      broken_ = e.what();
+      throw DistNetworkError(name_ + ": " + describe(c, keys) + ": " + e.what() +
+                             " (is the TCPStore server, the master's process, still running?)");
+    }
+  }
+
+ private:
+  void check_limits(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values) {
+    if (keys.size() > TCPStore::kMaxKeysPerRequest)
+      throw DistValueError(name_ + ": " + describe(c, keys) + ": " + std::to_string(keys.size()) +
+                           " keys in one request, above the limit of " + std::to_string(TCPStore::kMaxKeysPerRequest));
+    for (const std::string* k : keys)
+      if (k->size() > TCPStore::kMaxKeyBytes)
+        throw DistValueError(name_ + ": " + describe(c, keys) + ": a key of " + std::to_string(k->size()) +
+                             " bytes, above the limit of " + std::to_string(TCPStore::kMaxKeyBytes));
+    for (const std::string* v : values)
+      if (v->size() > TCPStore::kMaxValueBytes)
+        throw DistValueError(name_ + ": " + describe(c, keys) + ": a value of " + std::to_string(v->size()) +
+                             " bytes, above the limit of " + std::to_string(TCPStore::kMaxValueBytes));
+  }
+
+  void send_request(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
+                    int64_t arg, Deadline deadline) {
+    constexpr size_t kCoalesce = 64 * 1024;
+    std::string buf;
+    encode_request_head(buf, c, keys.size(), values.size(), arg);
+    for (const std::string* k : keys) encode_key(buf, *k);
+    for (const std::string* v : values) {
+      put_u64(buf, v->size());
+      if (v->size() < kCoalesce) {
+        buf += *v;
+        continue;
+      }
+      send_all(fd_.get(), buf.data(), buf.size(), deadline, peer_);
+      buf.clear();
+      send_all(fd_.get(), v->data(), v->size(), deadline, peer_);
+    }
+    if (!buf.empty()) send_all(fd_.get(), buf.data(), buf.size(), deadline, peer_);
+  }
+
+  Response read_response(Deadline deadline) {
+    char head[kResponseHeaderBytes];
+    recv_all(fd_.get(), head, sizeof(head), deadline, peer_);
+    Response r;
+    uint8_t status = static_cast<uint8_t>(head[0]);
+    r.num = static_cast<int64_t>(get_u64(head + 1));
+    uint32_t n = get_u32(head + 9);
+    if (status > static_cast<uint8_t>(Status::kError) || n > TCPStore::kMaxKeysPerRequest)
+      throw DistNetworkError("malformed response from " + peer_ + " (status " + std::to_string(status) + ", " +
+                             std::to_string(n) + " values)");
+    r.status = static_cast<Status>(status);
+    r.values.resize(n);
+    for (auto& v : r.values) {
+      char len[8];
+      recv_all(fd_.get(), len, sizeof(len), deadline, peer_);
+      uint64_t size = get_u64(len);
+      if (size > TCPStore::kMaxValueBytes)
+        throw DistNetworkError("malformed response from " + peer_ + " (a value of " + std::to_string(size) +
+                               " bytes)");
+      v.resize(size);
+      recv_all(fd_.get(), v.data(), size, deadline, peer_);
+    }
+    return r;
+  }
+
+  std::mutex mu_;
+  Fd fd_;
+  std::string name_;
+  std::string peer_;
+  std::string broken_;
+};
+
+std::vector<const std::string*> pointers(const std::vector<std::string>& v) {
+  std::vector<const std::string*> out;
+  out.reserve(v.size());
+  for (const auto& s : v) out.push_back(&s);
+  return out;
+}
+
+}  // namespace
+
+struct TCPStore::State {
+  std::shared_ptr<TcpStoreServer> server;
+  std::unique_ptr<Client> client;
+
+  // A request that does not wait on the server: the store timeout bounds it.
+  Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
+                int64_t arg, Millis timeout) {
+    Response r = client->call(c, keys, values, arg, deadline_after(timeout));
+    if (r.status == Status::kError)
+      throw DistStoreError(client->name() + ": " + describe(c, keys) + ": " +
+                           (r.values.empty() ? std::string("server error") : r.values[0]));
+    return r;
+  }
+  // A request the server parks until its keys exist, for at most `timeout`.
+  Response wait_call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
+                     Millis timeout) {
+    Deadline deadline = timeout >= kForever ? Deadline::never() : deadline_after(timeout + reply_margin(timeout));
+    Response r = client->call(c, keys, values, timeout_arg(timeout), deadline);
+    if (r.status == Status::kError)
+      throw DistStoreError(client->name() + ": " + describe(c, keys) + ": " +
+                           (r.values.empty() ? std::string("server error") : r.values[0]));
+    if (r.status == Status::kTimeout) {
+      if (c == Command::kGet)
+        throw DistStoreError(client->name() + ": get(key " + quote(*keys[0]) + ") timed out after " +
+                             format_ms(timeout) + ": the key was not set");
+      throw DistStoreError(client->name() + ": " + describe(c, keys) + " timed out after " + format_ms(timeout) +
+                           "; missing keys: " + quote_list(r.values));
+    }
+    return r;
+  }
+};
+
+TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
+    : Store(options.timeout), host_(std::move(host)), port_(port), state_(std::make_unique<State>()) {
+  if (options.world_size && *options.world_size < 1)
+    throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): world_size must be at least 1, got " +
+                         std::to_string(*options.world_size));
+  if (options.is_master) {
+    try {
+      state_->server = options.multi_tenant ? TcpStoreServer::shared(port_) : std::make_shared<TcpStoreServer>(port_);
+    } catch (const DistNetworkError& e) {
+      throw DistNetworkError("TCPStore(" + endpoint(host_, port_) + "): cannot start the server: " + e.what());
+    }
+    port_ = state_->server->port();
+  }
+  auto start = Clock::now();
+  state_->client = std::make_unique<Client>(host_, port_, options.timeout);
+  // Count this store user, for the master's wait_for_workers.
+  const std::string* key = &kWorkersKey;
+  state_->call(Command::kAdd, {&key, 1}, {}, 1, options.timeout);
+  if (options.is_master && options.wait_for_workers && options.world_size) {
+    auto left = options.timeout - std::chrono::duration_cast<Millis>(Clock::now() - start);
+    std::string target;
+    put_u64(target, static_cast<uint64_t>(*options.world_size));
+    const std::string* value = &target;
+    Millis t = std::max(left, Millis(0));
+    Response r = state_->client->call(Command::kWaitCounter, {&key, 1}, {&value, 1}, timeout_arg(t),
+                                      t >= kForever ? Deadline::never() : deadline_after(t + reply_margin(t)));
+    if (r.status != Status::kOk)
+      throw DistStoreError(state_->client->name() + ": wait_for_workers: only " + std::to_string(r.num) + " of " +
+                           std::to_string(*options.world_size) + " store users (world_size) connected within " +
+                           format_ms(options.timeout));
+  }
+}
+
+TCPStore::TCPStore(std::string host, uint16_t port, std::optional<int> world_size, bool is_master,
+                   std::chrono::milliseconds timeout, bool wait_for_workers, bool multi_tenant)
+    : TCPStore(std::move(host), port,
+               TCPStoreOptions{.world_size = world_size,
+                               .is_master = is_master,
+                               .timeout = timeout,
+                               .wait_for_workers = wait_for_workers,
+                               .multi_tenant = multi_tenant}) {}
+
+TCPStore::~TCPStore() {
+  state_->client.reset();  // our connection first, then (if the last user) the server
+  state_->server.reset();
+}
+
+void TCPStore::set(const std::string& key, const std::string& value) {
+  const std::string* k = &key;
+  const std::string* v = &value;
+  state_->call(Command::kSet, {&k, 1}, {&v, 1}, 0, timeout());
+}
+
+std::string TCPStore::get(const std::string& key) {
+  const std::string* k = &key;
+  Response r = state_->wait_call(Command::kGet, {&k, 1}, {}, timeout());
+  if (r.values.size() != 1) throw DistNetworkError(state_->client->name() + ": get: malformed response");
+  return std::move(r.values[0]);
+}
+
+int64_t TCPStore::add(const std::string& key, int64_t amount) {
+  const std::string* k = &key;
+  Response r = state_->call(Command::kAdd, {&k, 1}, {}, amount, timeout());
+  return r.num;
+}
+
+void TCPStore::append(const std::string& key, const std::string& value) {
+  const std::string* k = &key;
+  const std::string* v = &value;
+  state_->call(Command::kAppend, {&k, 1}, {&v, 1}, 0, timeout());
+}
+
+std::string TCPStore::compare_set(const std::string& key, const std::string& expected, const std::string& desired) {
+  const std::string* k = &key;
+  const std::string* vs[2] = {&expected, &desired};
+  Response r = state_->call(Command::kCompareSet, {&k, 1}, vs, 0, timeout());
+  if (r.values.size() != 1) throw DistNetworkError(state_->client->name() + ": compare_set: malformed response");
+  return std::move(r.values[0]);
+}
+
+bool TCPStore::check(const std::vector<std::string>& keys) {
+  if (keys.empty()) return true;
+  auto ks = pointers(keys);
+  return state_->call(Command::kCheck, ks, {}, 0, timeout()).num != 0;
+}
+
+void TCPStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  if (keys.empty()) return;
+  auto ks = pointers(keys);
+  state_->wait_call(Command::kWait, ks, {}, timeout);
+}
+
+bool TCPStore::delete_key(const std::string& key) {
+  const std::string* k = &key;
+  return state_->call(Command::kDelete, {&k, 1}, {}, 0, timeout()).num != 0;
+}
+
+int64_t TCPStore::num_keys() { return state_->call(Command::kNumKeys, {}, {}, 0, timeout()).num; }
+
+std::vector<std::string> TCPStore::multi_get(const std::vector<std::string>& keys) {
+  if (keys.empty()) return {};
+  auto ks = pointers(keys);
+  Response r = state_->wait_call(Command::kMultiGet, ks, {}, timeout());
+  if (r.values.size() != keys.size())
+    throw DistNetworkError(state_->client->name() + ": multi_get: malformed response");
+  return std::move(r.values);
+}
+
+void TCPStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  if (keys.size() != values.size())
+    throw DistValueError(state_->client->name() + ": multi_set: " + std::to_string(keys.size()) + " keys but " +
+                         std::to_string(values.size()) + " values");
+  if (keys.empty()) return;
+  auto ks = pointers(keys);
+  auto vs = pointers(values);
+  state_->call(Command::kMultiSet, ks, vs, 0, timeout());
+}
+
+}  // namespace tdist

@@ -1,0 +1,565 @@
+// The TCPStore server's event loop. One thread owns everything below: the
+// table, the connections, the parked waits and their timers; nothing here
+// blocks except epoll_wait.
+#include "store/tcp_store_server.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "store/kv_table.h"
+#include "store/store_util.h"
+#include "store/tcp_store_protocol.h"
+#include "tdist/errors.h"
+#include "util/logging.h"
+
+namespace tdist::store_detail {
+
+namespace {
+
+constexpr uint64_t kListenId = 0;
+constexpr uint64_t kWakeId = 1;
+constexpr size_t kReadChunk = 64 * 1024;
+constexpr size_t kDirectChunk = 1 << 20;   // receive large values straight into place, 1 MiB at a time
+constexpr size_t kReadBudget = 4 << 20;    // bytes read from one connection per wakeup (fairness)
+constexpr Millis kAcceptPause{100};        // after EMFILE and the like
+
+struct Conn {
+  uint64_t id = 0;
+  Fd fd;
+  std::string peer;
+  RequestParser parser;
+  std::string in;  // bytes read but not yet parsed: in[in_pos, end)
+  size_t in_pos = 0;
+  std::string out;  // response bytes not yet sent: out[out_pos, end)
+  size_t out_pos = 0;
+  bool greeted = false;
+  bool closing = false;
+  uint64_t waiter = 0;  // the parked request, 0 when none
+  uint32_t events = 0;  // current epoll interest
+  bool writing() const { return out_pos < out.size(); }
+};
+
+struct Waiter {
+  uint64_t conn = 0;
+  Command command = Command::kWait;
+  std::vector<std::string> keys;     // as requested
+  std::vector<std::string> watched;  // keys it is registered under in `watchers`
+  size_t missing = 0;                // registered keys not yet set (existence waits)
+  int64_t target = 0;                // WAIT_COUNTER
+  int64_t timeout_ms = 0;
+  bool has_timer = false;
+  std::multimap<Clock::time_point, uint64_t>::iterator timer;
+};
+
+}  // namespace
+
+struct TcpStoreServer::Loop {
+  Fd listen;
+  Fd epoll;
+  int wake_fd = -1;
+  std::string name;  // "TCPStore server on port N", for logs
+
+  KvTable table;
+  std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
+  std::unordered_map<uint64_t, Waiter> waiters;
+  std::unordered_map<std::string, std::vector<uint64_t>> watchers;
+  std::multimap<Clock::time_point, uint64_t> timers;
+  std::vector<uint64_t> to_close;  // dropped connections, erased at the end of an iteration
+  std::vector<uint64_t> ready;     // connections whose next request may already be buffered
+  uint64_t next_conn = 2;
+  uint64_t next_waiter = 1;
+  bool listen_paused = false;
+  Clock::time_point listen_resume;
+
+  void run();
+  void accept_all();
+  void on_event(uint64_t id, uint32_t events);
+  void pump(Conn& c);
+  void flush(Conn& c);
+  void handle(Conn& c, Request req);
+  void respond(Conn& c, const Response& r);
+  void respond_error(Conn& c, std::string message);
+  bool all_present(const std::vector<std::string>& keys) const;
+  std::vector<std::string> values_of(const std::vector<std::string>& keys) const;
+  std::optional<int64_t> counter(const std::string& key) const;
+  void park(Conn& c, Request req);
+  void notify(const std::string& key);
+  void complete(uint64_t waiter_id);
+  void expire(Clock::time_point now);
+  void remove_waiter(uint64_t waiter_id);
+  void drop(Conn& c, LogLevel level, const std::string& why);
+  void update_interest(Conn& c);
+  int next_timeout_ms() const;
+};
+
+// ---------------------------------------------------------------- loop
+
+void TcpStoreServer::Loop::run() {
+  std::vector<epoll_event> events(256);
+  for (;;) {
+    int n = ::epoll_wait(epoll.get(), events.data(), static_cast<int>(events.size()), next_timeout_ms());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      TDIST_LOG(LogLevel::Error, name << ": epoll_wait failed: " << errno_string(errno) << "; stopping the server");
+      break;
+    }
+    bool stop = false;
+    for (int i = 0; i < n; ++i) {
+      uint64_t id = events[i].data.u64;
+      if (id == kWakeId) {
+        stop = true;
+      } else if (id == kListenId) {
+        accept_all();
+      } else {
+        on_event(id, events[i].events);
+      }
+    }
+    if (stop) break;
+    auto now = Clock::now();
+    expire(now);
+    if (listen_paused && now >= listen_resume) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u64 = kListenId;
+      if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, listen.get(), &ev) == 0) listen_paused = false;
+      else listen_resume = now + kAcceptPause;
+    }
+    while (!ready.empty()) {
+      uint64_t id = ready.back();
+      ready.pop_back();
+      auto it = conns.find(id);
+      if (it != conns.end() && !it->second->closing) pump(*it->second);
+    }
+    for (uint64_t id : to_close) conns.erase(id);
+    to_close.clear();
+  }
+  // Close every connection now so that blocked clients fail at once.
+  for (auto& [id, c] : conns) (void)id, c->fd.reset();
+  conns.clear();
+  listen.reset();
+}
+
+int TcpStoreServer::Loop::next_timeout_ms() const {
+  std::optional<Clock::time_point> next;
+  if (!timers.empty()) next = timers.begin()->first;
+  if (listen_paused && (!next || listen_resume < *next)) next = listen_resume;
+  if (!next) return -1;
+  auto left = std::chrono::duration_cast<std::chrono::microseconds>(*next - Clock::now()).count();
+  if (left <= 0) return 0;
+  return static_cast<int>(std::min<long long>((left + 999) / 1000, 24LL * 3600 * 1000));
+}
+
+void TcpStoreServer::Loop::accept_all() {
+  for (;;) {
+    int fd = ::accept4(listen.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      // Out of descriptors or memory: stop accepting for a moment instead of
+      // spinning on a listening socket that stays readable.
+      TDIST_LOG(LogLevel::Warn, name << ": accept failed: " << errno_string(errno) << "; pausing new connections for "
+                                     << format_ms(kAcceptPause));
+      ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, listen.get(), nullptr);
+      listen_paused = true;
+      listen_resume = Clock::now() + kAcceptPause;
+      return;
+    }
+    set_nodelay(fd);
+    auto c = std::make_unique<Conn>();
+    c->id = next_conn++;
+    c->fd = Fd(fd);
+    c->peer = peer_address(fd);
+    c->events = EPOLLIN | EPOLLRDHUP;
+    epoll_event ev{};
+    ev.events = c->events;
+    ev.data.u64 = c->id;
+    if (::epoll_ctl(epoll.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      TDIST_LOG(LogLevel::Warn, name << ": cannot watch connection from " << c->peer << ": " << errno_string(errno));
+      continue;
+    }
+    TDIST_LOG(LogLevel::Debug, name << ": client " << c->peer << " connected");
+    conns.emplace(c->id, std::move(c));
+  }
+}
+
+void TcpStoreServer::Loop::on_event(uint64_t id, uint32_t events) {
+  auto it = conns.find(id);
+  if (it == conns.end() || it->second->closing) return;
+  Conn& c = *it->second;
+  if (events & EPOLLERR) return drop(c, LogLevel::Debug, "socket error");
+  // A client never half-closes: a hang-up while it should be waiting for
+  // its answer means it is gone (its parked wait goes with it).
+  if ((events & (EPOLLHUP | EPOLLRDHUP)) && (c.waiter != 0 || c.writing()))
+    return drop(c, LogLevel::Debug, "disconnected while its request was pending");
+  if (events & EPOLLOUT) {
+    flush(c);
+    if (c.closing) return;
+  }
+  if (events & (EPOLLIN | EPOLLHUP | EPOLLRDHUP | EPOLLOUT)) pump(c);
+}
+
+void TcpStoreServer::Loop::update_interest(Conn& c) {
+  if (c.closing) return;
+  uint32_t want = EPOLLRDHUP;
+  if (c.writing()) want |= EPOLLOUT;
+  else if (c.waiter == 0) want |= EPOLLIN;
+  if (want == c.events) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.u64 = c.id;
+  if (::epoll_ctl(epoll.get(), EPOLL_CTL_MOD, c.fd.get(), &ev) != 0)
+    return drop(c, LogLevel::Warn, "epoll_ctl failed: " + errno_string(errno));
+  c.events = want;
+}
+
+void TcpStoreServer::Loop::drop(Conn& c, LogLevel level, const std::string& why) {
+  if (c.closing) return;
+  TDIST_LOG(level, name << ": dropping client " << c.peer << ": " << why);
+  c.closing = true;
+  if (c.waiter != 0) remove_waiter(c.waiter);
+  c.waiter = 0;
+  ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
+  c.fd.reset();
+  // Buffers go now, the object at the end of the iteration (callers may hold it).
+  std::string().swap(c.in);
+  std::string().swap(c.out);
+  c.parser = RequestParser();
+  to_close.push_back(c.id);
+}
+
+// Reads and serves requests until the connection has to wait: for the
+// socket, for its answer to be sent, or for a parked request.
+void TcpStoreServer::Loop::pump(Conn& c) {
+  size_t budget = kReadBudget;
+  while (!c.closing && c.waiter == 0 && !c.writing()) {
+    if (c.in_pos < c.in.size()) {
+      size_t used = 0;
+      auto r = c.parser.feed(c.in.data() + c.in_pos, c.in.size() - c.in_pos, &used);
+      c.in_pos += used;
+      if (r == RequestParser::Result::kError) return drop(c, LogLevel::Info, "malformed request: " + c.parser.error());
+      if (r == RequestParser::Result::kDone) handle(c, c.parser.take());
+      continue;
+    }
+    if (budget == 0) break;
+    ssize_t n;
+    size_t remaining = 0;
+    if (std::string* value = c.parser.value_in_progress(&remaining); value != nullptr && remaining >= kReadChunk) {
+      // A large value: receive straight into it, never more than announced.
+      size_t chunk = std::min({remaining, kDirectChunk, budget});
+      size_t old = value->size();
+      value->resize(old + chunk);
+      n = ::recv(c.fd.get(), value->data() + old, chunk, MSG_DONTWAIT);
+      value->resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n > 0) {
+        budget -= std::min(budget, static_cast<size_t>(n));
+        if (c.parser.committed(static_cast<size_t>(n)) == RequestParser::Result::kDone) handle(c, c.parser.take());
+        continue;
+      }
+    } else {
+      c.in.resize(kReadChunk);
+      c.in_pos = 0;
+      n = ::recv(c.fd.get(), c.in.data(), kReadChunk, MSG_DONTWAIT);
+      c.in.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n > 0) {
+        budget -= std::min(budget, static_cast<size_t>(n));
+        continue;
+      }
+    }
+    if (n == 0) {
+      if (c.parser.in_progress()) return drop(c, LogLevel::Info, "disconnected in the middle of a request");
+      return drop(c, LogLevel::Debug, "disconnected");
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return drop(c, LogLevel::Debug, "receive failed: " + errno_string(errno));
+  }
+  if (c.in_pos == c.in.size() && c.in.capacity() > kReadChunk) std::string().swap(c.in);
+  update_interest(c);
+}
+
+void TcpStoreServer::Loop::flush(Conn& c) {
+  while (c.writing()) {
+    ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      c.out_pos += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return drop(c, LogLevel::Debug, "send failed: " + errno_string(errno));
+  }
+  if (!c.writing()) {
+    c.out.clear();
+    c.out_pos = 0;
+    if (c.out.capacity() > kReadChunk) std::string().swap(c.out);
+  }
+  update_interest(c);
+}
+
+void TcpStoreServer::Loop::respond(Conn& c, const Response& r) {
+  if (c.closing) return;
+  if (!c.writing()) {
+    c.out.clear();
+    c.out_pos = 0;
+  }
+  c.out += encode_response(r);
+  flush(c);
+}
+
+void TcpStoreServer::Loop::respond_error(Conn& c, std::string message) {
+  Response r;
+  r.status = Status::kError;
+  r.values.push_back(std::move(message));
+  respond(c, r);
+}
+
+// ---------------------------------------------------------------- commands
+
+bool TcpStoreServer::Loop::all_present(const std::vector<std::string>& keys) const {
+  for (const auto& k : keys)
+    if (!table.contains(k)) return false;
+  return true;
+}
+
+std::vector<std::string> TcpStoreServer::Loop::values_of(const std::vector<std::string>& keys) const {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const auto& k : keys) out.push_back(table.find(k)->value);
+  return out;
+}
+
+std::optional<int64_t> TcpStoreServer::Loop::counter(const std::string& key) const {
+  const KvTable::Entry* e = table.find(key);
+  if (e == nullptr || !e->counter) return std::nullopt;
+  return parse_counter(e->value);
+}
+
+void TcpStoreServer::Loop::handle(Conn& c, Request req) {
+  if (!c.greeted) {
+    if (req.command != Command::kHello || req.arg != kMagic)
+      return drop(c, LogLevel::Info, "the first request is not a TCPStore hello (not a TCPStore client?)");
+    c.greeted = true;
+  }
+  Response r;
+  switch (req.command) {
+    case Command::kHello:
+      r.num = kVersion;
+      break;
+    case Command::kSet:
+      table.set(req.keys[0], std::move(req.values[0]));
+      notify(req.keys[0]);
+      break;
+    case Command::kAppend:
+      table.append(req.keys[0], req.values[0]);
+      notify(req.keys[0]);
+      break;
+    case Command::kAdd: {
+      int64_t result = 0;
+      auto status = table.add(req.keys[0], req.arg, &result);
+      if (status != KvTable::AddStatus::kOk) return respond_error(c, KvTable::add_error(status, result, req.arg));
+      r.num = result;
+      notify(req.keys[0]);
+      break;
+    }
+    case Command::kCompareSet: {
+      std::string after;
+      bool wrote = table.compare_set(req.keys[0], req.values[0], req.values[1], &after);
+      r.values.push_back(std::move(after));
+      if (wrote) notify(req.keys[0]);
+      break;
+    }
+    case Command::kCheck:
+      r.num = all_present(req.keys) ? 1 : 0;
+      break;
+    case Command::kDelete:
+      r.num = table.erase(req.keys[0]) ? 1 : 0;
+      break;
+    case Command::kNumKeys:
+      r.num = static_cast<int64_t>(table.size()) - (table.contains(kWorkersKey) ? 1 : 0);
+      break;
+    case Command::kMultiSet:
+      for (size_t i = 0; i < req.keys.size(); ++i) table.set(req.keys[i], std::move(req.values[i]));
+      for (const auto& k : req.keys) notify(k);
+      break;
+    case Command::kGet:
+    case Command::kMultiGet:
+    case Command::kWait:
+      if (!all_present(req.keys)) return park(c, std::move(req));
+      if (req.command != Command::kWait) r.values = values_of(req.keys);
+      break;
+    case Command::kWaitCounter: {
+      if (req.values[0].size() != 8) return drop(c, LogLevel::Info, "wait_counter target is not 8 bytes");
+      auto now = counter(req.keys[0]);
+      if (!now || *now < static_cast<int64_t>(get_u64(req.values[0].data()))) return park(c, std::move(req));
+      r.num = *now;
+      break;
+    }
+  }
+  respond(c, r);
+}
+
+void TcpStoreServer::Loop::park(Conn& c, Request req) {
+  uint64_t id = next_waiter++;
+  Waiter w;
+  w.conn = c.id;
+  w.command = req.command;
+  w.timeout_ms = std::max<int64_t>(req.arg, 0);
+  if (req.command == Command::kWaitCounter) {
+    w.target = static_cast<int64_t>(get_u64(req.values[0].data()));
+    w.watched.push_back(req.keys[0]);
+  } else {
+    w.watched = missing_keys(req.keys, [&](const std::string& k) { return table.contains(k); });
+    w.missing = w.watched.size();
+  }
+  w.keys = std::move(req.keys);
+  for (const auto& k : w.watched) watchers[k].push_back(id);
+  if (Millis(w.timeout_ms) < kForever) {
+    w.timer = timers.emplace(Clock::now() + Millis(w.timeout_ms), id);
+    w.has_timer = true;
+  }
+  waiters.emplace(id, std::move(w));
+  c.waiter = id;
+  update_interest(c);
+}
+
+void TcpStoreServer::Loop::notify(const std::string& key) {
+  auto it = watchers.find(key);
+  if (it == watchers.end()) return;
+  std::vector<uint64_t> ids = std::move(it->second);
+  watchers.erase(it);
+  for (uint64_t id : ids) {
+    auto wit = waiters.find(id);
+    if (wit == waiters.end()) continue;
+    Waiter& w = wit->second;
+    if (w.command == Command::kWaitCounter) {
+      auto now = counter(key);
+      if (now && *now >= w.target) complete(id);
+      else watchers[key].push_back(id);
+      continue;
+    }
+    if (w.missing > 0) --w.missing;
+    if (w.missing > 0) continue;
+    // Every key it waited for has been set; one may have been deleted since.
+    auto still = missing_keys(w.keys, [&](const std::string& k) { return table.contains(k); });
+    if (still.empty()) {
+      complete(id);
+      continue;
+    }
+    for (const auto& k : still) {
+      watchers[k].push_back(id);
+      w.watched.push_back(k);
+    }
+    w.missing = still.size();
+  }
+}
+
+void TcpStoreServer::Loop::complete(uint64_t waiter_id) {
+  Waiter& w = waiters.at(waiter_id);
+  Response r;
+  if (w.command == Command::kGet || w.command == Command::kMultiGet) r.values = values_of(w.keys);
+  if (w.command == Command::kWaitCounter) r.num = counter(w.keys[0]).value_or(0);
+  uint64_t conn_id = w.conn;
+  remove_waiter(waiter_id);
+  auto it = conns.find(conn_id);
+  if (it == conns.end() || it->second->closing) return;
+  it->second->waiter = 0;
+  respond(*it->second, r);
+  ready.push_back(conn_id);
+}
+
+void TcpStoreServer::Loop::expire(Clock::time_point now) {
+  while (!timers.empty() && timers.begin()->first <= now) {
+    uint64_t id = timers.begin()->second;
+    Waiter& w = waiters.at(id);
+    Response r;
+    r.status = Status::kTimeout;
+    if (w.command == Command::kWaitCounter) r.num = counter(w.keys[0]).value_or(0);
+    else r.values = missing_keys(w.keys, [&](const std::string& k) { return table.contains(k); });
+    uint64_t conn_id = w.conn;
+    remove_waiter(id);
+    auto it = conns.find(conn_id);
+    if (it == conns.end() || it->second->closing) continue;
+    it->second->waiter = 0;
+    respond(*it->second, r);
+    ready.push_back(conn_id);
+  }
+}
+
+void TcpStoreServer::Loop::remove_waiter(uint64_t waiter_id) {
+  auto wit = waiters.find(waiter_id);
+  if (wit == waiters.end()) return;
+  Waiter& w = wit->second;
+  for (const auto& k : w.watched) {
+    auto it = watchers.find(k);
+    if (it == watchers.end()) continue;
+    std::erase(it->second, waiter_id);
+    if (it->second.empty()) watchers.erase(it);
+  }
+  if (w.has_timer) timers.erase(w.timer);
+  waiters.erase(wit);
+}
+
+// ---------------------------------------------------------------- server
+
+TcpStoreServer::TcpStoreServer(uint16_t port) : loop_(std::make_unique<Loop>()) {
+  loop_->listen = listen_tcp("", port);
+  set_nonblocking(loop_->listen.get(), true);
+  port_ = local_port(loop_->listen.get());
+  loop_->name = "TCPStore server on port " + std::to_string(port_);
+  loop_->epoll = Fd(::epoll_create1(EPOLL_CLOEXEC));
+  wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!loop_->epoll.valid() || !wake_.valid())
+    throw DistNetworkError(loop_->name + ": cannot create epoll/eventfd: " + errno_string(errno));
+  loop_->wake_fd = wake_.get();
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenId;
+  ::epoll_ctl(loop_->epoll.get(), EPOLL_CTL_ADD, loop_->listen.get(), &ev);
+  ev.data.u64 = kWakeId;
+  ::epoll_ctl(loop_->epoll.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
+  thread_ = std::thread([loop = loop_.get()] {
+    try {
+      loop->run();
+    } catch (const std::exception& e) {
+      // Only allocation failure can get here; the clients see their connections close.
+      TDIST_LOG(LogLevel::Error, loop->name << ": event loop failed: " << e.what());
+      loop->conns.clear();
+      loop->listen.reset();
+    }
+  });
+  TDIST_LOG(LogLevel::Debug, loop_->name << ": listening");
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  uint64_t one = 1;
+  ssize_t rc = ::write(wake_.get(), &one, sizeof(one));
+  (void)rc;
+  if (thread_.joinable()) thread_.join();
+  TDIST_LOG(LogLevel::Debug, loop_->name << ": stopped");
+}
+
+std::shared_ptr<TcpStoreServer> TcpStoreServer::shared(uint16_t port) {
+  static std::mutex mu;
+  static std::map<uint16_t, std::weak_ptr<TcpStoreServer>> servers;
+  std::lock_guard<std::mutex> lock(mu);
+  std::erase_if(servers, [](const auto& kv) { return kv.second.expired(); });
+  if (port != 0) {
+    auto it = servers.find(port);
+    if (it != servers.end())
+      if (auto s = it->second.lock()) return s;
+  }
+  auto s = std::make_shared<TcpStoreServer>(port);
+  servers[s->port()] = s;
+  return s;
+}
+
+}  // namespace tdist::store_detail

@@ -1,0 +1,46 @@
+#include "transport/request.h"
+
+#include <thread>
+
+namespace tdist {
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+// About a few microseconds of spinning: enough to catch a reply already on its
+// way, short enough not to steal a core from another rank on a crowded host.
+constexpr int kSpinIterations = 2000;
+}  // namespace
+
+bool Request::wait_until(Deadline deadline) {
+  for (int i = 0; i < kSpinIterations; ++i) {
+    if (done()) return true;
+    cpu_relax();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  waiting_ = true;
+  if (deadline.is_never()) {
+    cv_.wait(lock, [&] { return done(); });
+    return true;
+  }
+  return cv_.wait_until(lock, deadline.at(), [&] { return done(); });
+}
+
+bool Request::complete(std::exception_ptr error, int source) {
+  if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
+  error_ = std::move(error);
+  source_ = source;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_.store(true, std::memory_order_release);
+  }
+  cv_.notify_all();
+  return true;
+}
+
+}  // namespace tdist

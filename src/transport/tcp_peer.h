@@ -1,0 +1,59 @@
+// The per-connection state of the TCP transport (shared by the engine and
+// the rendezvous that creates the connections).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport/request.h"
+#include "transport/tcp_transport.h"
+#include "transport/wire.h"
+#include "util/socket.h"
+
+namespace tdist {
+
+inline constexpr size_t kStagingBytes = 256 * 1024;
+
+struct TcpTransport::Unexpected {
+  int peer;
+  uint64_t tag;
+  std::vector<char> data;
+  bool complete = false;
+  std::shared_ptr<Request> waiter;  // a receive matched while the payload was still arriving
+};
+
+struct TcpTransport::Peer {
+  int rank = -1;
+  Fd fd;
+  std::string address;  // "host:port" of the remote end
+  std::string host_id;
+  bool failed = false;  // set by the progress thread (under mu_)
+  std::exception_ptr error;
+
+  // Sending: guarded by tx_mu.
+  struct TxItem {
+    wire::MessageHeader header;
+    std::shared_ptr<Request> request;
+    size_t sent = 0;  // header and payload bytes written
+  };
+  std::mutex tx_mu;
+  std::deque<TxItem> txq;
+  bool out_armed = false;
+  bool tx_failed = false;
+  std::exception_ptr tx_error;
+
+  // Receiving: owned by the progress thread.
+  std::vector<char> staging = std::vector<char>(kStagingBytes);
+  size_t stage_begin = 0, stage_end = 0;
+  bool in_payload = false;
+  wire::MessageHeader header{};
+  char* dst = nullptr;  // nullptr: discard the payload
+  size_t payload_done = 0;
+  std::shared_ptr<Request> rx_request;
+  std::shared_ptr<Unexpected> rx_unexpected;
+};
+
+}  // namespace tdist

@@ -1,0 +1,197 @@
+// Setting up the TCP mesh through the store: every rank publishes
+// "<host id>\n<nonce>\n<port>\n<address,address,...>" under "tcp/<rank>",
+// dials every lower rank and accepts every higher one.
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <random>
+#include <sstream>
+
+#include "tdist/errors.h"
+#include "transport/tcp_peer.h"
+#include "transport/tcp_transport.h"
+#include "transport/wire.h"
+#include "util/env.h"
+#include "util/host_id.h"
+#include "util/logging.h"
+
+namespace tdist {
+
+namespace {
+
+struct PeerInfo {
+  std::string host_id;
+  uint64_t nonce = 0;
+  uint16_t port = 0;
+  std::vector<std::string> addresses;
+};
+
+// Addresses other hosts may reach us at: those of TDIST_SOCKET_IFNAME (a
+// comma-separated list of interfaces) or else of every interface that is up,
+// loopback last.
+std::vector<std::string> local_addresses() {
+  auto wanted = get_env("TDIST_SOCKET_IFNAME");
+  std::vector<std::string> names;
+  if (wanted) {
+    std::stringstream ss(*wanted);
+    for (std::string n; std::getline(ss, n, ',');)
+      if (!n.empty()) names.push_back(n);
+  }
+  std::vector<std::string> out, loopback;
+  ifaddrs* head = nullptr;
+  if (getifaddrs(&head) != 0) return {"127.0.0.1"};
+  for (ifaddrs* a = head; a != nullptr; a = a->ifa_next) {
+    if (!a->ifa_addr || !(a->ifa_flags & IFF_UP)) continue;
+    int fam = a->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    if (!names.empty() && std::find(names.begin(), names.end(), a->ifa_name) == names.end()) continue;
+    char buf[INET6_ADDRSTRLEN] = {0};
+    if (fam == AF_INET) {
+      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
+    } else {
+      auto* in6 = reinterpret_cast<sockaddr_in6*>(a->ifa_addr);
+      if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) continue;  // needs a scope id; skip
+      inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+    }
+    ((a->ifa_flags & IFF_LOOPBACK) ? loopback : out).push_back(buf);
+  }
+  freeifaddrs(head);
+  if (!names.empty() && out.empty() && loopback.empty())
+    throw DistNetworkError("TDIST_SOCKET_IFNAME=" + *wanted + " names no interface that is up with an address");
+  out.insert(out.end(), loopback.begin(), loopback.end());
+  if (out.empty()) out.push_back("127.0.0.1");
+  return out;
+}
+
+std::string encode(const PeerInfo& info) {
+  std::string out = info.host_id + "\n" + std::to_string(info.nonce) + "\n" + std::to_string(info.port) + "\n";
+  for (size_t i = 0; i < info.addresses.size(); ++i) out += (i ? "," : "") + info.addresses[i];
+  return out;
+}
+
+PeerInfo decode(const std::string& text, int rank) {
+  std::stringstream ss(text);
+  PeerInfo info;
+  std::string nonce, port, addrs;
+  if (!std::getline(ss, info.host_id) || !std::getline(ss, nonce) || !std::getline(ss, port) ||
+      !std::getline(ss, addrs))
+    throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
+  info.nonce = std::stoull(nonce);
+  info.port = static_cast<uint16_t>(std::stoul(port));
+  std::stringstream as(addrs);
+  for (std::string a; std::getline(as, a, ',');) info.addresses.push_back(a);
+  return info;
+}
+
+std::string missing_ranks_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return "[" + out + "]";
+}
+
+}  // namespace
+
+std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int size, TcpTransportOptions options) {
+  std::unique_ptr<TcpTransport> t(new TcpTransport(rank, size, options));
+  const std::string& label = t->options_.label;
+  Deadline deadline = Deadline::after(options.timeout);
+  if (size == 1) {
+    t->start();
+    return t;
+  }
+
+  std::vector<std::string> addresses = local_addresses();
+  Fd listener = listen_tcp(get_env("TDIST_SOCKET_IFNAME") ? addresses.front() : "", 0);
+  PeerInfo self;
+  self.host_id = host_id();
+  self.nonce = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  self.port = local_port(listener.get());
+  self.addresses = addresses;
+  store.set("tcp/" + std::to_string(rank), encode(self));
+
+  // Every rank's record (this waits for all ranks to arrive).
+  std::vector<std::string> keys;
+  for (int r = 0; r < size; ++r) keys.push_back("tcp/" + std::to_string(r));
+  try {
+    store.wait(keys, deadline.remaining());
+  } catch (const DistError&) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r)
+      if (!store.check({keys[r]})) missing.push_back(r);
+    throw DistNetworkError(label + ": ranks " + missing_ranks_text(missing) + " did not join within " +
+                           format_ms(options.timeout));
+  }
+  std::vector<PeerInfo> infos(size);
+  auto values = store.multi_get(keys);
+  for (int r = 0; r < size; ++r) infos[r] = decode(values[r], r);
+
+  // Dial the lower ranks.
+  for (int peer = 0; peer < rank; ++peer) {
+    const PeerInfo& info = infos[peer];
+    std::vector<std::string> candidates = info.addresses;
+    if (info.host_id == self.host_id) candidates.insert(candidates.begin(), "127.0.0.1");
+    Fd fd;
+    std::string last_error;
+    for (size_t i = 0; i < candidates.size() && !fd.valid(); ++i) {
+      bool last = i + 1 == candidates.size();
+      Deadline step = last ? deadline : deadline.earlier(Deadline::after(Millis(3000)));
+      try {
+        fd = connect_tcp(candidates[i], info.port, step, label + " dialling " + t->describe_peer(peer));
+      } catch (const DistNetworkError& e) {
+        last_error = e.what();
+      }
+    }
+    if (!fd.valid()) throw DistNetworkError(last_error);
+    wire::Hello hello{wire::kHelloMagic, static_cast<uint32_t>(rank), static_cast<uint32_t>(size), 0, info.nonce};
+    send_all(fd.get(), &hello, sizeof(hello), deadline, t->describe_peer(peer));
+    auto p = std::make_unique<Peer>();
+    p->rank = peer;
+    p->address = peer_address(fd.get());
+    p->host_id = info.host_id;
+    p->fd = std::move(fd);
+    t->peers_[peer] = std::move(p);
+  }
+
+  // Accept the higher ranks. A connection that does not say a valid hello is
+  // dropped without disturbing the others.
+  int expected = size - 1 - rank;
+  while (expected > 0) {
+    Fd fd = accept_tcp(listener.get(), deadline);
+    if (!fd.valid()) {
+      std::vector<int> missing;
+      for (int r = rank + 1; r < size; ++r)
+        if (!t->peers_[r]) missing.push_back(r);
+      throw DistNetworkError(label + ": ranks " + missing_ranks_text(missing) + " did not connect within " +
+                             format_ms(options.timeout));
+    }
+    wire::Hello hello{};
+    try {
+      recv_all(fd.get(), &hello, sizeof(hello), deadline.earlier(Deadline::after(Millis(5000))),
+               "a connecting rank at " + peer_address(fd.get()));
+    } catch (const DistNetworkError& e) {
+      TDIST_LOG(LogLevel::Warn, label << ": dropped a connection: " << e.what());
+      continue;
+    }
+    int from = static_cast<int>(hello.rank);
+    if (hello.magic != wire::kHelloMagic || hello.nonce != self.nonce || static_cast<int>(hello.size) != size ||
+        from <= rank || from >= size || t->peers_[from]) {
+      TDIST_LOG(LogLevel::Warn, label << ": dropped a connection from " << peer_address(fd.get())
+                                      << " with an invalid hello (rank " << from << ")");
+      continue;
+    }
+    auto p = std::make_unique<Peer>();
+    p->rank = from;
+    p->address = peer_address(fd.get());
+    p->host_id = infos[from].host_id;
+    p->fd = std::move(fd);
+    t->peers_[from] = std::move(p);
+    --expected;
+  }
+  t->start();
+  return t;
+}
+
+}  // namespace tdist

@@ -1,0 +1,56 @@
+// Layer 3: moves tagged byte ranges between the ranks of one group.
+// Messages between two ranks with the same tag arrive in the order sent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <string>
+
+#include "transport/request.h"
+#include "util/deadline.h"
+
+namespace tdist {
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The buffer must stay valid until the request is done. A receive must be
+  // posted with the exact size of the message; otherwise it fails naming both.
+  virtual std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) = 0;
+  // peer may be kAnySource (-1).
+  virtual std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) = 0;
+
+  // Waits for a request; on the deadline aborts the transport (no buffer is
+  // touched after this returns) and throws DistBackendError naming the peer.
+  // Rethrows the request's own error otherwise.
+  virtual void wait(Request& request, Deadline deadline) = 0;
+
+  // Fails every pending and later request with `cause`; closes connections.
+  virtual void abort(std::exception_ptr cause) = 0;
+  // The cause of an abort or nullptr.
+  virtual std::exception_ptr aborted() const = 0;
+
+  // "rank 2 (10.0.0.2:4567)": for error messages.
+  virtual std::string describe_peer(int peer) const = 0;
+  // Peers on this host share a host id (hostname, boot id, network namespace).
+  virtual bool same_host(int peer) const = 0;
+
+  // Blocking helpers.
+  void send(int peer, uint64_t tag, const void* data, size_t size, Deadline deadline) {
+    auto r = isend(peer, tag, data, size);
+    wait(*r, deadline);
+  }
+  // Returns the source rank.
+  int recv(int peer, uint64_t tag, void* data, size_t size, Deadline deadline) {
+    auto r = irecv(peer, tag, data, size);
+    wait(*r, deadline);
+    return r->source();
+  }
+};
+
+}  // namespace tdist

@@ -1,0 +1,48 @@
+// Deadlines for every blocking wait: nothing in tdist waits without one.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+
+namespace tdist {
+
+using Clock = std::chrono::steady_clock;
+using Millis = std::chrono::milliseconds;
+
+class Deadline {
+ public:
+  static Deadline after(Millis timeout) { return Deadline(Clock::now() + timeout, timeout); }
+  static Deadline never() { return Deadline(Clock::time_point::max(), Millis::max()); }
+
+  bool is_never() const { return at_ == Clock::time_point::max(); }
+  bool expired() const { return !is_never() && Clock::now() >= at_; }
+  Clock::time_point at() const { return at_; }
+  // The timeout this deadline was made from, for error messages.
+  Millis timeout() const { return timeout_; }
+  Millis remaining() const {
+    if (is_never()) return Millis::max();
+    auto left = std::chrono::duration_cast<Millis>(at_ - Clock::now());
+    return std::max(left, Millis(0));
+  }
+  // For poll/epoll_wait: -1 when never, else ms left (rounded up, capped).
+  int poll_ms() const {
+    if (is_never()) return -1;
+    auto left = std::chrono::duration_cast<std::chrono::microseconds>(at_ - Clock::now()).count();
+    if (left <= 0) return 0;
+    return static_cast<int>(std::min<long long>((left + 999) / 1000, INT_MAX));
+  }
+  Deadline earlier(const Deadline& o) const { return o.at_ < at_ ? o : *this; }
+
+ private:
+  Deadline(Clock::time_point at, Millis timeout) : at_(at), timeout_(timeout) {}
+  Clock::time_point at_;
+  Millis timeout_;
+};
+
+inline std::string format_ms(Millis ms) {
+  if (ms == Millis::max()) return "no timeout";
+  return std::to_string(ms.count()) + " ms";
+}
+
+}  // namespace tdist

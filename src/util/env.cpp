@@ -1,0 +1,37 @@
+#include "util/env.h"
+
+#include <cstdlib>
+#include <string>
+
+#include "tdist/errors.h"
+
+namespace tdist {
+
+std::optional<std::string> get_env(const char* name) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return std::nullopt;
+  return std::string(v);
+}
+
+std::optional<long long> get_env_int(const char* name) {
+  auto v = get_env(name);
+  if (!v) return std::nullopt;
+  size_t used = 0;
+  long long out = 0;
+  try {
+    out = std::stoll(*v, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != v->size())
+    throw DistValueError(std::string("environment variable ") + name + "='" + *v + "' is not an integer");
+  return out;
+}
+
+bool env_flag(const char* name, bool default_value) {
+  auto v = get_env(name);
+  if (!v || v->empty()) return default_value;
+  return !(*v == "0" || *v == "false" || *v == "FALSE" || *v == "off" || *v == "OFF" || *v == "no");
+}
+
+}  // namespace tdist

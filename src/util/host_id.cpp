@@ -1,0 +1,31 @@
+#include "util/host_id.h"
+
+#include <unistd.h>
+
+#include <climits>
+#include <fstream>
+
+namespace tdist {
+
+std::string hostname() {
+  char buf[HOST_NAME_MAX + 1] = {0};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+const std::string& host_id() {
+  static const std::string id = [] {
+    std::string boot;
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::getline(f, boot);
+    // Network namespaces share hostname and boot id but not loopback, so the
+    // namespace is part of the identity (multi-host tests use namespaces).
+    char ns[256] = {0};
+    ssize_t n = readlink("/proc/self/ns/net", ns, sizeof(ns) - 1);
+    std::string netns = n > 0 ? std::string(ns, static_cast<size_t>(n)) : "";
+    return hostname() + "/" + boot + "/" + netns;
+  }();
+  return id;
+}
+
+}  // namespace tdist

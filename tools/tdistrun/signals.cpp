@@ -1,0 +1,134 @@
+#include "signals.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+namespace tdistrun {
+namespace {
+
+constexpr int kTermination[] = {SIGINT, SIGTERM, SIGHUP};
+
+int g_pipe[2] = {-1, -1};
+volatile sig_atomic_t g_pending[3] = {0, 0, 0};
+volatile sig_atomic_t g_child = 0;
+
+void on_signal(int sig) {
+  int saved = errno;
+  if (sig == SIGCHLD) {
+    g_child = 1;
+  } else {
+    for (int i = 0; i < 3; ++i) {
+      if (kTermination[i] == sig) g_pending[i] = 1;
+    }
+  }
+  char byte = static_cast<char>(sig);
+  // Non-blocking: if the pipe is full a wake-up is already pending.
+  ssize_t ignored = write(g_pipe[1], &byte, 1);
+  (void)ignored;
+  errno = saved;
+}
+
+}  // namespace
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGHUP: return "SIGHUP";
+    case SIGINT: return "SIGINT";
+    case SIGQUIT: return "SIGQUIT";
+    case SIGILL: return "SIGILL";
+    case SIGTRAP: return "SIGTRAP";
+    case SIGABRT: return "SIGABRT";
+    case SIGBUS: return "SIGBUS";
+    case SIGFPE: return "SIGFPE";
+    case SIGKILL: return "SIGKILL";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGSEGV: return "SIGSEGV";
+    case SIGUSR2: return "SIGUSR2";
+    case SIGPIPE: return "SIGPIPE";
+    case SIGALRM: return "SIGALRM";
+    case SIGTERM: return "SIGTERM";
+    case SIGCHLD: return "SIGCHLD";
+    case SIGCONT: return "SIGCONT";
+    case SIGSTOP: return "SIGSTOP";
+    case SIGTSTP: return "SIGTSTP";
+    case SIGTTIN: return "SIGTTIN";
+    case SIGTTOU: return "SIGTTOU";
+    case SIGURG: return "SIGURG";
+    case SIGXCPU: return "SIGXCPU";
+    case SIGXFSZ: return "SIGXFSZ";
+    case SIGVTALRM: return "SIGVTALRM";
+    case SIGPROF: return "SIGPROF";
+    case SIGWINCH: return "SIGWINCH";
+    case SIGIO: return "SIGIO";
+    case SIGSYS: return "SIGSYS";
+#ifdef SIGPWR
+    case SIGPWR: return "SIGPWR";
+#endif
+    default: return "signal " + std::to_string(sig);
+  }
+}
+
+void SignalEvents::install() {
+  if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
+    throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
+  }
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  for (int sig : kTermination) sigaction(sig, &sa, nullptr);
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigaction(SIGCHLD, &sa, nullptr);
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGPIPE, &ign, nullptr);
+}
+
+int SignalEvents::fd() { return g_pipe[0]; }
+
+void SignalEvents::drain() {
+  char buf[256];
+  while (read(g_pipe[0], buf, sizeof buf) > 0) {
+  }
+}
+
+std::vector<int> SignalEvents::take_termination_signals() {
+  std::vector<int> out;
+  for (int i = 0; i < 3; ++i) {
+    if (g_pending[i]) {
+      g_pending[i] = 0;
+      out.push_back(kTermination[i]);
+    }
+  }
+  return out;
+}
+
+bool SignalEvents::take_child_exited() {
+  if (!g_child) return false;
+  g_child = 0;
+  return true;
+}
+
+sigset_t SignalEvents::handled_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kTermination) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+void SignalEvents::reset_in_child() {
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  for (int sig : kTermination) sigaction(sig, &dfl, nullptr);
+  sigaction(SIGCHLD, &dfl, nullptr);
+  sigaction(SIGPIPE, &dfl, nullptr);
+}
+
+}  // namespace tdistrun

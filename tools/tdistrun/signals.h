@@ -1,0 +1,39 @@
+// Signals seen by the launcher, turned into poll()-able events (self-pipe):
+// SIGINT, SIGTERM and SIGHUP are to be forwarded to the workers; SIGCHLD says
+// a worker may have exited. SIGPIPE is ignored (a closed stdout must not kill
+// the launcher while workers still run).
+#pragma once
+
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+namespace tdistrun {
+
+// "SIGKILL" style name, or "signal N" for one without a name here.
+std::string signal_name(int sig);
+
+class SignalEvents {
+ public:
+  // Creates the pipe and installs the handlers. Call once, before starting workers.
+  static void install();
+  // Read end of the self-pipe: readable when a signal arrived.
+  static int fd();
+  // Empties the pipe (call when fd() is readable).
+  static void drain();
+  // Termination signals received since the last call, in a fixed order (INT, TERM, HUP).
+  static std::vector<int> take_termination_signals();
+  // True once after one or more SIGCHLD.
+  static bool take_child_exited();
+
+  // The signals the launcher handles; block them around fork() so a child
+  // never runs the launcher's handlers, then restore the old mask.
+  static sigset_t handled_set();
+  // In a forked child, before exec: default dispositions for every handled
+  // signal and SIGPIPE (ignored dispositions survive exec; handled ones do not,
+  // but could run between fork and exec). Async-signal-safe.
+  static void reset_in_child();
+};
+
+}  // namespace tdistrun

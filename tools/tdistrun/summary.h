@@ -1,0 +1,36 @@
+// How each worker ended, in words, and the launcher's exit status.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace tdistrun {
+
+struct WorkerEnd {
+  int rank = 0;
+  int local_rank = 0;
+  pid_t pid = 0;
+  int status = 0;           // from waitpid
+  int signal_sent = 0;      // last signal the launcher sent this worker (0: none)
+  bool forwarded = false;   // signal_sent was the launcher's own SIGINT/SIGTERM/SIGHUP, passed on
+  bool escalated = false;   // the launcher sent SIGKILL when the grace period ran out
+};
+
+// "exited 0", "exit code 3", "killed by signal 9 (SIGKILL)".
+std::string describe_status(int status);
+// Like describe_status, but says when the launcher caused the ending.
+std::string describe_end(const WorkerEnd& end, double kill_timeout_s);
+// The shell's convention: the exit code, or 128 + the signal number.
+int exit_code_of(int status);
+// "rank 2 (local_rank 2, pid 1234)".
+std::string worker_label(const WorkerEnd& end);
+
+// Lines for stderr (each starting "tdistrun: ") after a failure or a signal:
+// the first failure first (if any), else the signal received, then every other
+// worker in rank order. first_failure indexes ends, or is -1.
+std::vector<std::string> summary_lines(const std::vector<WorkerEnd>& ends, int first_failure, int received_signal,
+                                       double kill_timeout_s, int exit_code);
+
+}  // namespace tdistrun

@@ -1,0 +1,192 @@
+#include "worker.h"
+
+#include <fcntl.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <system_error>
+
+#include "signals.h"
+
+namespace tdistrun {
+
+std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, int local_rank,
+                                                                  bool omp_num_threads_set) {
+  const long long world = static_cast<long long>(opt.nnodes) * opt.nproc_per_node;
+  const long long rank = static_cast<long long>(opt.node_rank) * opt.nproc_per_node + local_rank;
+  std::vector<std::pair<std::string, std::string>> vars = {
+      {"RANK", std::to_string(rank)},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"WORLD_SIZE", std::to_string(world)},
+      {"LOCAL_WORLD_SIZE", std::to_string(opt.nproc_per_node)},
+      {"GROUP_RANK", std::to_string(opt.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)},
+      {"ROLE_RANK", std::to_string(rank)},
+      {"ROLE_WORLD_SIZE", std::to_string(world)},
+      {"ROLE_NAME", opt.role},
+      {"MASTER_ADDR", opt.master_addr},
+      {"MASTER_PORT", std::to_string(opt.master_port)},
+      {"TORCHELASTIC_RUN_ID", opt.rdzv_id},
+      {"TORCHELASTIC_RESTART_COUNT", "0"},
+      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TDIST_LAUNCHED", "1"},
+  };
+  // As torchrun: several workers each running one thread per core would overload the node.
+  if (!omp_num_threads_set && opt.nproc_per_node > 1) vars.emplace_back("OMP_NUM_THREADS", "1");
+  return vars;
+}
+
+std::vector<std::string> worker_environment(const Options& opt, int local_rank, char** base_env) {
+  bool omp_set = false;
+  for (char** e = base_env; e != nullptr && *e != nullptr; ++e) {
+    if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0) omp_set = true;
+  }
+  auto vars = worker_variables(opt, local_rank, omp_set);
+  std::vector<std::string> env;
+  for (char** e = base_env; e != nullptr && *e != nullptr; ++e) {
+    std::string_view entry(*e);
+    std::string_view key = entry.substr(0, entry.find('='));
+    bool overridden = false;
+    for (const auto& [k, v] : vars) {
+      if (key == k) overridden = true;
+    }
+    if (!overridden) env.emplace_back(entry);
+  }
+  for (const auto& [k, v] : vars) env.push_back(k + "=" + v);
+  return env;
+}
+
+std::vector<std::string> worker_argv(const Options& opt, int local_rank) {
+  std::vector<std::string> argv{opt.program};
+  argv.insert(argv.end(), opt.program_args.begin(), opt.program_args.end());
+  // Last, not right after PROGRAM as torch.distributed.launch (which ran "python script"):
+  // here PROGRAM may be an interpreter ("python train.py", "sh -c ...") that would take it.
+  if (opt.pass_local_rank) argv.push_back("--local-rank=" + std::to_string(local_rank));
+  return argv;
+}
+
+namespace {
+
+// 0 when path is an executable regular file, else an errno value.
+int check_executable(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return errno;
+  if (S_ISDIR(st.st_mode)) return EISDIR;
+  if (access(path.c_str(), X_OK) != 0) return errno;
+  return 0;
+}
+
+}  // namespace
+
+std::string resolve_program(const std::string& program, std::string* error) {
+  if (program.empty()) {
+    *error = "empty program name";
+    return {};
+  }
+  if (program.find('/') != std::string::npos) {
+    int err = check_executable(program);
+    if (err == 0) return program;
+    *error = std::strerror(err);
+    return {};
+  }
+  const char* path_env = std::getenv("PATH");
+  std::string path = path_env != nullptr ? path_env : "/usr/local/bin:/usr/bin:/bin";
+  int first_err = 0;
+  size_t start = 0;
+  while (true) {
+    size_t end = path.find(':', start);
+    std::string dir = path.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    int err = check_executable(candidate);
+    if (err == 0) return candidate;
+    if (err != ENOENT && err != ENOTDIR && first_err == 0) first_err = err;
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  *error = first_err != 0 ? std::strerror(first_err) : "command not found in PATH";
+  return {};
+}
+
+namespace {
+
+void close_pair(int p[2]) {
+  if (p[0] >= 0) close(p[0]);
+  if (p[1] >= 0) close(p[1]);
+}
+
+// Async-signal-safe message to fd 2 from a forked child.
+void child_fail(const char* what, const std::string& label, const std::string& path, int err) {
+  const char* parts[] = {"tdistrun: ", label.c_str(), ": cannot ", what, " '", path.c_str(), "': ", strerror(err), "\n"};
+  for (const char* p : parts) {
+    ssize_t ignored = write(2, p, strlen(p));
+    (void)ignored;
+  }
+  _exit(127);
+}
+
+}  // namespace
+
+Spawned spawn_worker(const SpawnRequest& req) {
+  int out[2] = {-1, -1};
+  int err[2] = {-1, -1};
+  if (req.capture_output) {
+    if (pipe2(out, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+    if (pipe2(err, O_CLOEXEC) != 0) {
+      int e = errno;
+      close_pair(out);
+      throw std::system_error(e, std::generic_category(), "pipe");
+    }
+  }
+
+  // Everything the child needs is built before fork: after it, only async-signal-safe calls.
+  std::vector<char*> argv;
+  for (const auto& a : req.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  const pid_t launcher = getpid();
+
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close_pair(out);
+    close_pair(err);
+    throw std::system_error(e, std::generic_category(), "fork");
+  }
+  if (pid == 0) {
+    SignalEvents::reset_in_child();
+    // Own process group: the launcher signals the worker and whatever it started.
+    setpgid(0, 0);
+    // Die with the launcher, even when it is SIGKILLed; and if it is already gone, do not start.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(127);
+    if (req.stdin_fd >= 0) dup2(req.stdin_fd, 0);
+    if (req.capture_output) {
+      dup2(out[1], 1);
+      dup2(err[1], 2);
+    }
+    sigprocmask(SIG_SETMASK, &req.child_mask, nullptr);
+    execve(req.path.c_str(), argv.data(), envp.data());
+    child_fail("execute", req.label, req.path, errno);
+  }
+  // Also here, so that signals sent right after fork already reach the group.
+  setpgid(pid, pid);
+  Spawned s;
+  s.pid = pid;
+  if (req.capture_output) {
+    close(out[1]);
+    close(err[1]);
+    fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
+    fcntl(err[0], F_SETFL, fcntl(err[0], F_GETFL) | O_NONBLOCK);
+    s.out_fd = out[0];
+    s.err_fd = err[0];
+  }
+  return s;
+}
+
+}  // namespace tdistrun

@@ -1,0 +1,49 @@
+// Starting one worker: its argument list, its torchrun environment, and the
+// fork/exec that puts it in its own process group, ties its life to the
+// launcher's (PR_SET_PDEATHSIG) and connects its output to pipes.
+#pragma once
+
+#include <signal.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "options.h"
+
+namespace tdistrun {
+
+// The variables a worker gets on top of the launcher's environment, in order.
+std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, int local_rank,
+                                                                  bool omp_num_threads_set);
+// The launcher's environment (KEY=VALUE strings) with the worker's variables set.
+std::vector<std::string> worker_environment(const Options& opt, int local_rank, char** base_env);
+// PROGRAM ARGS... ["--local-rank=N" with --pass-local-rank]
+std::vector<std::string> worker_argv(const Options& opt, int local_rank);
+
+// Finds PROGRAM as execvp would (through PATH when it has no '/'); returns the
+// path to execute, or an empty string and a reason in *error.
+std::string resolve_program(const std::string& program, std::string* error);
+
+struct Spawned {
+  pid_t pid = -1;
+  int out_fd = -1;  // read ends of the worker's stdout/stderr pipes (-1: inherited)
+  int err_fd = -1;
+};
+
+struct SpawnRequest {
+  std::string path;                // resolved executable
+  std::vector<std::string> argv;
+  std::vector<std::string> env;
+  bool capture_output = true;      // pipes (prefixing) or inherit the launcher's stdout/stderr
+  int stdin_fd = -1;               // becomes the worker's stdin
+  sigset_t child_mask;             // signal mask for the worker (the launcher's own)
+  std::string label;               // "rank 3", for an exec failure message
+};
+
+// Forks and execs a worker. The caller blocks the launcher's handled signals
+// around this call. Throws std::system_error when pipes or fork fail; an exec
+// failure shows up as the worker's exit code 127 with a message on its stderr.
+Spawned spawn_worker(const SpawnRequest& req);
+
+}  // namespace tdistrun
