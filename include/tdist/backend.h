@@ -21,8 +21,8 @@ inline constexpr std::chrono::milliseconds kDefaultTimeout{30 * 60 * 1000};  // 
 
 struct BackendOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  std::string group_name;         // for error messages: "default_pg", "group 3"
-  std::vector<int> global_ranks;  // group rank -> global rank, for error messages
+  std::string group_name{};         // for error messages: "default_pg", "group 3"
+  std::vector<int> global_ranks{};  // group rank -> global rank, for error messages
 };
 
 class Backend {

@@ -15,19 +15,21 @@ using Group = std::shared_ptr<ProcessGroup>;
 
 struct InitOptions {
   std::string backend = "tdist";     // or "gloo" (alias), or "cpu:tdist,cuda:nccl"
-  std::string init_method;           // "env://" (default), "tcp://host:port", "file:///path"
+  std::string init_method{};           // "env://" (default), "tcp://host:port", "file:///path"
   int world_size = -1;               // -1: from init_method or the environment
   int rank = -1;                     // -1: from init_method or the environment
-  std::shared_ptr<Store> store;      // exclusive with init_method
+  std::shared_ptr<Store> store{};      // exclusive with init_method
   std::chrono::milliseconds timeout = kDefaultTimeout;
-  std::string group_name;            // deprecated in torch; kept for messages
+  std::string group_name{};            // deprecated in torch; kept for messages
 };
 
 bool is_available();
 // Initializes the default group; blocks until every rank joins or the timeout
 // passes (then DistError listing the ranks that did not arrive).
 void init_process_group(const InitOptions& options = {});
-void init_process_group(const std::string& backend, const std::string& init_method = "", int world_size = -1,
+// torch's positional form: init_process_group("tdist", "tcp://10.1.1.20:23456", 4, rank).
+// (const char* so that init_process_group({.backend = ...}) stays unambiguous.)
+void init_process_group(const char* backend, const std::string& init_method = "", int world_size = -1,
                         int rank = -1, std::chrono::milliseconds timeout = kDefaultTimeout);
 bool is_initialized();
 bool is_torchelastic_launched();

@@ -17,7 +17,7 @@ struct ProcessGroupOptions {
   std::string backend = "tdist";
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::string group_name = "default_pg";
-  std::vector<int> global_ranks;  // empty: 0..size-1
+  std::vector<int> global_ranks{};  // empty: 0..size-1
 };
 
 class ProcessGroup {
@@ -52,11 +52,11 @@ class ProcessGroup {
   void shutdown();
 
  private:
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<Store> store_{};
   int rank_;
   int size_;
   ProcessGroupOptions options_;
-  std::string backend_spec_;
+  std::string backend_spec_{};
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
 };
 

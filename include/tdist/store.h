@@ -101,8 +101,8 @@ class PrefixStore : public Store {
  private:
   std::string join(const std::string& key) const { return prefix_ + "/" + key; }
   std::vector<std::string> join(const std::vector<std::string>& keys) const;
-  std::string prefix_;
-  std::shared_ptr<Store> store_;
+  std::string prefix_{};
+  std::shared_ptr<Store> store_{};
 };
 
 // Processes sharing a file system; fcntl locks serialise access. The last of
@@ -128,12 +128,12 @@ class FileStore : public Store {
 
  private:
   struct State;
-  std::string path_;
+  std::string path_{};
   std::unique_ptr<State> state_;
 };
 
 struct TCPStoreOptions {
-  std::optional<int> world_size;  // number of store users (clients + server's own); nullopt: not fixed
+  std::optional<int> world_size{};  // number of store users (clients + server's own); nullopt: not fixed
   bool is_master = false;
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
   bool wait_for_workers = true;
@@ -174,7 +174,7 @@ class TCPStore : public Store {
 
  private:
   struct State;
-  std::string host_;
+  std::string host_{};
   uint16_t port_;
   std::unique_ptr<State> state_;
 };

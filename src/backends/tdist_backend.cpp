@@ -38,7 +38,9 @@ class P2PWork final : public Work {
       state_->transport->wait(*request_, deadline_);
     } catch (...) {
       auto e = with_context(std::current_exception(), context_);
-      state_->record_failure(e);
+      // A timeout or a lost connection breaks the group; a size mismatch
+      // discarded its message cleanly and leaves the group usable.
+      if (state_->transport->aborted()) state_->record_failure(e);
       std::rethrow_exception(e);
     }
     return true;

@@ -1,6 +1,7 @@
 #include "tdist/distributed.h"
 #include "tdist/errors.h"
 #include "init/rendezvous.h"
+#include "process_group/backend_spec.h"
 #include "process_group/world.h"
 #include "util/env.h"
 
@@ -13,6 +14,8 @@ void init_process_group(const InitOptions& options) {
       throw DistError("init_process_group: the default process group is already initialized "
                       "(call destroy_process_group first)");
   }
+  // An unknown backend is reported before anyone waits for anyone.
+  validate_backend_spec(options.backend);
   Rendezvous r = rendezvous(options);
   int generation;
   {
@@ -34,7 +37,7 @@ void init_process_group(const InitOptions& options) {
   world().store = r.store;
 }
 
-void init_process_group(const std::string& backend, const std::string& init_method, int world_size, int rank,
+void init_process_group(const char* backend, const std::string& init_method, int world_size, int rank,
                         std::chrono::milliseconds timeout) {
   InitOptions o;
   o.backend = backend;

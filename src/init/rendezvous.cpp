@@ -1,5 +1,6 @@
 #include "init/rendezvous.h"
 
+#include <algorithm>
 #include <map>
 
 #include "tdist/errors.h"
@@ -153,20 +154,37 @@ void join_all_ranks(Store& store, const std::string& prefix, int rank, int world
   store.set(prefix + std::to_string(rank), "1");
   std::vector<std::string> keys;
   for (int i = 0; i < world_size; ++i) keys.push_back(prefix + std::to_string(i));
-  try {
-    store.wait(keys, timeout);
-  } catch (const DistError& e) {
-    std::string missing;
-    int count = 0;
-    for (int i = 0; i < world_size; ++i)
-      if (!store.check({keys[i]})) {
-        missing += (missing.empty() ? "" : ", ") + std::to_string(i);
-        ++count;
-      }
-    throw DistError("init_process_group via " + where + ": rank " + std::to_string(rank) + " waited " +
-                    format_ms(timeout) + " but " + std::to_string(count) + " of " + std::to_string(world_size) +
-                    " ranks did not arrive: [" + missing + "]");
+  // Wait in slices and note who is still missing after each, so the error can
+  // list them even if the store's host (rank 0) gives up first and takes the
+  // store with it.
+  Deadline deadline = Deadline::after(timeout);
+  const Millis slice = std::max<Millis>(timeout / 4, Millis(200));
+  std::vector<int> missing;
+  std::string store_error;
+  for (;;) {
+    try {
+      store.wait(keys, std::min<Millis>(slice, deadline.remaining()));
+      return;
+    } catch (const DistError& e) {
+      store_error = e.what();
+    }
+    try {
+      std::vector<int> now;
+      for (int i = 0; i < world_size; ++i)
+        if (!store.check({keys[i]})) now.push_back(i);
+      missing = now;
+    } catch (const DistError& e) {
+      store_error = e.what();
+      break;  // the store is gone: report what was last seen
+    }
+    if (deadline.expired()) break;
   }
+  std::string list;
+  for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+  throw DistError("init_process_group via " + where + ": rank " + std::to_string(rank) + " waited up to " +
+                  format_ms(timeout) + " but " + std::to_string(missing.size()) + " of " +
+                  std::to_string(world_size) + " ranks did not arrive: [" + list + "] (last store error: " +
+                  store_error + ")");
 }
 
 }  // namespace tdist

@@ -5,6 +5,7 @@
 
 #include "tdist/errors.h"
 #include "backends/registry.h"
+#include "process_group/backend_spec.h"
 
 namespace tdist {
 
@@ -38,6 +39,8 @@ std::map<DeviceType, std::string> parse_spec(const std::string& spec) {
 
 }  // namespace
 
+void validate_backend_spec(const std::string& spec) { parse_spec(spec); }
+
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
     : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
   if (!store_) throw DistValueError("ProcessGroup: no store given");
@@ -52,6 +55,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
     throw DistValueError("ProcessGroup: " + std::to_string(options_.global_ranks.size()) + " global ranks for " +
                          std::to_string(size) + " members");
   backend_spec_ = options_.backend.empty() ? "tdist" : options_.backend;
+  // A plain name reads back canonical ("gloo" runs, and reports, "tdist").
+  if (backend_spec_.find(':') == std::string::npos) backend_spec_ = lookup_backend(backend_spec_).name;
   BackendOptions bopts{options_.timeout, options_.group_name, options_.global_ranks};
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);

@@ -2,9 +2,12 @@
 // table of (ReduceOp x DType) function pointers. Each kernel is a plain indexed loop over
 // __restrict pointers with no branch on op or dtype inside, so GCC vectorizes it (this file
 // is built with -O3; see src/CMakeLists.txt). Check with -fopt-info-vec-optimized.
+//
+// On x86-64 every kernel is also compiled for AVX2 (target_clones: the loader picks the clone
+// once, through an ifunc), and float16 blocks are converted with F16C when the CPU has it.
 #include "reduce/reduce.h"
 
-#include <algorithm>
+#include <atomic>
 #include <complex>
 #include <cstdint>
 #include <initializer_list>
@@ -13,6 +16,15 @@
 
 #include "tdist/errors.h"
 #include "tensor/half.h"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#include <immintrin.h>
+#define TDIST_X86_DISPATCH 1
+// AVX2, not x86-64-v3: no FMA, so that nothing can contract the float16 rounding steps.
+#define TDIST_MULTIVERSION [[gnu::target_clones("avx2", "default")]]
+#else
+#define TDIST_MULTIVERSION
+#endif
 
 namespace tdist::reduce {
 
@@ -123,7 +135,7 @@ using CombineFn = void (*)(void* out, const void* a, const void* b, size_t n);
 
 // The aliasing cases get their own loops so that every loop keeps __restrict honest.
 template <typename T, typename Op>
-void combine_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
+TDIST_MULTIVERSION void combine_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
   auto* out = static_cast<T*>(out_v);
   const auto* a = static_cast<const T*>(a_v);
   const auto* b = static_cast<const T*>(b_v);
@@ -137,29 +149,71 @@ void combine_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
 }
 
 // float16 / bfloat16: blocks converted to float, reduced, rounded back.
-struct HalfConv {
-  static float to_float(uint16_t h) { return detail::half_bits_to_float(h); }
-  static uint16_t from_float(float f) { return detail::float_to_half_bits(f); }
-};
-struct BFloat16Conv {
-  static float to_float(uint16_t h) { return detail::bfloat16_bits_to_float(h); }
-  static uint16_t from_float(float f) { return detail::float_to_bfloat16_bits(f); }
-};
-
 constexpr size_t kBlock = 256;
 
-template <typename Conv>
-void widen(float* __restrict dst, const uint16_t* __restrict src, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = Conv::to_float(src[i]);
+template <float (*F)(uint16_t)>
+void widen_loop(float* __restrict dst, const uint16_t* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = F(src[i]);
 }
 
-template <typename Conv>
-void narrow(uint16_t* __restrict dst, const float* __restrict src, size_t n) {
-  for (size_t i = 0; i < n; ++i) dst[i] = Conv::from_float(src[i]);
+template <uint16_t (*F)(float)>
+void narrow_loop(uint16_t* __restrict dst, const float* __restrict src, size_t n) {
+  for (size_t i = 0; i < n; ++i) dst[i] = F(src[i]);
 }
+
+#ifdef TDIST_X86_DISPATCH
+// F16C converts 8 values per instruction; round to nearest even, NaN stays NaN.
+[[gnu::target("avx,f16c")]] void widen_f16c(float* dst, const uint16_t* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+  }
+  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
+}
+
+[[gnu::target("avx,f16c")]] void narrow_f16c(uint16_t* dst, const float* src, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+  for (; i < n; ++i) dst[i] = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
+}
+
+bool cpu_has_f16c() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}
+const bool kCpuHasF16C = cpu_has_f16c();
+std::atomic<bool> g_use_f16c{kCpuHasF16C};
+#endif
+
+struct HalfConv {
+  static void widen(float* dst, const uint16_t* src, size_t n) {
+#ifdef TDIST_X86_DISPATCH
+    if (g_use_f16c.load(std::memory_order_relaxed)) return widen_f16c(dst, src, n);
+#endif
+    widen_loop<detail::half_bits_to_float>(dst, src, n);
+  }
+  static void narrow(uint16_t* dst, const float* src, size_t n) {
+#ifdef TDIST_X86_DISPATCH
+    if (g_use_f16c.load(std::memory_order_relaxed)) return narrow_f16c(dst, src, n);
+#endif
+    narrow_loop<detail::float_to_half_bits>(dst, src, n);
+  }
+};
+
+struct BFloat16Conv {
+  static void widen(float* dst, const uint16_t* src, size_t n) {
+    widen_loop<detail::bfloat16_bits_to_float>(dst, src, n);
+  }
+  static void narrow(uint16_t* dst, const float* src, size_t n) {
+    narrow_loop<detail::float_to_bfloat16_bits>(dst, src, n);
+  }
+};
 
 template <typename Conv, typename Op>
-void combine_half_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
+TDIST_MULTIVERSION void combine_half_kernel(void* out_v, const void* a_v, const void* b_v, size_t n) {
   auto* out = static_cast<uint16_t*>(out_v);
   const auto* a = static_cast<const uint16_t*>(a_v);
   const auto* b = static_cast<const uint16_t*>(b_v);
@@ -167,11 +221,11 @@ void combine_half_kernel(void* out_v, const void* a_v, const void* b_v, size_t n
   alignas(64) float fb[kBlock];
   // Each block reads a and b completely before writing out, so out may be a or b.
   for (size_t base = 0; base < n; base += kBlock) {
-    const size_t m = std::min(kBlock, n - base);
-    widen<Conv>(fa, a + base, m);
-    widen<Conv>(fb, b + base, m);
+    const size_t m = n - base < kBlock ? n - base : kBlock;
+    Conv::widen(fa, a + base, m);
+    Conv::widen(fb, b + base, m);
     loop_acc<float, Op>(fa, fb, m);
-    narrow<Conv>(out + base, fa, m);
+    Conv::narrow(out + base, fa, m);
   }
 }
 
@@ -181,7 +235,7 @@ using AvgFn = void (*)(void* data, size_t n, int contributors);
 using ScaleFn = void (*)(void* data, size_t n, double factor);
 
 template <typename T>
-void avg_kernel(void* data_v, size_t n, int contributors) {
+TDIST_MULTIVERSION void avg_kernel(void* data_v, size_t n, int contributors) {
   auto* __restrict data = static_cast<T*>(data_v);
   if constexpr (std::is_integral_v<T>) {
     // Truncating division, like NCCL; in int64 so that contributors never overflows T.
@@ -197,7 +251,7 @@ void avg_kernel(void* data_v, size_t n, int contributors) {
 }
 
 template <typename T>
-void premul_kernel(void* data_v, size_t n, double factor) {
+TDIST_MULTIVERSION void premul_kernel(void* data_v, size_t n, double factor) {
   auto* __restrict data = static_cast<T*>(data_v);
   if constexpr (kIsFloat<T>) {
     const T f = static_cast<T>(factor);
@@ -209,28 +263,28 @@ void premul_kernel(void* data_v, size_t n, double factor) {
 }
 
 template <typename Conv>
-void avg_half_kernel(void* data_v, size_t n, int contributors) {
+TDIST_MULTIVERSION void avg_half_kernel(void* data_v, size_t n, int contributors) {
   auto* data = static_cast<uint16_t*>(data_v);
   const float c = static_cast<float>(contributors);
   alignas(64) float buf[kBlock];
   for (size_t base = 0; base < n; base += kBlock) {
-    const size_t m = std::min(kBlock, n - base);
-    widen<Conv>(buf, data + base, m);
+    const size_t m = n - base < kBlock ? n - base : kBlock;
+    Conv::widen(buf, data + base, m);
     for (size_t i = 0; i < m; ++i) buf[i] = buf[i] / c;
-    narrow<Conv>(data + base, buf, m);
+    Conv::narrow(data + base, buf, m);
   }
 }
 
 template <typename Conv>
-void premul_half_kernel(void* data_v, size_t n, double factor) {
+TDIST_MULTIVERSION void premul_half_kernel(void* data_v, size_t n, double factor) {
   auto* data = static_cast<uint16_t*>(data_v);
   const float f = static_cast<float>(factor);
   alignas(64) float buf[kBlock];
   for (size_t base = 0; base < n; base += kBlock) {
-    const size_t m = std::min(kBlock, n - base);
-    widen<Conv>(buf, data + base, m);
+    const size_t m = n - base < kBlock ? n - base : kBlock;
+    Conv::widen(buf, data + base, m);
     for (size_t i = 0; i < m; ++i) buf[i] = buf[i] * f;
-    narrow<Conv>(data + base, buf, m);
+    Conv::narrow(data + base, buf, m);
   }
 }
 
@@ -403,5 +457,24 @@ void finalize(ReduceOp op, const Tensor& data, int contributors) {
   if (!data.is_cpu()) throw DistValueError("reduce::finalize: " + data.str() + " is not a CPU tensor");
   finalize(op, data.dtype(), data.data(), static_cast<size_t>(data.numel()), contributors);
 }
+
+namespace internal {
+
+const char* float16_conversion() {
+#ifdef TDIST_X86_DISPATCH
+  if (g_use_f16c.load(std::memory_order_relaxed)) return "f16c";
+#endif
+  return "portable";
+}
+
+void set_float16_f16c(bool enabled) {
+#ifdef TDIST_X86_DISPATCH
+  g_use_f16c.store(enabled && kCpuHasF16C, std::memory_order_relaxed);
+#else
+  (void)enabled;
+#endif
+}
+
+}  // namespace internal
 
 }  // namespace tdist::reduce

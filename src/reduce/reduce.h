@@ -40,4 +40,13 @@ void accumulate(ReduceOp op, const Tensor& acc, const Tensor& in);
 void combine(ReduceOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void finalize(ReduceOp op, const Tensor& data, int contributors);
 
+namespace internal {
+// "f16c" when float16 blocks are converted with the CPU's F16C instructions, "portable" when
+// with the branch-free code of tensor/half.h (both round to nearest even).
+const char* float16_conversion();
+// For tests: false forces the portable conversion where F16C exists; true restores F16C if
+// the CPU has it. Not meant to be called while kernels run on other threads.
+void set_float16_f16c(bool enabled);
+}  // namespace internal
+
 }  // namespace tdist::reduce

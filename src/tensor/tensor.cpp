@@ -93,7 +93,7 @@ DType dl_dtype(DLDataType t) {
                            " (bits " + std::to_string(bits) +
                            "); supported codes: 0 int, 1 uint, 2 float, 4 bfloat, 5 complex, 6 bool");
   }
-  static const char* const kCodeNames[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  static const char* const kCodeNames[] = {"int", "uint", "float", "opaque handle", "bfloat", "complex", "bool"};
   throw DistValueError(std::string("Tensor::from_dlpack: unsupported DLPack dtype ") + kCodeNames[t.code] +
                        " (code " + std::to_string(t.code) + ") with " + std::to_string(bits) +
                        " bits; tdist has int8/16/32/64, uint8, bool, float16/32/64, bfloat16, complex64/128");

@@ -54,6 +54,7 @@ struct TcpTransport::Peer {
   size_t payload_done = 0;
   std::shared_ptr<Request> rx_request;
   std::shared_ptr<Unexpected> rx_unexpected;
+  std::string abort_text;  // the reason a peer sent before closing
 };
 
 }  // namespace tdist

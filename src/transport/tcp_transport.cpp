@@ -14,6 +14,7 @@
 #include "tdist/errors.h"
 #include "transport/tcp_peer.h"
 #include "transport/wire.h"
+#include "util/error_context.h"
 #include "util/host_id.h"
 #include "util/logging.h"
 
@@ -236,6 +237,16 @@ void TcpTransport::abort(std::exception_ptr cause) {
     p->rx_request.reset();
     p->rx_unexpected.reset();
     std::lock_guard<std::mutex> tx(p->tx_mu);
+    // Tell the peer why, when the stream is between two messages (best effort).
+    if (!p->tx_failed && p->fd.valid() && (p->txq.empty() || p->txq.front().sent == 0)) {
+      std::string text = error_message(cause).substr(0, wire::kMaxAbortText);
+      wire::MessageHeader h{wire::kAbortMagic, 0, 0, text.size()};
+      iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = 2;
+      [[maybe_unused]] ssize_t w = ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
     for (auto& it : p->txq) it.request->complete(cause, p->rank);
     p->txq.clear();
     p->tx_failed = true;
@@ -286,6 +297,13 @@ void TcpTransport::on_readable(Peer& p) {
       if (buffered >= hsize) {
         std::memcpy(&p.header, p.staging.data() + p.stage_begin, hsize);
         p.stage_begin += hsize;
+        if (p.header.magic == wire::kAbortMagic && p.header.size <= wire::kMaxAbortText) {
+          p.abort_text.resize(p.header.size);
+          p.in_payload = true;
+          p.payload_done = 0;
+          p.dst = p.abort_text.data();
+          continue;
+        }
         if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
           fail_peer(p, std::make_exception_ptr(DistNetworkError(
                            "protocol error from " + describe_peer(p.rank) +
@@ -308,6 +326,7 @@ void TcpTransport::on_readable(Peer& p) {
       }
       if (need == 0) {
         finish_payload(p);
+        if (p.failed) return;
         continue;
       }
       if (p.dst && need >= kDirectReadBytes) {
@@ -386,6 +405,11 @@ void TcpTransport::begin_payload(Peer& p) {
 void TcpTransport::finish_payload(Peer& p) {
   p.in_payload = false;
   p.dst = nullptr;
+  if (p.header.magic == wire::kAbortMagic) {
+    fail_peer(p, std::make_exception_ptr(
+                     DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
+    return;
+  }
   if (auto req = std::move(p.rx_request)) {
     p.rx_request.reset();
     req->complete(nullptr, p.rank);
@@ -413,10 +437,13 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
     p.failed = true;
     p.error = error;
-    // A receive from anyone fails too: the group cannot finish its operation
-    // without the lost rank, and waiting for the deadline would only hide why.
+    // A receive from anyone can still be served by the others (a peer that
+    // finished and closed its group is normal); it fails only with the last peer.
+    bool all_lost = true;
+    for (auto& q : peers_)
+      if (q && !q->failed) all_lost = false;
     for (auto it = posted_.begin(); it != posted_.end();) {
-      if ((*it)->peer() == p.rank || (*it)->peer() == kAnySource) {
+      if ((*it)->peer() == p.rank || ((*it)->peer() == kAnySource && all_lost)) {
         (*it)->complete(error, p.rank);
         it = posted_.erase(it);
       } else {

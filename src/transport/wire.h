@@ -9,6 +9,10 @@ namespace tdist::wire {
 
 inline constexpr uint32_t kMessageMagic = 0x54444d31;  // "TDM1"
 inline constexpr uint32_t kHelloMagic = 0x54444831;    // "TDH1"
+// A rank that gives up (timeout, lost peer) tells its peers why before it
+// closes: the header's size is the length of the text that follows.
+inline constexpr uint32_t kAbortMagic = 0x54444131;    // "TDA1"
+inline constexpr uint64_t kMaxAbortText = 64 * 1024;
 
 struct MessageHeader {
   uint32_t magic;

@@ -17,6 +17,11 @@
 
 namespace tdist::testing {
 
+using detail::bfloat16_bits_to_float;
+using detail::float_to_bfloat16_bits;
+using detail::float_to_half_bits;
+using detail::half_bits_to_float;
+
 // Runs fn(group) on n threads, each with its own ProcessGroup of a fresh world.
 inline void with_thread_world(int n, const std::function<void(ProcessGroup&)>& fn,
                               std::chrono::milliseconds timeout = std::chrono::seconds(60),
@@ -95,11 +100,29 @@ class Buffer {
     }
     return "?";
   }
-  // Index of the first differing element, or -1.
+  // Element i as a complex double (exact for every dtype used with small values).
+  std::complex<double> value(size_t i) const {
+    const char* p = bytes_.data() + i * dtype_size(dtype_);
+    switch (dtype_) {
+      case DType::Bool: case DType::UInt8: return *reinterpret_cast<const uint8_t*>(p);
+      case DType::Int8: return *reinterpret_cast<const int8_t*>(p);
+      case DType::Int16: return *reinterpret_cast<const int16_t*>(p);
+      case DType::Int32: return *reinterpret_cast<const int32_t*>(p);
+      case DType::Int64: return static_cast<double>(*reinterpret_cast<const int64_t*>(p));
+      case DType::Float16: return half_bits_to_float(*reinterpret_cast<const uint16_t*>(p));
+      case DType::BFloat16: return bfloat16_bits_to_float(*reinterpret_cast<const uint16_t*>(p));
+      case DType::Float32: return *reinterpret_cast<const float*>(p);
+      case DType::Float64: return *reinterpret_cast<const double*>(p);
+      case DType::Complex64: return *reinterpret_cast<const std::complex<float>*>(p);
+      case DType::Complex128: return *reinterpret_cast<const std::complex<double>*>(p);
+    }
+    return 0;
+  }
+  // Index of the first element whose value differs (so +0 equals -0, which
+  // reduction order may flip), or -1.
   long first_difference(const Buffer& o) const {
-    size_t es = dtype_size(dtype_);
     for (size_t i = 0; i < count_; ++i)
-      if (std::memcmp(bytes_.data() + i * es, o.bytes_.data() + i * es, es) != 0) return static_cast<long>(i);
+      if (value(i) != o.value(i)) return static_cast<long>(i);
     return -1;
   }
 

@@ -61,12 +61,21 @@ grep -qx "prefix=$prefix" "$pcdir/tdist.pc" \
   || fail "tdist.pc does not name the install prefix $prefix: $(grep '^prefix=' "$pcdir/tdist.pc")"
 for p in ${programs[@]+"${programs[@]}"}; do
   [[ -x $bindir/$p ]] || fail "program $bindir/$p is missing"
-  # The installed program must find the installed library by itself (RPATH $ORIGIN/../lib).
-  resolved=$(env -u LD_LIBRARY_PATH ldd "$bindir/$p" | awk '$1 ~ /^libtdist\.so/ { print $3 }')
-  [[ -n $resolved && $resolved != "not" ]] || fail "$bindir/$p does not find libtdist: $(env -u LD_LIBRARY_PATH ldd "$bindir/$p" | grep tdist)"
-  [[ $(realpath "$resolved") == "$(realpath "$libdir/${soname:-libtdist.so}")" ]] \
-    || fail "$bindir/$p loads $resolved, not the installed $libdir/${soname:-libtdist.so}"
-  echo "$p -> $resolved"
+  # An installed program finds every library by itself, libtdist too when it uses it
+  # (RPATH $ORIGIN/../lib), and that is the installed one, not the build tree's.
+  deps=$(env -u LD_LIBRARY_PATH ldd "$bindir/$p") || fail "ldd $bindir/$p: $deps"
+  if grep -q 'not found' <<<"$deps"; then
+    fail "$bindir/$p misses libraries once installed: $(grep 'not found' <<<"$deps" | tr -s ' \t\n' ' ')"
+  fi
+  resolved=$(awk '$1 ~ /^libtdist\.so/ { print $3 }' <<<"$deps")
+  if [[ -n $resolved ]]; then
+    [[ $(realpath "$resolved") == "$(realpath "$libdir/${soname:-libtdist.so}")" ]] \
+      || fail "$bindir/$p loads $resolved, not the installed $libdir/${soname:-libtdist.so}"
+    echo "$p: libtdist from $resolved"
+  else
+    echo "$p: does not use libtdist"
+  fi
+  env -u LD_LIBRARY_PATH "$bindir/$p" --help >/dev/null || fail "$bindir/$p --help failed (exit $?)"
 done
 echo "layout OK: $(cd "$prefix" && find . -type f | sort | tr '\n' ' ')"
 

@@ -376,7 +376,9 @@ TEST(ReduceKernel, FloatMinMaxPropagateNaN) {
   auto big = run(ReduceOp::MAX, DType::Float32, x, y);
   for (size_t i = 0; i < big.size(); ++i) {
     EXPECT_EQ(std::isnan(big[i]), std::isnan(x[i]) || std::isnan(y[i])) << i;
-    if (!std::isnan(big[i])) EXPECT_EQ(big[i], 2.0f) << i;
+    if (!std::isnan(big[i])) {
+      EXPECT_EQ(big[i], 2.0f) << i;
+    }
   }
 }
 
@@ -513,6 +515,48 @@ TEST(ReduceKernel, TensorForms) {
   Tensor gpu(reinterpret_cast<void*>(0x100), DType::Float32, {3}, Device{DeviceType::CUDA, 0});
   EXPECT_THROW(reduce::accumulate(ReduceOp::SUM, gpu, gpu), DistValueError);
   EXPECT_THROW(reduce::finalize(ReduceOp::AVG, gpu, 2), DistValueError);
+}
+
+// float16 goes through F16C where the CPU has it, else through the portable branch-free code:
+// both must give the same results, including for every one of the 65536 bit patterns.
+TEST(ReduceKernel, Float16ConversionPaths) {
+  struct Restore {
+    ~Restore() { reduce::internal::set_float16_f16c(true); }
+  } restore;
+  std::vector<uint16_t> all(65536);
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
+  std::vector<std::vector<uint16_t>> results;
+  for (bool f16c : {true, false}) {
+    reduce::internal::set_float16_f16c(f16c);
+    SCOPED_TRACE(reduce::internal::float16_conversion());
+    // MAX(x, x) is x: a round trip of every pattern through the kernel's conversions.
+    auto same = run(ReduceOp::MAX, DType::Float16, all, all);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const bool nan = (i & 0x7C00) == 0x7C00 && (i & 0x03FF) != 0;
+      if (nan) {
+        ASSERT_TRUE((same[i] & 0x7C00) == 0x7C00 && (same[i] & 0x03FF) != 0) << std::hex << i;
+      } else {
+        ASSERT_EQ(same[i], all[i]) << std::hex << i;
+      }
+    }
+    // Sums of every pattern with a spread of others: rounding, overflow, subnormals.
+    std::vector<uint16_t> other(all.size());
+    for (size_t i = 0; i < other.size(); ++i) other[i] = static_cast<uint16_t>(i * 40503u);
+    auto sum = run(ReduceOp::SUM, DType::Float16, all, other);
+    for (size_t i = 0; i < all.size(); ++i) {
+      const float want = to_float(Half{all[i]}) + to_float(Half{other[i]});
+      const uint16_t want_bits = to_half(want).bits;
+      if (std::isnan(want)) {
+        ASSERT_TRUE(std::isnan(to_float(Half{sum[i]}))) << std::hex << i;
+      } else {
+        ASSERT_EQ(sum[i], want_bits) << std::hex << i;
+      }
+    }
+    for (int k = 0; k <= ReduceOp::PREMUL_SUM; ++k) {
+      const auto kind = static_cast<Kind>(k);
+      check_combination(kind == ReduceOp::PREMUL_SUM ? ReduceOp::premul_sum(3) : ReduceOp(kind), DType::Float16);
+    }
+  }
 }
 
 TEST(ReduceKernel, NeedsFinalize) {

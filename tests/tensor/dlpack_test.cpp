@@ -118,7 +118,7 @@ TEST(DLPackImport, UnsupportedDTypesAreRejectedAndNotDeleted) {
       {kDLInt, 128, "int (code 0) with 128 bits"}, {kDLInt, 1, "int (code 0) with 1 bits"},
       {kDLUInt, 16, "uint (code 1) with 16 bits"}, {kDLUInt, 64, "uint (code 1) with 64 bits"},
       {kDLFloat, 8, "float (code 2) with 8 bits"}, {kDLFloat, 128, "float (code 2) with 128 bits"},
-      {kDLOpaqueHandle, 64, "opaque (code 3) with 64 bits"}, {kDLBfloat, 32, "bfloat (code 4) with 32 bits"},
+      {kDLOpaqueHandle, 64, "code 3 (bits 64)"}, {kDLBfloat, 32, "bfloat (code 4) with 32 bits"},
       {kDLComplex, 32, "complex (code 5) with 32 bits"}, {6, 16, "bool (code 6) with 16 bits"},
       {7, 8, "code 7 (bits 8)"}, {200, 32, "code 200 (bits 32)"},
   };

@@ -188,11 +188,8 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     }
   }
 
-  if (i >= args.size()) {
-    return usage_error("missing PROGRAM: name the program to run after the options (see tdistrun --help)");
-  }
-  opt.program = args[i];
-  opt.program_args.assign(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+  // Values are checked before PROGRAM, so "--nnodes prog" names --nnodes, not a missing PROGRAM.
+  const size_t program_index = i;
 
   auto has = [&](const char* n) { return set.count(n) != 0; };
 
@@ -303,6 +300,11 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   if (static_cast<long long>(opt.nnodes) * opt.nproc_per_node > 2'147'483'647LL) {
     return usage_error("--nnodes * --nproc-per-node is too large");
   }
+  if (program_index >= args.size()) {
+    return usage_error("missing PROGRAM: name the program to run after the options (see tdistrun --help)");
+  }
+  opt.program = args[program_index];
+  opt.program_args.assign(args.begin() + static_cast<std::ptrdiff_t>(program_index) + 1, args.end());
   return ParseResult{Action::kRun, std::move(opt), {}};
 }
 

@@ -10,10 +10,11 @@
 namespace tdistrun {
 namespace {
 
-constexpr int kTermination[] = {SIGINT, SIGTERM, SIGHUP};
+constexpr int kTermination[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+constexpr int kCount = 4;
 
 int g_pipe[2] = {-1, -1};
-volatile sig_atomic_t g_pending[3] = {0, 0, 0};
+volatile sig_atomic_t g_pending[kCount] = {0, 0, 0, 0};
 volatile sig_atomic_t g_child = 0;
 
 void on_signal(int sig) {
@@ -21,7 +22,7 @@ void on_signal(int sig) {
   if (sig == SIGCHLD) {
     g_child = 1;
   } else {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < kCount; ++i) {
       if (kTermination[i] == sig) g_pending[i] = 1;
     }
   }
@@ -87,6 +88,9 @@ void SignalEvents::install() {
   ign.sa_handler = SIG_IGN;
   sigemptyset(&ign.sa_mask);
   sigaction(SIGPIPE, &ign, nullptr);
+  // A parent may have started us with some of them blocked.
+  sigset_t handled = handled_set();
+  sigprocmask(SIG_UNBLOCK, &handled, nullptr);
 }
 
 int SignalEvents::fd() { return g_pipe[0]; }
@@ -99,7 +103,7 @@ void SignalEvents::drain() {
 
 std::vector<int> SignalEvents::take_termination_signals() {
   std::vector<int> out;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < kCount; ++i) {
     if (g_pending[i]) {
       g_pending[i] = 0;
       out.push_back(kTermination[i]);

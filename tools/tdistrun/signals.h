@@ -1,5 +1,6 @@
 // Signals seen by the launcher, turned into poll()-able events (self-pipe):
-// SIGINT, SIGTERM and SIGHUP are to be forwarded to the workers; SIGCHLD says
+// SIGINT, SIGTERM, SIGHUP and SIGQUIT are to be forwarded to the workers
+// (the ones torchrun handles); SIGCHLD says
 // a worker may have exited. SIGPIPE is ignored (a closed stdout must not kill
 // the launcher while workers still run).
 #pragma once
@@ -22,7 +23,7 @@ class SignalEvents {
   static int fd();
   // Empties the pipe (call when fd() is readable).
   static void drain();
-  // Termination signals received since the last call, in a fixed order (INT, TERM, HUP).
+  // Termination signals received since the last call, in a fixed order (INT, TERM, HUP, QUIT).
   static std::vector<int> take_termination_signals();
   // True once after one or more SIGCHLD.
   static bool take_child_exited();

@@ -81,9 +81,10 @@ Output:
   lines as they happen. --no-prefix turns this off.
 
 Signals:
-  SIGINT, SIGTERM and SIGHUP sent to tdistrun are passed to every worker;
-  workers still running after --kill-timeout seconds get SIGKILL. tdistrun
-  then exits with 128 + the signal number (130 for SIGINT, 143 for SIGTERM).
+  SIGINT, SIGTERM, SIGHUP and SIGQUIT sent to tdistrun are passed to every
+  worker (and to the processes in its process group); workers still running
+  after --kill-timeout seconds get SIGKILL. tdistrun then exits with 128 +
+  the signal number (130 for SIGINT, 143 for SIGTERM).
 
 Failures:
   When a worker exits non-zero or is killed by a signal, tdistrun sends

@@ -149,6 +149,9 @@ Spawned spawn_worker(const SpawnRequest& req) {
   std::vector<char*> envp;
   for (const auto& e : req.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  // execvp's fallback for an executable text file without "#!": run it with /bin/sh.
+  std::vector<char*> sh_argv{const_cast<char*>("/bin/sh"), const_cast<char*>(req.path.c_str())};
+  sh_argv.insert(sh_argv.end(), argv.begin() + 1, argv.end());
   const pid_t launcher = getpid();
 
   pid_t pid = fork();
@@ -172,7 +175,9 @@ Spawned spawn_worker(const SpawnRequest& req) {
     }
     sigprocmask(SIG_SETMASK, &req.child_mask, nullptr);
     execve(req.path.c_str(), argv.data(), envp.data());
-    child_fail("execute", req.label, req.path, errno);
+    const int exec_errno = errno;
+    if (exec_errno == ENOEXEC) execve(sh_argv[0], sh_argv.data(), envp.data());
+    child_fail("execute", req.label, req.path, exec_errno);
   }
   // Also here, so that signals sent right after fork already reach the group.
   setpgid(pid, pid);

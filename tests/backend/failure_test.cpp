@@ -1,0 +1,115 @@
+// Faults across real processes: a rank killed mid-collective, a rank stalled
+// past the timeout, ranks that disagree. Survivors must get a typed error that
+// names the operation, its sequence number and the peer, within the timeout;
+// later calls must fail fast with the original cause.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "backend/process_world.h"
+
+namespace tdist::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// Fails the child (exit 1, message on stderr) when `cond` is false.
+void require(bool cond, const std::string& what) {
+  if (!cond) throw std::runtime_error(what);
+}
+
+TEST(Failure, KilledRankMidCollectiveIsNamedBySurvivors) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(3, [&](int rank) {
+    init_process_world(*board, rank, 3, milliseconds(20000));
+    std::vector<float> v(1000, 1.0f);
+    all_reduce(v);  // #1 succeeds everywhere
+    require(v[0] == 3.0f, "first all_reduce gave " + std::to_string(v[0]));
+    if (rank == 2) raise(SIGKILL);
+    try {
+      all_reduce(v);  // #2: rank 2 is gone
+      require(false, "all_reduce #2 succeeded without rank 2");
+    } catch (const DistError& e) {
+      std::string m = e.what();
+      require(dynamic_cast<const DistNetworkError*>(&e) || dynamic_cast<const DistBackendError*>(&e),
+              "untyped error: " + m);
+      require(contains(m, "all_reduce #2"), "error does not name the operation and its number: " + m);
+      require(contains(m, "rank 2"), "error does not name the lost rank 2: " + m);
+    }
+    // Later calls fail fast with the original cause.
+    try {
+      all_reduce(v);
+      require(false, "all_reduce #3 succeeded on a failed group");
+    } catch (const DistError& e) {
+      require(contains(e.what(), "failed earlier") && contains(e.what(), "rank 2"),
+              std::string("later call does not carry the original cause: ") + e.what());
+    }
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].describe();
+  EXPECT_EQ(results[2].signal, SIGKILL) << results[2].describe();
+}
+
+TEST(Failure, StalledRankBecomesATimeoutNamingIt) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(2, [&](int rank) {
+    init_process_world(*board, rank, 2, milliseconds(1500));
+    std::vector<int64_t> v(10, 1);
+    if (rank == 1) {
+      std::this_thread::sleep_for(milliseconds(6000));  // stall well past the others' timeout
+      return;
+    }
+    try {
+      all_reduce(v);
+      require(false, "all_reduce succeeded without rank 1");
+    } catch (const DistBackendError& e) {
+      std::string m = e.what();
+      require(contains(m, "all_reduce #1"), "no op/sequence in: " + m);
+      require(contains(m, "rank 1"), "no peer in: " + m);
+      require(contains(m, "timed out after 1500 ms"), "no timeout in: " + m);
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Failure, DisagreeingSizesAreAnErrorNotAHang) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(2, [&](int rank) {
+    init_process_world(*board, rank, 2, milliseconds(20000));
+    std::vector<float> v(rank == 0 ? 10 : 20, 1.0f);
+    try {
+      all_reduce(v);
+      require(false, "all_reduce of 10 and 20 elements succeeded");
+    } catch (const DistError& e) {
+      require(contains(e.what(), "size mismatch") || contains(e.what(), "gave up"),
+              std::string("unexpected error: ") + e.what());
+    }
+    for (float x : v) require(x == 1.0f, "buffer was overwritten after the mismatch");
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Failure, PeerClosingItsGroupFailsPendingReceive) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(2, [&](int rank) {
+    init_process_world(*board, rank, 2, milliseconds(20000));
+    int x = 0;
+    if (rank == 1) {
+      destroy_process_group();  // never sends
+      return;
+    }
+    try {
+      recv(Tensor(&x, 1), 1);
+      require(false, "recv succeeded from a destroyed peer");
+    } catch (const DistNetworkError& e) {
+      require(contains(e.what(), "rank 1"), std::string("peer not named: ") + e.what());
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+}  // namespace
+}  // namespace tdist::testing

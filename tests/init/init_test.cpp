@@ -1,0 +1,196 @@
+// init_process_group with every init method across real processes, and its
+// failure cases: missing variables, missing ranks, bad arguments.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+
+#include "backend/process_world.h"
+#include "util/socket.h"
+
+namespace tdist::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+void require(bool cond, const std::string& what) {
+  if (!cond) throw std::runtime_error(what);
+}
+
+// A port that was free a moment ago (bind to port 0, then release it).
+int free_port() {
+  Fd fd = listen_tcp("127.0.0.1", 0);
+  return local_port(fd.get());
+}
+
+// After init: ranks, world size and one all_reduce must agree.
+void check_world(int rank, int n) {
+  require(is_initialized(), "not initialized");
+  require(get_rank() == rank, "get_rank() = " + std::to_string(get_rank()));
+  require(get_world_size() == n, "get_world_size() = " + std::to_string(get_world_size()));
+  require(get_backend() == "tdist", "get_backend() = " + get_backend());
+  std::vector<int> v(5, rank + 1);
+  all_reduce(v);
+  require(v[4] == n * (n + 1) / 2, "all_reduce gave " + std::to_string(v[4]));
+  destroy_process_group();
+  require(!is_initialized(), "still initialized after destroy");
+}
+
+void clear_rank_env() {
+  for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
+                        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"})
+    unsetenv(v);
+}
+
+TEST(Init, EnvMethodReadsTheTorchrunVariables) {
+  for (int n : {1, 2, 4}) {
+    int port = free_port();
+    auto results = run_in_processes(n, [&](int rank) {
+      clear_rank_env();
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      setenv("RANK", std::to_string(rank).c_str(), 1);
+      setenv("WORLD_SIZE", std::to_string(n).c_str(), 1);
+      init_process_group();  // env:// is the default
+      check_world(rank, n);
+    });
+    EXPECT_EQ(describe_failures(results), "") << "world " << n;
+  }
+}
+
+TEST(Init, EnvMethodFallsBackToOpenMpiAndPmiVariables) {
+  for (const char* flavour : {"OMPI", "PMI"}) {
+    int port = free_port();
+    auto results = run_in_processes(3, [&](int rank) {
+      clear_rank_env();
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      bool ompi = std::string(flavour) == "OMPI";
+      setenv(ompi ? "OMPI_COMM_WORLD_RANK" : "PMI_RANK", std::to_string(rank).c_str(), 1);
+      setenv(ompi ? "OMPI_COMM_WORLD_SIZE" : "PMI_SIZE", "3", 1);
+      init_process_group({.backend = "gloo", .init_method = "env://"});  // gloo is an alias
+      check_world(rank, 3);
+    });
+    EXPECT_EQ(describe_failures(results), "") << flavour;
+  }
+}
+
+TEST(Init, TcpMethod) {
+  int port = free_port();
+  auto results = run_in_processes(3, [&](int rank) {
+    clear_rank_env();
+    init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 3, rank);
+    check_world(rank, 3);
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Init, TcpMethodWithRankAndSizeInTheUrl) {
+  int port = free_port();
+  auto results = run_in_processes(2, [&](int rank) {
+    clear_rank_env();
+    init_process_group("tdist", "tcp://localhost:" + std::to_string(port) + "?rank=" + std::to_string(rank) +
+                                    "&world_size=2");
+    check_world(rank, 2);
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Init, FileMethodAndTheFileIsRemovedAtTheEnd) {
+  std::string path = temp_path("init-file");
+  auto results = run_in_processes(4, [&](int rank) {
+    clear_rank_env();
+    init_process_group("tdist", "file://" + path, 4, rank);
+    check_world(rank, 4);
+  });
+  EXPECT_EQ(describe_failures(results), "");
+  EXPECT_NE(access(path.c_str(), F_OK), 0) << path << " was left behind";
+  std::remove(path.c_str());
+}
+
+TEST(Init, ExplicitStoreAndInitDestroyCycles) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(3, [&](int rank) {
+    auto store = process_world_store(*board, rank, 3, milliseconds(30000));
+    for (int cycle = 0; cycle < 3; ++cycle) {
+      InitOptions o;
+      o.store = store;
+      o.rank = rank;
+      o.world_size = 3;
+      init_process_group(o);
+      check_world(rank, 3);
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Init, MissingEnvironmentVariableIsNamed) {
+  auto results = run_in_processes(1, [&](int) {
+    clear_rank_env();
+    setenv("RANK", "0", 1);
+    setenv("WORLD_SIZE", "1", 1);
+    setenv("MASTER_PORT", "1234", 1);
+    try {
+      init_process_group();
+      require(false, "init without MASTER_ADDR succeeded");
+    } catch (const DistValueError& e) {
+      require(contains(e.what(), "MASTER_ADDR"), std::string("variable not named: ") + e.what());
+    }
+    unsetenv("RANK");
+    setenv("MASTER_ADDR", "127.0.0.1", 1);
+    try {
+      init_process_group();
+      require(false, "init without RANK succeeded");
+    } catch (const DistValueError& e) {
+      require(contains(e.what(), "RANK"), std::string("variable not named: ") + e.what());
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Init, RanksThatDoNotArriveAreListed) {
+  int port = free_port();
+  // World of 4, but ranks 2 and 3 never start.
+  auto results = run_in_processes(2, [&](int rank) {
+    clear_rank_env();
+    try {
+      init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 4, rank, milliseconds(1500));
+      require(false, "init succeeded with ranks missing");
+    } catch (const DistError& e) {
+      require(contains(e.what(), "[2, 3]"), std::string("missing ranks not listed: ") + e.what());
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Init, BadArgumentsAreValueErrors) {
+  EXPECT_THROW(init_process_group("tdist", "tcp://127.0.0.1:1", 2, 5), DistValueError);
+  EXPECT_THROW(init_process_group("tdist", "bogus://x", 1, 0), DistValueError);
+  EXPECT_THROW(init_process_group("tdist", "tcp://127.0.0.1", 1, 0), DistValueError);
+  EXPECT_THROW(init_process_group("nosuchbackend", "file:///tmp/tdist-never-created", 1, 0), DistValueError);
+  EXPECT_FALSE(is_initialized());
+  EXPECT_THROW(get_rank(), DistError);
+  EXPECT_TRUE(is_available());
+}
+
+TEST(Spawn, RunsEveryRankAndReportsTheFirstFailure) {
+  // Success: each rank initializes through the environment spawn sets.
+  spawn([](int rank, int n) {
+    init_process_group();
+    check_world(rank, n);
+  }, 3);
+  try {
+    spawn([](int rank, int) {
+      if (rank == 1) throw std::runtime_error("boom");
+    }, 3);
+    FAIL() << "spawn did not report a failing rank";
+  } catch (const DistError& e) {
+    EXPECT_TRUE(contains(e.what(), "rank 1")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "exit code 1")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tdist::testing
