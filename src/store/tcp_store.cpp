@@ -1,5 +1,6 @@
 // TCPStore: a client of the TCPStore server (tcp_store_server.h), plus the
-// server itself when is_master. One request at a time per instance.
+// server itself when is_master. Thread-safe: one request at a time per
+// connection, and a connection per concurrently waiting thread.
 #include <algorithm>
 #include <mutex>
 #include <span>
@@ -45,41 +46,70 @@ std::string describe(Command c, std::span<const std::string* const> keys) {
   return out + "(keys " + shown + ")";
 }
 
+// Thread-safe: a request holds a connection for its whole round trip (a get
+// may be parked on the server for long), so a thread that finds every
+// connection busy opens another one instead of queueing behind it. Up to
+// kMaxIdle connections are kept for reuse.
 class Client {
  public:
   Client(const std::string& host, uint16_t port, Millis timeout)
-      : name_("TCPStore(" + endpoint(host, port) + ")"), peer_("TCPStore server " + endpoint(host, port)) {
-    Deadline deadline = deadline_after(timeout);
-    fd_ = connect_tcp(host, port, deadline, name_ + " client");
-    Response r = call(Command::kHello, {}, {}, kMagic, deadline);
-    if (r.status != Status::kOk || r.num != kVersion)
-      throw DistNetworkError(name_ + ": the server at " + endpoint(host, port) +
-                             " answered the hello with an unexpected protocol version " + std::to_string(r.num));
+      : host_(host),
+        port_(port),
+        name_("TCPStore(" + endpoint(host, port) + ")"),
+        peer_("TCPStore server " + endpoint(host, port)) {
+    idle_.push_back(open(deadline_after(timeout)));
   }
 
   const std::string& name() const { return name_; }
 
   // Sends one request and reads its response. Network failures (and a
   // missing answer by the deadline) are DistNetworkError; after one, the
-  // connection is out of step and every later call fails with the cause.
+  // server is presumed gone and every later call fails at once with the cause.
   Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
                 int64_t arg, Deadline deadline) {
     check_limits(c, keys, values);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!broken_.empty())
-      throw DistNetworkError(name_ + ": " + describe(c, keys) + ": the connection to the server failed earlier (" +
-                             broken_ + ")");
+    Fd conn;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!broken_.empty())
+        throw DistNetworkError(name_ + ": " + describe(c, keys) + ": the connection to the server failed earlier (" +
+                               broken_ + ")");
+      if (!idle_.empty()) {
+        conn = std::move(idle_.back());
+        idle_.pop_back();
+      }
+    }
     try {
-      send_request(c, keys, values, arg, deadline);
-      return read_response(deadline);
+      if (!conn.valid()) conn = open(deadline);
+      send_request(conn.get(), c, keys, values, arg, deadline);
+      Response r = read_response(conn.get(), deadline);
+      std::lock_guard<std::mutex> lock(mu_);
+      if (idle_.size() < kMaxIdle && broken_.empty()) idle_.push_back(std::move(conn));
+      return r;
     } catch (const DistNetworkError& e) {
-      broken_ = e.what();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (broken_.empty()) broken_ = e.what();
+        idle_.clear();
+      }
       throw DistNetworkError(name_ + ": " + describe(c, keys) + ": " + e.what() +
                              " (is the TCPStore server, the master's process, still running?)");
     }
   }
 
  private:
+  static constexpr size_t kMaxIdle = 8;
+
+  Fd open(Deadline deadline) {
+    Fd fd = connect_tcp(host_, port_, deadline, name_ + " client");
+    send_request(fd.get(), Command::kHello, {}, {}, kMagic, deadline);
+    Response r = read_response(fd.get(), deadline);
+    if (r.status != Status::kOk || r.num != kVersion)
+      throw DistNetworkError(name_ + ": the server at " + endpoint(host_, port_) +
+                             " answered the hello with an unexpected protocol version " + std::to_string(r.num));
+    return fd;
+  }
+
   void check_limits(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values) {
     if (keys.size() > TCPStore::kMaxKeysPerRequest)
       throw DistValueError(name_ + ": " + describe(c, keys) + ": " + std::to_string(keys.size()) +
@@ -94,8 +124,8 @@ class Client {
                              " bytes, above the limit of " + std::to_string(TCPStore::kMaxValueBytes));
   }
 
-  void send_request(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
-                    int64_t arg, Deadline deadline) {
+  void send_request(int fd, Command c, std::span<const std::string* const> keys,
+                    std::span<const std::string* const> values, int64_t arg, Deadline deadline) {
     constexpr size_t kCoalesce = 64 * 1024;
     std::string buf;
     encode_request_head(buf, c, keys.size(), values.size(), arg);
@@ -106,16 +136,16 @@ class Client {
         buf += *v;
         continue;
       }
-      send_all(fd_.get(), buf.data(), buf.size(), deadline, peer_);
+      send_all(fd, buf.data(), buf.size(), deadline, peer_);
       buf.clear();
-      send_all(fd_.get(), v->data(), v->size(), deadline, peer_);
+      send_all(fd, v->data(), v->size(), deadline, peer_);
     }
-    if (!buf.empty()) send_all(fd_.get(), buf.data(), buf.size(), deadline, peer_);
+    if (!buf.empty()) send_all(fd, buf.data(), buf.size(), deadline, peer_);
   }
 
-  Response read_response(Deadline deadline) {
+  Response read_response(int fd, Deadline deadline) {
     char head[kResponseHeaderBytes];
-    recv_all(fd_.get(), head, sizeof(head), deadline, peer_);
+    recv_all(fd, head, sizeof(head), deadline, peer_);
     Response r;
     uint8_t status = static_cast<uint8_t>(head[0]);
     r.num = static_cast<int64_t>(get_u64(head + 1));
@@ -127,22 +157,24 @@ class Client {
     r.values.resize(n);
     for (auto& v : r.values) {
       char len[8];
-      recv_all(fd_.get(), len, sizeof(len), deadline, peer_);
+      recv_all(fd, len, sizeof(len), deadline, peer_);
       uint64_t size = get_u64(len);
       if (size > TCPStore::kMaxValueBytes)
         throw DistNetworkError("malformed response from " + peer_ + " (a value of " + std::to_string(size) +
                                " bytes)");
       v.resize(size);
-      recv_all(fd_.get(), v.data(), size, deadline, peer_);
+      recv_all(fd, v.data(), size, deadline, peer_);
     }
     return r;
   }
 
-  std::mutex mu_;
-  Fd fd_;
+  std::string host_;
+  uint16_t port_;
   std::string name_;
   std::string peer_;
-  std::string broken_;
+  std::mutex mu_;
+  std::vector<Fd> idle_;   // connected, greeted, not in use
+  std::string broken_;     // the first network failure, once one happened
 };
 
 std::vector<const std::string*> pointers(const std::vector<std::string>& v) {

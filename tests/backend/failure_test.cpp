@@ -34,6 +34,7 @@ TEST(Failure, KilledRankMidCollectiveIsNamedBySurvivors) {
       require(false, "all_reduce #2 succeeded without rank 2");
     } catch (const DistError& e) {
       std::string m = e.what();
+      std::fprintf(stderr, "[rank %d] got, as expected: %s\n", rank, m.c_str());
       require(dynamic_cast<const DistNetworkError*>(&e) || dynamic_cast<const DistBackendError*>(&e),
               "untyped error: " + m);
       require(contains(m, "all_reduce #2"), "error does not name the operation and its number: " + m);
@@ -67,6 +68,7 @@ TEST(Failure, StalledRankBecomesATimeoutNamingIt) {
       require(false, "all_reduce succeeded without rank 1");
     } catch (const DistBackendError& e) {
       std::string m = e.what();
+      std::fprintf(stderr, "[rank %d] got, as expected: %s\n", rank, m.c_str());
       require(contains(m, "all_reduce #1"), "no op/sequence in: " + m);
       require(contains(m, "rank 1"), "no peer in: " + m);
       require(contains(m, "timed out after 1500 ms"), "no timeout in: " + m);

@@ -2,6 +2,7 @@
 // (or /bin/sh) and the tests check what the workers got and what tdistrun did.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -252,6 +253,30 @@ TEST(LauncherOutput, ShellWorkerPartialLineFlushed) {
   ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
   EXPECT_EQ(r.out, "[rank0]: no newline\n");
   EXPECT_EQ(r.err, "[rank0]: e1\n[rank0]: e2\n");
+}
+
+TEST(LauncherOutput, ProcessLeftBehindDoesNotHoldTheLauncher) {
+  // The worker exits at once; the sleep it started keeps the pipe's write end open.
+  ScratchDir dir;
+  const std::string pidfile = dir.file("bg.pid");
+  Launcher l(dir, {"--nproc-per-node=1", "/bin/sh", "-c", "sleep 30 & echo $! > " + pidfile + "; echo hi"});
+  Result r = l.wait(std::chrono::seconds(20));
+  if (exists(pidfile)) kill(std::stoi(read_file(pidfile)), SIGKILL);
+  ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
+  EXPECT_EQ(r.out, "[rank0]: hi\n");
+}
+
+TEST(LauncherOutput, ScriptWithoutShebangRunsWithSh) {
+  ScratchDir dir;
+  const std::string script = dir.file("job");
+  {
+    std::ofstream f(script);
+    f << "echo \"script $RANK $*\"\n";
+  }
+  chmod(script.c_str(), 0755);
+  Result r = run(dir, {"--nproc-per-node=1", script, "a", "b"});
+  ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
+  EXPECT_EQ(r.out, "[rank0]: script 0 a b\n");
 }
 
 // ---------------------------------------------------------------------------

@@ -90,8 +90,9 @@ Failures:
   When a worker exits non-zero or is killed by a signal, tdistrun sends
   SIGTERM to the others (SIGKILL after --kill-timeout seconds), prints a
   summary to stderr naming the first failure first, e.g.
-    tdistrun: rank 2 (local_rank 2, pid 1234) failed first: exit code 3
-    tdistrun:   rank 0 (local_rank 0, pid 1232): terminated by the launcher (SIGTERM)
+  tdistrun: rank 2 (local_rank 2, pid 731) failed first: exit code 3
+  tdistrun:   rank 0 (local_rank 0, pid 729): terminated by the launcher (SIGTERM)
+  tdistrun:   rank 1 (local_rank 1, pid 730): exited 0
   and exits with that worker's exit code, or 128 + its signal number.
 
 Exit status: 0 when every worker exits 0; the first failure's code as
@@ -110,7 +111,7 @@ Examples:
     On node 2:
       tdistrun --nproc-per-node=4 --nnodes=2 --node-rank=1 \
                --master-addr=192.168.1.1 --master-port=1234 ./train --arg1
-  A program that reads --local-rank from its arguments (torch.distributed.launch style):
+  A program that parses --local-rank=N (torch.distributed.launch style):
     tdistrun --nproc-per-node=2 --pass-local-rank ./train
 )";
 }
