@@ -13,7 +13,7 @@
 # Environment: TDIST_TEST_JOBS (ctest -j, default: the core count, at most 8),
 # TDIST_BUILD_JOBS (build -j, default: the core count), TDIST_SKIP_APT=1 (never run apt-get),
 # TDIST_EXTRA_PACKAGES (more Debian packages to install), ASAN_OPTIONS/UBSAN_OPTIONS (added to,
-# and overriding, the defaults below), CMAKE_GENERATOR (default Ninja when ninja is there).
+# and overriding, the sanitizer defaults), CMAKE_GENERATOR (default Ninja when ninja is there).
 # Exits non-zero when anything fails; the last lines summarise each build.
 set -euo pipefail
 
@@ -96,7 +96,7 @@ generator_args() {  # $1: build dir. Keeps the generator of an existing build di
 }
 
 declare -a summaries=()
-status=0
+status=0 total_passed=0 total_failed=0
 
 # run_suite NAME DIR CMAKE-ARGS... : configure, build and test one build; records a summary.
 run_suite() {
@@ -127,6 +127,10 @@ run_suite() {
     ${ctest_args[@]+"${ctest_args[@]}"} 2>&1 | tee "$ctest_log" || rc=$?
   local result
   result=$(grep -E 'tests passed|No tests were found' "$ctest_log" | tail -n 1 || true)
+  if [[ $result =~ ([0-9]+)\ tests\ failed\ out\ of\ ([0-9]+) ]]; then
+    total_failed=$((total_failed + BASH_REMATCH[1]))
+    total_passed=$((total_passed + BASH_REMATCH[2] - BASH_REMATCH[1]))
+  fi
   if ((rc == 0)); then
     summaries+=("$name ($dir): PASSED: ${result:-ok} ($((SECONDS - start))s)")
   else
@@ -183,4 +187,6 @@ fi
 
 log "summary"
 printf '%s\n' "${summaries[@]}"
+# Both builds' tests counted together, in the plain form CI reads.
+printf 'total: %d passed, %d failed\n' "$total_passed" "$total_failed"
 exit "$status"

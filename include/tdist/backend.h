@@ -42,6 +42,29 @@ class Backend {
   virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
   virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op);
   virtual std::shared_ptr<Work> barrier();
+  virtual std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op);
+  // outputs[i] receives rank i's input; sizes may differ per rank (outputs[i]
+  // must match rank i's input exactly).
+  virtual std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input);
+  // output holds size() * input.numel() elements, rank i's input at block i.
+  virtual std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input);
+  // outputs: on the root only (one per rank), empty elsewhere.
+  virtual std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root);
+  // inputs: on the root only (one per rank), empty elsewhere.
+  virtual std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root);
+  // output = op over ranks of inputs[rank()].
+  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
+  // input holds size() * output.numel() elements; block i goes to rank i.
+  virtual std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op);
+  // outputs[i] receives inputs[rank()] of rank i.
+  virtual std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+  // Splits in elements of the first dimension; empty split lists mean equal splits.
+  virtual std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
+                                                  const std::vector<int64_t>& output_split_sizes,
+                                                  const std::vector<int64_t>& input_split_sizes);
+  // Rank 0 waits up to `timeout` for every rank; its error names the ranks
+  // that did not arrive (all of them with wait_all_ranks, else the first).
+  virtual std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks);
   // Fails pending and later operations and releases connections; idempotent.
   virtual void shutdown() {}
 

@@ -1,11 +1,13 @@
 // The torch.distributed functions. They act on the default group unless a
-// group is passed; ranks (src, dst) are global ranks as in torch.
+// group is passed; ranks (src, dst) are global ranks as in torch, or ranks
+// within the group when written group_src(r) / group_dst(r).
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tdist/process_group.h"
 
@@ -14,14 +16,27 @@ namespace tdist {
 using Group = std::shared_ptr<ProcessGroup>;
 
 struct InitOptions {
-  std::string backend = "tdist";     // or "gloo" (alias), or "cpu:tdist,cuda:nccl"
+  std::string backend = "tdist";       // or "gloo" (alias), or "cpu:tdist,cuda:nccl"
   std::string init_method{};           // "env://" (default), "tcp://host:port", "file:///path"
-  int world_size = -1;               // -1: from init_method or the environment
-  int rank = -1;                     // -1: from init_method or the environment
+  int world_size = -1;                 // -1: from init_method or the environment
+  int rank = -1;                       // -1: from init_method or the environment
   std::shared_ptr<Store> store{};      // exclusive with init_method
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::string group_name{};            // deprecated in torch; kept for messages
 };
+
+// A rank argument: a global rank (an int converts), or a rank within the
+// group (group_src(r), group_dst(r), like torch's group_src=/group_dst=).
+struct PeerRank {
+  PeerRank(int global_rank) : rank(global_rank) {}  // NOLINT: implicit by design
+  PeerRank(int r, bool relative) : rank(r), group_relative(relative) {}
+  int rank;
+  bool group_relative = false;
+};
+inline PeerRank group_src(int group_rank) { return PeerRank(group_rank, true); }
+inline PeerRank group_dst(int group_rank) { return PeerRank(group_rank, true); }
+inline PeerRank group_peer(int group_rank) { return PeerRank(group_rank, true); }
+inline const PeerRank kAnyPeer{kAnySource, false};
 
 bool is_available();
 // Initializes the default group; blocks until every rank joins or the timeout
@@ -38,21 +53,95 @@ void destroy_process_group(const Group& group = nullptr);
 // The default group (DistError when not initialized).
 Group group_world();
 
-int get_rank(const Group& group = nullptr);        // -1 when this rank is not in group
+// -1 when this process is not a member of `group` (as torch).
+int get_rank(const Group& group = nullptr);
 int get_world_size(const Group& group = nullptr);
 std::string get_backend(const Group& group = nullptr);
 
-// Point-to-point. recv with src = kAnySource (-1) takes the first message of
-// that tag from any rank and returns the sender's global rank.
-void send(const Tensor& tensor, int dst, const Group& group = nullptr, int tag = 0);
-int recv(const Tensor& tensor, int src = kAnySource, const Group& group = nullptr, int tag = 0);
-std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const Group& group = nullptr, int tag = 0);
-std::shared_ptr<Work> irecv(const Tensor& tensor, int src = kAnySource, const Group& group = nullptr, int tag = 0);
+// Groups. Every rank of the default group calls new_group with the same
+// ranks in the same order, unless use_local_synchronization (then only the
+// members call it). A non-member gets a group whose rank is -1; operations on
+// it are no-ops (logged), as in torch.
+Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kDefaultTimeout,
+                const std::string& backend = "", bool use_local_synchronization = false);
+int get_group_rank(const Group& group, int global_rank);  // DistValueError when not a member
+int get_global_rank(const Group& group, int group_rank);
+std::vector<int> get_process_group_ranks(const Group& group);
+
+// Point-to-point. recv with src = kAnySource takes the first message of that
+// tag from any rank and returns the sender's global rank.
+void send(const Tensor& tensor, PeerRank dst, const Group& group = nullptr, int tag = 0);
+int recv(const Tensor& tensor, PeerRank src = kAnyPeer, const Group& group = nullptr, int tag = 0);
+std::shared_ptr<Work> isend(const Tensor& tensor, PeerRank dst, const Group& group = nullptr, int tag = 0);
+std::shared_ptr<Work> irecv(const Tensor& tensor, PeerRank src = kAnyPeer, const Group& group = nullptr, int tag = 0);
+
+struct P2POp {
+  enum Kind { ISEND, IRECV };
+  P2POp(Kind kind, Tensor tensor, PeerRank peer, Group group = nullptr, int tag = 0)
+      : kind(kind), tensor(std::move(tensor)), peer(peer), group(std::move(group)), tag(tag) {}
+  Kind kind;
+  Tensor tensor;
+  PeerRank peer;
+  Group group;
+  int tag;
+};
+// Posts every operation (receives first, so no order of the list can deadlock)
+// and returns their Works in list order.
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops);
 
 // Collectives: with async_op the returned Work is pending, else already complete.
-std::shared_ptr<Work> broadcast(const Tensor& tensor, int src, const Group& group = nullptr, bool async_op = false);
+std::shared_ptr<Work> broadcast(const Tensor& tensor, PeerRank src, const Group& group = nullptr, bool async_op = false);
 std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM, const Group& group = nullptr,
                                  bool async_op = false);
+std::shared_ptr<Work> reduce(const Tensor& tensor, PeerRank dst, ReduceOp op = ReduceOp::SUM,
+                             const Group& group = nullptr, bool async_op = false);
+// tensor_list[i] receives rank i's tensor; sizes may differ between ranks.
+std::shared_ptr<Work> all_gather(const std::vector<Tensor>& tensor_list, const Tensor& tensor,
+                                 const Group& group = nullptr, bool async_op = false);
+// output_tensor: world_size x input, concatenated ([w*n, ...]) or stacked ([w, n, ...]).
+std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output_tensor, const Tensor& input_tensor,
+                                             const Group& group = nullptr, bool async_op = false);
+// gather_list: one tensor per rank on dst, empty elsewhere.
+std::shared_ptr<Work> gather(const Tensor& tensor, const std::vector<Tensor>& gather_list = {}, PeerRank dst = 0,
+                             const Group& group = nullptr, bool async_op = false);
+// scatter_list: one tensor per rank on src, empty elsewhere.
+std::shared_ptr<Work> scatter(const Tensor& tensor, const std::vector<Tensor>& scatter_list = {}, PeerRank src = 0,
+                              const Group& group = nullptr, bool async_op = false);
+std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list,
+                                     ReduceOp op = ReduceOp::SUM, const Group& group = nullptr,
+                                     bool async_op = false);
+// input: world_size x output, concatenated or stacked.
+std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM,
+                                            const Group& group = nullptr, bool async_op = false);
+std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& output_tensor_list,
+                                 const std::vector<Tensor>& input_tensor_list, const Group& group = nullptr,
+                                 bool async_op = false);
+// Split sizes count rows of the first dimension; empty means equal splits.
+std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
+                                        const std::vector<int64_t>& output_split_sizes = {},
+                                        const std::vector<int64_t>& input_split_sizes = {},
+                                        const Group& group = nullptr, bool async_op = false);
 std::shared_ptr<Work> barrier(const Group& group = nullptr, bool async_op = false);
+// Rank 0 waits up to `timeout` (default: the group's) for every rank and
+// throws naming the ranks that did not arrive (every one with wait_all_ranks).
+void monitored_barrier(const Group& group = nullptr, std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+                       bool wait_all_ranks = false);
+
+// Object collectives on byte strings (serialize your objects yourself; tdist
+// never runs code on what it receives). Wire format: each rank's object count
+// and sizes travel first as int64 tensors, then the bytes concatenated.
+void broadcast_object_list(std::vector<std::string>& object_list, PeerRank src = 0, const Group& group = nullptr);
+// object_list is resized to the group size; entry i is rank i's obj.
+void all_gather_object(std::vector<std::string>& object_list, const std::string& obj, const Group& group = nullptr);
+// On dst, object_gather_list is resized to the group size; elsewhere untouched.
+void gather_object(const std::string& obj, std::vector<std::string>* object_gather_list = nullptr, PeerRank dst = 0,
+                   const Group& group = nullptr);
+// scatter_object_output_list[0] receives entry `rank` of src's scatter_object_input_list.
+void scatter_object_list(std::vector<std::string>& scatter_object_output_list,
+                         const std::vector<std::string>& scatter_object_input_list = {}, PeerRank src = 0,
+                         const Group& group = nullptr);
+void send_object_list(const std::vector<std::string>& object_list, PeerRank dst, const Group& group = nullptr);
+// object_list must have as many entries as were sent; returns the sender's global rank.
+int recv_object_list(std::vector<std::string>& object_list, PeerRank src = kAnyPeer, const Group& group = nullptr);
 
 }  // namespace tdist

@@ -24,11 +24,15 @@ class ProcessGroup {
  public:
   // Creates the backends of `options.backend` over `store` (blocks until every rank joins).
   ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options = {});
+  // The handle a rank outside `global_ranks` gets from new_group: rank() is -1,
+  // it has no backend, and operations on it are no-ops.
+  static std::shared_ptr<ProcessGroup> non_member(std::vector<int> global_ranks, ProcessGroupOptions options);
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  int rank() const { return rank_; }
+  int rank() const { return rank_; }  // -1 for a non-member handle
+  bool is_member() const { return rank_ >= 0; }
   int size() const { return size_; }
   const std::string& backend_name() const { return backend_spec_; }
   const std::string& group_name() const { return options_.group_name; }
@@ -40,6 +44,8 @@ class ProcessGroup {
 
   // The backend serving tensors of this device; DistValueError when none does.
   Backend& backend_for(Device device) const;
+  // The backend for device-independent operations (barrier): the CPU one if any.
+  Backend& any_backend() const;
 
   // Ranks are group ranks.
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0);
@@ -47,11 +53,26 @@ class ProcessGroup {
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM);
   std::shared_ptr<Work> barrier();
+  std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM);
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input);
+  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input);
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root);
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root);
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op = ReduceOp::SUM);
+  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
+  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
+                                          const std::vector<int64_t>& output_split_sizes = {},
+                                          const std::vector<int64_t>& input_split_sizes = {});
+  std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks = false);
 
   // Shuts every backend down (pending operations fail).
   void shutdown();
 
  private:
+  struct NonMemberTag {};
+  ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessGroupOptions options);
   std::shared_ptr<Store> store_{};
   int rank_;
   int size_;

@@ -106,7 +106,9 @@ class PrefixStore : public Store {
 };
 
 // Processes sharing a file system; fcntl locks serialise access. The last of
-// world_size users to be destroyed removes the file.
+// world_size users to be destroyed removes the file (world_size <= 0: the
+// file and its keys stay, as in torch). A file whose users all died without
+// closing their store (same host, processes gone) is reset on open.
 class FileStore : public Store {
  public:
   explicit FileStore(std::string path, int world_size = -1,
@@ -124,6 +126,8 @@ class FileStore : public Store {
   // Not supported by FileStore (as in torch): throws DistStoreError.
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+  std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
+  void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
   const std::string& path() const { return path_; }
 
  private:
@@ -141,7 +145,9 @@ struct TCPStoreOptions {
 };
 
 // The server (is_master) holds the data in an event-loop thread; every
-// instance, the master's too, talks to it as a client over TCP.
+// instance, the master's too, talks to it as a client over TCP. Every
+// instance counts itself in a reserved key for wait_for_workers; unlike
+// torch, num_keys() does not count that key.
 class TCPStore : public Store {
  public:
   TCPStore(std::string host, uint16_t port, TCPStoreOptions options = {});

@@ -8,6 +8,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include "tdist/future.h"
 
 namespace tdist {
 
@@ -31,6 +34,11 @@ class Work {
   virtual bool wait(std::chrono::milliseconds timeout = kNoTimeout);
   // For recv from any source: the rank (group rank) the message came from.
   virtual int source_rank() const;
+  // A future that completes with the operation's output tensors (collectives;
+  // point-to-point operations have none and throw DistBackendError, like Gloo).
+  virtual std::shared_ptr<Future> get_future();
+  // The output tensors (the in-place tensor for all_reduce, the list for all_gather, ...).
+  const std::vector<Tensor>& result() const { return result_; }
 
   const std::string& op_name() const { return op_; }
   uint64_t sequence_number() const { return seq_; }
@@ -38,9 +46,11 @@ class Work {
   // Used by backends: completes the work (with an error, or successfully).
   void finish(std::exception_ptr error = nullptr);
   void set_source_rank(int rank);
+  void set_result(std::vector<Tensor> result) { result_ = std::move(result); }
   static std::shared_ptr<Work> completed(std::string op, uint64_t seq = 0);
 
  private:
+  void complete_future(Future& future);
   const std::string op_;
   const uint64_t seq_;
   mutable std::mutex mu_;
@@ -48,6 +58,8 @@ class Work {
   bool done_ = false;
   int source_rank_ = -1;
   std::exception_ptr error_;
+  std::vector<Tensor> result_;
+  std::shared_ptr<Future> future_;
 };
 
 }  // namespace tdist

@@ -14,9 +14,9 @@ namespace {
 // ops whose result depends on operand order (NaN payloads, signed zeros).
 void reduce_ordered(ReduceOp op, DType dtype, void* acc, const void* in, size_t count, bool in_is_lower) {
   if (in_is_lower)
-    reduce::combine(op, dtype, acc, in, acc, count);
+    reduction::combine(op, dtype, acc, in, acc, count);
   else
-    reduce::combine(op, dtype, acc, acc, in, count);
+    reduction::combine(op, dtype, acc, acc, in, count);
 }
 
 }  // namespace
@@ -93,7 +93,7 @@ void all_reduce_ring(CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
                   chunk_count(recv_c) * esize, step);
     // The incoming partial sum covers ranks recv_c+1 .. rank-1 (mod n) ; fold
     // it in as the "lower" operand so every chunk is reduced in ring order.
-    reduce::combine(op, t.dtype(), base + chunk_begin(recv_c) * esize, tmp.data(),
+    reduction::combine(op, t.dtype(), base + chunk_begin(recv_c) * esize, tmp.data(),
                     base + chunk_begin(recv_c) * esize, chunk_count(recv_c));
   }
   // All-gather the reduced chunks around the ring.
@@ -121,7 +121,7 @@ void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
       all_reduce_recursive_doubling(ctx, t, op);
     }
   }
-  if (reduce::needs_finalize(op)) reduce::finalize(op, t.dtype(), t.data(), static_cast<size_t>(t.numel()), ctx.size());
+  if (reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), static_cast<size_t>(t.numel()), ctx.size());
 }
 
 }  // namespace tdist

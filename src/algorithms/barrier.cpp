@@ -1,3 +1,8 @@
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tdist/errors.h"
 #include "algorithms/collective.h"
 
 namespace tdist {
@@ -12,6 +17,40 @@ void barrier_dissemination(CollectiveContext& ctx) {
   for (int k = 1; k < n; k <<= 1, ++round) {
     ctx.send_recv((r + k) % n, &out, 1, (r - k + n) % n, &in, 1, round);
   }
+}
+
+}  // namespace tdist
+
+namespace tdist {
+
+void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
+  const int n = ctx.size();
+  char token = 1;
+  if (ctx.rank() != 0) {
+    ctx.send(0, 0, &token, 1);
+    ctx.recv(0, 1, &token, 1);
+    return;
+  }
+  std::vector<char> tokens(n);
+  std::vector<std::shared_ptr<Request>> arrivals(n);
+  for (int r = 1; r < n; ++r) arrivals[r] = ctx.transport.irecv(r, step_tag(ctx.tag, 0), &tokens[r], 1);
+  // Wait for every rank up to the one deadline (not one timeout per rank), so
+  // all late ranks can be named.
+  std::vector<int> missing;
+  for (int r = 1; r < n; ++r) {
+    if (!arrivals[r]->wait_until(ctx.deadline) || arrivals[r]->error()) {
+      missing.push_back(r);
+      if (!wait_all_ranks) break;
+    }
+  }
+  if (!missing.empty()) {
+    std::string list;
+    for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+    std::string what = wait_all_ranks ? "ranks [" + list + "] did not reach monitored_barrier"
+                                      : "rank " + list + " (the first one missing) did not reach monitored_barrier";
+    throw DistBackendError(what + " within " + format_ms(ctx.deadline.timeout()));
+  }
+  for (int r = 1; r < n; ++r) ctx.send(r, 1, &token, 1);
 }
 
 }  // namespace tdist

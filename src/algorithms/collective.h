@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "tdist/reduce_op.h"
 #include "tdist/tensor.h"
@@ -46,5 +47,22 @@ void all_reduce_ring(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
 void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
 
 void barrier_dissemination(CollectiveContext& ctx);
+// Rank 0 hears from every rank, then releases them; by ctx.deadline. Rank 0's
+// error names the ranks that did not arrive (all, or the first).
+void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks);
+
+// Result on root only (in place); other ranks' tensors are left unchanged.
+void reduce_binomial(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
+// outputs[i] gets rank i's input; sizes may differ per rank but every rank
+// passes the same sizes. outputs[rank] may alias input.
+void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input);
+// outputs only on the root.
+void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root);
+// inputs only on the root.
+void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root);
+// output = op over every rank's inputs[rank()]; inputs[i] has rank i's output size.
+void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
+// outputs[i] gets rank i's inputs[rank()].
+void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
 
 }  // namespace tdist

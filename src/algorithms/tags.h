@@ -22,6 +22,7 @@ enum class OpCode : uint8_t {
   Scatter = 7,
   ReduceScatter = 8,
   AllToAll = 9,
+  MonitoredBarrier = 10,
 };
 
 inline uint64_t collective_tag(OpCode op, uint64_t seq) {

@@ -26,6 +26,9 @@ class P2PWork final : public Work {
     return with_context(request_->error(), context_);
   }
   int source_rank() const override { return request_->done() ? request_->source() : -1; }
+  std::shared_ptr<Future> get_future() override {
+    throw DistBackendError(context_ + "get_future is not supported for point-to-point operations (as in Gloo)");
+  }
 
   bool wait(std::chrono::milliseconds timeout) override {
     Deadline user = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
@@ -102,10 +105,11 @@ void TdistBackend::check_rank(int r, const char* op, const char* what) const {
 }
 
 std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
-                                            std::function<void(CollectiveContext&)> body) {
+                                            std::function<void(CollectiveContext&)> body, std::vector<Tensor> result) {
   std::lock_guard<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
   auto work = std::make_shared<Work>(op, seq);
+  work->set_result(std::move(result));
   std::string context = state_->label + ": " + op + " #" + std::to_string(seq) + " failed: ";
   if (auto failed = state_->failure_of(std::string(op) + " #" + std::to_string(seq))) {
     work->finish(failed);
@@ -166,19 +170,206 @@ std::shared_ptr<Work> TdistBackend::recv(const Tensor& tensor, int src, int tag)
 std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast");
   check_rank(root, "broadcast", "root");
-  return enqueue(OpCode::Broadcast, "broadcast",
-                 [tensor, root](CollectiveContext& ctx) { tdist::broadcast(ctx, tensor, root); });
+  return enqueue(
+      OpCode::Broadcast, "broadcast", [tensor, root](CollectiveContext& ctx) { tdist::broadcast(ctx, tensor, root); },
+      {tensor});
 }
 
 std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce");
   check_reduce_op(op, tensor.dtype(), "all_reduce");
-  return enqueue(OpCode::AllReduce, "all_reduce",
-                 [tensor, op](CollectiveContext& ctx) { tdist::all_reduce(ctx, tensor, op); });
+  return enqueue(
+      OpCode::AllReduce, "all_reduce", [tensor, op](CollectiveContext& ctx) { tdist::all_reduce(ctx, tensor, op); },
+      {tensor});
 }
 
 std::shared_ptr<Work> TdistBackend::barrier() {
   return enqueue(OpCode::Barrier, "barrier", [](CollectiveContext& ctx) { barrier_dissemination(ctx); });
+}
+
+void TdistBackend::invalid(const char* op, const std::string& what) const {
+  throw DistValueError(state_->label + ": " + op + ": " + what);
+}
+
+void TdistBackend::check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op,
+                              const char* what) const {
+  if (count >= 0 && static_cast<int>(list.size()) != count)
+    invalid(op, std::string(what) + " has " + std::to_string(list.size()) + " tensors, expected " +
+                    std::to_string(count) + " (one per rank)");
+  for (size_t i = 0; i < list.size(); ++i) {
+    check_tensor(list[i], op);
+    if (list[i].dtype() != dtype)
+      invalid(op, std::string(what) + "[" + std::to_string(i) + "] is " + list[i].str() + ", expected dtype " +
+                      std::string(dtype_name(dtype)));
+  }
+}
+
+void TdistBackend::check_same(const Tensor& a, const Tensor& b, const char* op, const char* what) const {
+  if (a.dtype() != b.dtype() || a.numel() != b.numel())
+    invalid(op, std::string(what) + ": " + a.str() + " and " + b.str() + " differ in dtype or number of elements");
+}
+
+namespace {
+std::vector<Tensor> blocks(const Tensor& t, int n) {
+  std::vector<Tensor> out;
+  int64_t each = n > 0 ? t.numel() / n : 0;
+  for (int i = 0; i < n; ++i) out.push_back(t.slice(i * each, each));
+  return out;
+}
+}  // namespace
+
+std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
+  check_tensor(tensor, "reduce");
+  check_rank(root, "reduce", "destination");
+  check_reduce_op(op, tensor.dtype(), "reduce");
+  return enqueue(
+      OpCode::Reduce, "reduce", [=](CollectiveContext& ctx) { tdist::reduce_binomial(ctx, tensor, root, op); }, {tensor});
+}
+
+std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  check_tensor(input, "all_gather");
+  check_list(outputs, input.dtype(), size(), "all_gather", "output list");
+  if (outputs[rank()].numel() != input.numel())
+    invalid("all_gather", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() +
+                              " does not match this rank's input " + input.str());
+  return enqueue(
+      OpCode::AllGather, "all_gather", [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); },
+      outputs);
+}
+
+std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input) {
+  check_tensor(input, "all_gather_into_tensor");
+  check_tensor(output, "all_gather_into_tensor");
+  if (output.dtype() != input.dtype() || output.numel() != input.numel() * size())
+    invalid("all_gather_into_tensor", "output " + output.str() + " must hold world size (" +
+                                          std::to_string(size()) + ") x input " + input.str());
+  auto outputs = blocks(output, size());
+  return enqueue(
+      OpCode::AllGather, "all_gather_into_tensor",
+      [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); }, {output});
+}
+
+std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  check_tensor(input, "gather");
+  check_rank(root, "gather", "destination");
+  if (rank() == root) {
+    check_list(outputs, input.dtype(), size(), "gather", "gather_list");
+    for (int i = 0; i < size(); ++i) check_same(outputs[i], input, "gather", "gather_list entry and input");
+  } else if (!outputs.empty()) {
+    invalid("gather", "gather_list must be empty on ranks other than the destination " + std::to_string(root));
+  }
+  return enqueue(
+      OpCode::Gather, "gather", [=](CollectiveContext& ctx) { tdist::gather(ctx, outputs, input, root); }, outputs);
+}
+
+std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
+  check_tensor(output, "scatter");
+  check_rank(root, "scatter", "source");
+  if (rank() == root) {
+    check_list(inputs, output.dtype(), size(), "scatter", "scatter_list");
+    for (int i = 0; i < size(); ++i) check_same(inputs[i], output, "scatter", "scatter_list entry and output");
+  } else if (!inputs.empty()) {
+    invalid("scatter", "scatter_list must be empty on ranks other than the source " + std::to_string(root));
+  }
+  return enqueue(
+      OpCode::Scatter, "scatter", [=](CollectiveContext& ctx) { tdist::scatter(ctx, output, inputs, root); },
+      {output});
+}
+
+std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                   ReduceOp op) {
+  check_tensor(output, "reduce_scatter");
+  check_reduce_op(op, output.dtype(), "reduce_scatter");
+  check_list(inputs, output.dtype(), size(), "reduce_scatter", "input list");
+  if (inputs[rank()].numel() != output.numel())
+    invalid("reduce_scatter", "input[" + std::to_string(rank()) + "] " + inputs[rank()].str() +
+                                  " does not match the output " + output.str());
+  return enqueue(
+      OpCode::ReduceScatter, "reduce_scatter",
+      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output});
+}
+
+std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
+  check_tensor(output, "reduce_scatter_tensor");
+  check_tensor(input, "reduce_scatter_tensor");
+  check_reduce_op(op, output.dtype(), "reduce_scatter_tensor");
+  if (output.dtype() != input.dtype() || input.numel() != output.numel() * size())
+    invalid("reduce_scatter_tensor", "input " + input.str() + " must hold world size (" + std::to_string(size()) +
+                                         ") x output " + output.str());
+  auto inputs = blocks(input, size());
+  return enqueue(
+      OpCode::ReduceScatter, "reduce_scatter_tensor",
+      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output});
+}
+
+std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  if (inputs.empty()) invalid("all_to_all", "empty input list");
+  check_list(inputs, inputs[0].dtype(), size(), "all_to_all", "input list");
+  check_list(outputs, inputs[0].dtype(), size(), "all_to_all", "output list");
+  if (outputs[rank()].numel() != inputs[rank()].numel())
+    invalid("all_to_all", "output[" + std::to_string(rank()) + "] and input[" + std::to_string(rank()) +
+                              "] differ in size");
+  return enqueue(
+      OpCode::AllToAll, "all_to_all", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outputs, inputs); },
+      outputs);
+}
+
+namespace {
+// Splits (in first-dimension rows) -> one view per rank.
+std::vector<Tensor> split_rows(const Tensor& t, const std::vector<int64_t>& splits, int n, const char* which,
+                               const std::function<void(const std::string&)>& fail) {
+  int64_t rows = t.shape().empty() ? t.numel() : t.shape()[0];
+  int64_t row = rows > 0 ? t.numel() / rows : 0;
+  std::vector<int64_t> s = splits;
+  if (s.empty()) {
+    if (rows % n != 0)
+      fail(std::string(which) + " " + t.str() + ": " + std::to_string(rows) + " rows do not split evenly over " +
+           std::to_string(n) + " ranks; pass split sizes");
+    s.assign(n, rows / n);
+  }
+  if (static_cast<int>(s.size()) != n)
+    fail(std::string(which) + " split sizes have " + std::to_string(s.size()) + " entries, expected " +
+         std::to_string(n));
+  int64_t sum = 0;
+  for (int64_t x : s) {
+    if (x < 0) fail(std::string(which) + " split sizes contain a negative entry");
+    sum += x;
+  }
+  if (sum != rows)
+    fail(std::string(which) + " split sizes add up to " + std::to_string(sum) + " rows, the tensor " + t.str() +
+         " has " + std::to_string(rows));
+  std::vector<Tensor> out;
+  int64_t at = 0;
+  for (int64_t x : s) {
+    out.push_back(t.slice(at * row, x * row));
+    at += x;
+  }
+  return out;
+}
+}  // namespace
+
+std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, const Tensor& input,
+                                                      const std::vector<int64_t>& output_split_sizes,
+                                                      const std::vector<int64_t>& input_split_sizes) {
+  check_tensor(output, "all_to_all_single");
+  check_tensor(input, "all_to_all_single");
+  if (output.dtype() != input.dtype())
+    invalid("all_to_all_single", "output " + output.str() + " and input " + input.str() + " differ in dtype");
+  auto fail = [&](const std::string& what) { invalid("all_to_all_single", what); };
+  auto outs = split_rows(output, output_split_sizes, size(), "output", fail);
+  auto ins = split_rows(input, input_split_sizes, size(), "input", fail);
+  if (outs[rank()].numel() != ins[rank()].numel())
+    invalid("all_to_all_single", "this rank's own input and output splits differ in size");
+  return enqueue(
+      OpCode::AllToAll, "all_to_all_single", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outs, ins); },
+      {output});
+}
+
+std::shared_ptr<Work> TdistBackend::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
+  return enqueue(OpCode::MonitoredBarrier, "monitored_barrier", [=](CollectiveContext& ctx) {
+    CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(timeout)};
+    tdist::monitored_barrier(bounded, wait_all_ranks);
+  });
 }
 
 void register_tdist_backend() {

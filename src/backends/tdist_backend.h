@@ -24,6 +24,18 @@ class TdistBackend final : public Backend {
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> barrier() override;
+  std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op) override;
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) override;
+  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input) override;
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) override;
+  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
+                                          const std::vector<int64_t>& output_split_sizes,
+                                          const std::vector<int64_t>& input_split_sizes) override;
+  std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) override;
   void shutdown() override;
 
   // Shared with the Works of point-to-point operations, which may outlive calls.
@@ -37,8 +49,13 @@ class TdistBackend final : public Backend {
   };
 
  private:
-  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::function<void(CollectiveContext&)> body);
+  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::function<void(CollectiveContext&)> body,
+                                std::vector<Tensor> result = {});
   void check_tensor(const Tensor& t, const char* op) const;
+  // Every tensor of `list` on CPU, of `dtype`; `count` of them unless count < 0.
+  void check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op, const char* what) const;
+  void check_same(const Tensor& a, const Tensor& b, const char* op, const char* what) const;
+  [[noreturn]] void invalid(const char* op, const std::string& what) const;
   void check_rank(int r, const char* op, const char* what) const;
 
   BackendOptions options_;

@@ -35,6 +35,7 @@ void init_process_group(const InitOptions& options) {
   std::lock_guard<std::mutex> lock(world().mu);
   world().default_group = std::move(group);
   world().store = r.store;
+  world().scoped_store = scoped;
 }
 
 void init_process_group(const char* backend, const std::string& init_method, int world_size, int rank,
@@ -49,22 +50,5 @@ void init_process_group(const char* backend, const std::string& init_method, int
 }
 
 bool is_torchelastic_launched() { return get_env("TORCHELASTIC_RUN_ID").has_value(); }
-
-void destroy_process_group(const Group& group) {
-  Group victim;
-  std::shared_ptr<Store> store;
-  {
-    std::lock_guard<std::mutex> lock(world().mu);
-    if (group && group != world().default_group) {
-      victim = group;
-    } else {
-      if (!world().default_group)
-        throw DistError("destroy_process_group: the default process group is not initialized");
-      victim = std::move(world().default_group);
-      store = std::move(world().store);
-    }
-  }
-  victim->shutdown();
-}
 
 }  // namespace tdist

@@ -1,8 +1,11 @@
 // The free functions of torch.distributed over the default or a given group.
 #include "tdist/distributed.h"
 
+#include <algorithm>
+
 #include "tdist/errors.h"
 #include "process_group/world.h"
+#include "util/logging.h"
 
 namespace tdist {
 
@@ -19,21 +22,35 @@ Group resolve_group(const Group& group, const char* op) {
   return world().default_group;
 }
 
-namespace {
-
-// Global rank -> rank in `g`; DistValueError naming the op when not a member.
-int to_group_rank(const ProcessGroup& g, int global, const char* op, const char* what) {
-  int r = g.group_rank(global);
+int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const char* what) {
+  if (peer.group_relative) {
+    if (peer.rank < 0 || peer.rank >= g.size())
+      throw DistValueError(std::string(op) + ": group " + what + " rank " + std::to_string(peer.rank) +
+                           " is outside group " + g.group_name() + " (size " + std::to_string(g.size()) + ")");
+    return peer.rank;
+  }
+  int r = g.group_rank(peer.rank);
   if (r < 0)
-    throw DistValueError(std::string(op) + ": " + what + " rank " + std::to_string(global) + " is not in group " +
+    throw DistValueError(std::string(op) + ": " + what + " rank " + std::to_string(peer.rank) + " is not in group " +
                          g.group_name() + " (size " + std::to_string(g.size()) + ")");
   return r;
 }
+
+bool skip_non_member(const ProcessGroup& g, const char* op) {
+  if (g.is_member()) return false;
+  TDIST_LOG(LogLevel::Warn, op << ": this process is not a member of group " << g.group_name()
+                               << "; the call does nothing");
+  return true;
+}
+
+namespace {
 
 std::shared_ptr<Work> finish(std::shared_ptr<Work> work, bool async_op) {
   if (!async_op) work->wait();
   return work;
 }
+
+std::shared_ptr<Work> nothing(const char* op) { return Work::completed(op); }
 
 }  // namespace
 
@@ -46,46 +63,151 @@ bool is_initialized() {
 
 Group group_world() { return resolve_group(nullptr, "group_world"); }
 
-int get_rank(const Group& group) {
-  Group g = resolve_group(group, "get_rank");
-  return g->rank();
-}
+int get_rank(const Group& group) { return resolve_group(group, "get_rank")->rank(); }
 
-int get_world_size(const Group& group) { return resolve_group(group, "get_world_size")->size(); }
+int get_world_size(const Group& group) {
+  Group g = resolve_group(group, "get_world_size");
+  return g->is_member() ? g->size() : -1;
+}
 
 std::string get_backend(const Group& group) { return resolve_group(group, "get_backend")->backend_name(); }
 
-void send(const Tensor& tensor, int dst, const Group& group, int tag) { isend(tensor, dst, group, tag)->wait(); }
+int get_group_rank(const Group& group, int global_rank) {
+  if (!group) throw DistValueError("get_group_rank: no group given");
+  int r = group->group_rank(global_rank);
+  if (r < 0)
+    throw DistValueError("get_group_rank: global rank " + std::to_string(global_rank) + " is not part of group " +
+                         group->group_name());
+  return r;
+}
 
-int recv(const Tensor& tensor, int src, const Group& group, int tag) {
+int get_global_rank(const Group& group, int group_rank) {
+  if (!group) throw DistValueError("get_global_rank: no group given");
+  return group->global_rank(group_rank);
+}
+
+std::vector<int> get_process_group_ranks(const Group& group) {
+  return resolve_group(group, "get_process_group_ranks")->global_ranks();
+}
+
+// --- point-to-point -------------------------------------------------------
+
+void send(const Tensor& tensor, PeerRank dst, const Group& group, int tag) { isend(tensor, dst, group, tag)->wait(); }
+
+int recv(const Tensor& tensor, PeerRank src, const Group& group, int tag) {
   Group g = resolve_group(group, "recv");
+  if (skip_non_member(*g, "recv")) return -1;
   auto work = irecv(tensor, src, g, tag);
   work->wait();
   return g->global_rank(work->source_rank());
 }
 
-std::shared_ptr<Work> isend(const Tensor& tensor, int dst, const Group& group, int tag) {
+std::shared_ptr<Work> isend(const Tensor& tensor, PeerRank dst, const Group& group, int tag) {
   Group g = resolve_group(group, "isend");
+  if (skip_non_member(*g, "isend")) return nothing("send");
   return g->send(tensor, to_group_rank(*g, dst, "isend", "destination"), tag);
 }
 
-std::shared_ptr<Work> irecv(const Tensor& tensor, int src, const Group& group, int tag) {
+std::shared_ptr<Work> irecv(const Tensor& tensor, PeerRank src, const Group& group, int tag) {
   Group g = resolve_group(group, "irecv");
-  int gsrc = src == kAnySource ? kAnySource : to_group_rank(*g, src, "irecv", "source");
+  if (skip_non_member(*g, "irecv")) return nothing("recv");
+  int gsrc = (!src.group_relative && src.rank == kAnySource) ? kAnySource : to_group_rank(*g, src, "irecv", "source");
   return g->recv(tensor, gsrc, tag);
 }
 
-std::shared_ptr<Work> broadcast(const Tensor& tensor, int src, const Group& group, bool async_op) {
-  Group g = resolve_group(group, "broadcast");
+std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops) {
+  std::vector<std::shared_ptr<Work>> works(ops.size());
+  // Receives first: then no order of sends in the list can fill a socket
+  // towards a peer that is not reading yet.
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == P2POp::IRECV) works[i] = irecv(ops[i].tensor, ops[i].peer, ops[i].group, ops[i].tag);
+  for (size_t i = 0; i < ops.size(); ++i)
+    if (ops[i].kind == P2POp::ISEND) works[i] = isend(ops[i].tensor, ops[i].peer, ops[i].group, ops[i].tag);
+  return works;
+}
+
+// --- collectives ----------------------------------------------------------
+
+#define TDIST_GROUP_OR_RETURN(name)                   \
+  Group g = resolve_group(group, name);               \
+  if (skip_non_member(*g, name)) return nothing(name)
+
+std::shared_ptr<Work> broadcast(const Tensor& tensor, PeerRank src, const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("broadcast");
   return finish(g->broadcast(tensor, to_group_rank(*g, src, "broadcast", "source")), async_op);
 }
 
 std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op, const Group& group, bool async_op) {
-  return finish(resolve_group(group, "all_reduce")->all_reduce(tensor, op), async_op);
+  TDIST_GROUP_OR_RETURN("all_reduce");
+  return finish(g->all_reduce(tensor, op), async_op);
+}
+
+std::shared_ptr<Work> reduce(const Tensor& tensor, PeerRank dst, ReduceOp op, const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("reduce");
+  return finish(g->reduce(tensor, to_group_rank(*g, dst, "reduce", "destination"), op), async_op);
+}
+
+std::shared_ptr<Work> all_gather(const std::vector<Tensor>& tensor_list, const Tensor& tensor, const Group& group,
+                                 bool async_op) {
+  TDIST_GROUP_OR_RETURN("all_gather");
+  return finish(g->all_gather(tensor_list, tensor), async_op);
+}
+
+std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output_tensor, const Tensor& input_tensor,
+                                             const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("all_gather_into_tensor");
+  return finish(g->all_gather_into_tensor(output_tensor, input_tensor), async_op);
+}
+
+std::shared_ptr<Work> gather(const Tensor& tensor, const std::vector<Tensor>& gather_list, PeerRank dst,
+                             const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("gather");
+  return finish(g->gather(gather_list, tensor, to_group_rank(*g, dst, "gather", "destination")), async_op);
+}
+
+std::shared_ptr<Work> scatter(const Tensor& tensor, const std::vector<Tensor>& scatter_list, PeerRank src,
+                              const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("scatter");
+  return finish(g->scatter(tensor, scatter_list, to_group_rank(*g, src, "scatter", "source")), async_op);
+}
+
+std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list, ReduceOp op,
+                                     const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("reduce_scatter");
+  return finish(g->reduce_scatter(output, input_list, op), async_op);
+}
+
+std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op,
+                                            const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("reduce_scatter_tensor");
+  return finish(g->reduce_scatter_tensor(output, input, op), async_op);
+}
+
+std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& output_tensor_list,
+                                 const std::vector<Tensor>& input_tensor_list, const Group& group, bool async_op) {
+  TDIST_GROUP_OR_RETURN("all_to_all");
+  return finish(g->all_to_all(output_tensor_list, input_tensor_list), async_op);
+}
+
+std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
+                                        const std::vector<int64_t>& output_split_sizes,
+                                        const std::vector<int64_t>& input_split_sizes, const Group& group,
+                                        bool async_op) {
+  TDIST_GROUP_OR_RETURN("all_to_all_single");
+  return finish(g->all_to_all_single(output, input, output_split_sizes, input_split_sizes), async_op);
 }
 
 std::shared_ptr<Work> barrier(const Group& group, bool async_op) {
-  return finish(resolve_group(group, "barrier")->barrier(), async_op);
+  TDIST_GROUP_OR_RETURN("barrier");
+  return finish(g->barrier(), async_op);
 }
+
+void monitored_barrier(const Group& group, std::chrono::milliseconds timeout, bool wait_all_ranks) {
+  Group g = resolve_group(group, "monitored_barrier");
+  if (skip_non_member(*g, "monitored_barrier")) return;
+  g->monitored_barrier(timeout.count() > 0 ? timeout : g->timeout(), wait_all_ranks)->wait();
+}
+
+#undef TDIST_GROUP_OR_RETURN
 
 }  // namespace tdist

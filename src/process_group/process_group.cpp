@@ -67,6 +67,16 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   }
 }
 
+ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessGroupOptions options)
+    : rank_(-1), size_(static_cast<int>(global_ranks.size())), options_(std::move(options)) {
+  options_.global_ranks = std::move(global_ranks);
+  backend_spec_ = options_.backend.empty() ? "tdist" : options_.backend;
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::non_member(std::vector<int> global_ranks, ProcessGroupOptions options) {
+  return std::shared_ptr<ProcessGroup>(new ProcessGroup(NonMemberTag{}, std::move(global_ranks), std::move(options)));
+}
+
 ProcessGroup::~ProcessGroup() { shutdown(); }
 
 void ProcessGroup::shutdown() {
@@ -87,6 +97,8 @@ int ProcessGroup::group_rank(int global_rank) const {
 }
 
 Backend& ProcessGroup::backend_for(Device device) const {
+  if (!is_member())
+    throw DistValueError("this process (not a member of group " + options_.group_name + ") cannot use its backend");
   auto it = backends_.find(device.type);
   if (it == backends_.end())
     throw DistValueError("group " + options_.group_name + " (backend '" + backend_spec_ + "') has no backend for " +
@@ -106,11 +118,47 @@ std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, int root) {
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
   return backend_for(tensor.device()).all_reduce(tensor, op);
 }
-std::shared_ptr<Work> ProcessGroup::barrier() {
+Backend& ProcessGroup::any_backend() const {
   // Any backend can synchronise the group; prefer the CPU one (no device work).
-  if (backends_.empty()) throw DistValueError("group " + options_.group_name + " has no backend");
+  if (backends_.empty()) throw DistValueError("group " + options_.group_name + " has no backend on this process");
   auto it = backends_.find(DeviceType::CPU);
-  return (it != backends_.end() ? it->second : backends_.begin()->second)->barrier();
+  return *(it != backends_.end() ? it->second : backends_.begin()->second);
+}
+
+std::shared_ptr<Work> ProcessGroup::barrier() { return any_backend().barrier(); }
+std::shared_ptr<Work> ProcessGroup::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
+  return any_backend().monitored_barrier(timeout, wait_all_ranks);
+}
+std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, int root, ReduceOp op) {
+  return backend_for(tensor.device()).reduce(tensor, root, op);
+}
+std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+  return backend_for(input.device()).all_gather(outputs, input);
+}
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input) {
+  return backend_for(input.device()).all_gather_into_tensor(output, input);
+}
+std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  return backend_for(input.device()).gather(outputs, input, root);
+}
+std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
+  return backend_for(output.device()).scatter(output, inputs, root);
+}
+std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                   ReduceOp op) {
+  return backend_for(output.device()).reduce_scatter(output, inputs, op);
+}
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
+  return backend_for(output.device()).reduce_scatter_tensor(output, input, op);
+}
+std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  if (inputs.empty()) throw DistValueError("all_to_all: empty input list");
+  return backend_for(inputs[0].device()).all_to_all(outputs, inputs);
+}
+std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Tensor& output, const Tensor& input,
+                                                      const std::vector<int64_t>& output_split_sizes,
+                                                      const std::vector<int64_t>& input_split_sizes) {
+  return backend_for(input.device()).all_to_all_single(output, input, output_split_sizes, input_split_sizes);
 }
 
 }  // namespace tdist

@@ -45,13 +45,37 @@ void Work::set_source_rank(int rank) {
 }
 
 void Work::finish(std::exception_ptr error) {
+  std::shared_ptr<Future> future;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (done_) return;
     done_ = true;
     error_ = std::move(error);
+    future = future_;
   }
   cv_.notify_all();
+  if (future) complete_future(*future);
+}
+
+void Work::complete_future(Future& future) {
+  if (error_)
+    future.set_error(error_);
+  else
+    future.mark_completed(result_);
+}
+
+std::shared_ptr<Future> Work::get_future() {
+  std::shared_ptr<Future> future;
+  bool done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (future_) return future_;
+    future_ = future = std::make_shared<Future>();
+    done = done_;
+  }
+  // finish() ran before the future existed: complete it here (done_ never reverts).
+  if (done) complete_future(*future);
+  return future;
 }
 
 std::shared_ptr<Work> Work::completed(std::string op, uint64_t seq) {

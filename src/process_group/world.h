@@ -1,8 +1,11 @@
-// The process-wide state of torch.distributed: the default group and its store.
+// The process-wide state of torch.distributed: the default group, its store,
+// and the groups made by new_group.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "tdist/distributed.h"
@@ -12,13 +15,21 @@ namespace tdist {
 struct World {
   std::mutex mu;
   Group default_group;
-  std::shared_ptr<Store> store;
-  int generation = 0;  // how many times init_process_group ran in this process
+  std::shared_ptr<Store> store;         // as given by the init method
+  std::shared_ptr<Store> scoped_store;  // this init's namespace in it; groups live under it
+  std::vector<Group> groups;            // made by new_group, destroyed with the default group
+  std::map<std::string, int> group_counts;  // per member list: how many groups were made of it
+  int generation = 0;                   // how many times init_process_group ran in this process
 };
 
 World& world();
 // The group an operation acts on: `group`, or the default one (DistError naming
 // `op` when the package is not initialized).
 Group resolve_group(const Group& group, const char* op);
+// A PeerRank as a rank of `g`; DistValueError naming `op` when not a member.
+int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const char* what);
+// Operations on a group this process is not in do nothing (torch warns); true
+// when the caller should return early.
+bool skip_non_member(const ProcessGroup& g, const char* op);
 
 }  // namespace tdist

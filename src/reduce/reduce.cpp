@@ -26,7 +26,7 @@
 #define TDIST_MULTIVERSION
 #endif
 
-namespace tdist::reduce {
+namespace tdist::reduction {
 
 namespace {
 
@@ -409,32 +409,32 @@ void check_same(const char* what, const Tensor& x, const Tensor& y) {
 }  // namespace
 
 void combine(ReduceOp op, DType dtype, void* out, const void* a, const void* b, size_t count) {
-  CombineFn fn = lookup(op, dtype, "reduce::combine");
-  check_pointers("reduce::combine", count, {out, a, b});
+  CombineFn fn = lookup(op, dtype, "reduction::combine");
+  check_pointers("reduction::combine", count, {out, a, b});
   if (count == 0) return;
   fn(out, a, b, count);
 }
 
 void accumulate(ReduceOp op, DType dtype, void* acc, const void* in, size_t count) {
-  CombineFn fn = lookup(op, dtype, "reduce::accumulate");
-  check_pointers("reduce::accumulate", count, {acc, in});
+  CombineFn fn = lookup(op, dtype, "reduction::accumulate");
+  check_pointers("reduction::accumulate", count, {acc, in});
   if (count == 0) return;
   fn(acc, acc, in, count);
 }
 
 void finalize(ReduceOp op, DType dtype, void* data, size_t count, int contributors) {
-  lookup(op, dtype, "reduce::finalize");
+  lookup(op, dtype, "reduction::finalize");
   switch (op.kind()) {
     case ReduceOp::AVG:
       if (contributors <= 0) {
-        throw DistValueError("reduce::finalize: AVG over " + std::to_string(contributors) +
+        throw DistValueError("reduction::finalize: AVG over " + std::to_string(contributors) +
                              " contributors (must be positive)");
       }
-      check_pointers("reduce::finalize", count, {data});
+      check_pointers("reduction::finalize", count, {data});
       if (count > 0) kTable.avg[idx(dtype)](data, count, contributors);
       return;
     case ReduceOp::PREMUL_SUM:
-      check_pointers("reduce::finalize", count, {data});
+      check_pointers("reduction::finalize", count, {data});
       if (count > 0) kTable.premul[idx(dtype)](data, count, op.factor());
       return;
     default:
@@ -443,18 +443,18 @@ void finalize(ReduceOp op, DType dtype, void* data, size_t count, int contributo
 }
 
 void accumulate(ReduceOp op, const Tensor& acc, const Tensor& in) {
-  check_same("reduce::accumulate", acc, in);
+  check_same("reduction::accumulate", acc, in);
   accumulate(op, acc.dtype(), acc.data(), in.data(), static_cast<size_t>(acc.numel()));
 }
 
 void combine(ReduceOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  check_same("reduce::combine", out, a);
-  check_same("reduce::combine", out, b);
+  check_same("reduction::combine", out, a);
+  check_same("reduction::combine", out, b);
   combine(op, out.dtype(), out.data(), a.data(), b.data(), static_cast<size_t>(out.numel()));
 }
 
 void finalize(ReduceOp op, const Tensor& data, int contributors) {
-  if (!data.is_cpu()) throw DistValueError("reduce::finalize: " + data.str() + " is not a CPU tensor");
+  if (!data.is_cpu()) throw DistValueError("reduction::finalize: " + data.str() + " is not a CPU tensor");
   finalize(op, data.dtype(), data.data(), static_cast<size_t>(data.numel()), contributors);
 }
 
@@ -477,4 +477,4 @@ void set_float16_f16c(bool enabled) {
 
 }  // namespace internal
 
-}  // namespace tdist::reduce
+}  // namespace tdist::reduction

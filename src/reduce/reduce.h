@@ -20,7 +20,7 @@
 #include "tdist/reduce_op.h"
 #include "tdist/tensor.h"
 
-namespace tdist::reduce {
+namespace tdist::reduction {
 
 // acc[i] = acc[i] (op) in[i], i < count. acc and in must not overlap.
 void accumulate(ReduceOp op, DType dtype, void* acc, const void* in, size_t count);
@@ -49,4 +49,4 @@ const char* float16_conversion();
 void set_float16_f16c(bool enabled);
 }  // namespace internal
 
-}  // namespace tdist::reduce
+}  // namespace tdist::reduction

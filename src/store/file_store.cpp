@@ -34,7 +34,8 @@ using namespace store_detail;
 bool store_detail::UserId::decode(const std::string& text, UserId* out) {
   std::istringstream in(text);
   std::string pid, start, nonce;
-  if (!std::getline(in, out->host) || !std::getline(in, out->boot_id) || !std::getline(in, pid) ||
+  if (!std::getline(in, out->host) || !std::getline(in, out->boot_id) || !std::getline(in, out->pid_ns) ||
+      !std::getline(in, pid) ||
       !std::getline(in, start) || !std::getline(in, nonce))
     return false;
   try {
@@ -97,6 +98,8 @@ UserId self_id() {
   gethostname(host, sizeof(host) - 1);
   id.host = host;
   id.boot_id = read_first_line("/proc/sys/kernel/random/boot_id");
+  char ns[128] = {0};
+  if (::readlink("/proc/self/ns/pid", ns, sizeof(ns) - 1) > 0) id.pid_ns = ns;
   id.pid = getpid();
   char state = 0;
   process_stat(id.pid, &state, &id.start_time);
@@ -109,6 +112,8 @@ enum class Liveness { kAlive, kDead, kUnknown };
 Liveness liveness(const UserId& u, const UserId& self) {
   if (u.host != self.host) return Liveness::kUnknown;
   if (!u.boot_id.empty() && !self.boot_id.empty() && u.boot_id != self.boot_id) return Liveness::kDead;
+  // Another pid namespace (a container with the same host name): its pids cannot be checked from here.
+  if (u.pid_ns != self.pid_ns) return Liveness::kUnknown;
   if (u.pid <= 0) return Liveness::kDead;
   if (::kill(static_cast<pid_t>(u.pid), 0) != 0 && errno == ESRCH) return Liveness::kDead;
   char state = 0;
@@ -121,6 +126,8 @@ Liveness liveness(const UserId& u, const UserId& self) {
 }
 
 std::string describe_user(const UserId& u, const UserId& self) {
+  if (u.host == self.host && u.pid_ns != self.pid_ns)
+    return "pid " + std::to_string(u.pid) + " in another pid namespace (" + u.pid_ns + ") on this host";
   if (u.host == self.host) return "pid " + std::to_string(u.pid) + " on this host";
   return "pid " + std::to_string(u.pid) + " on host '" + u.host + "'";
 }
@@ -527,6 +534,40 @@ void FileStore::wait(const std::vector<std::string>& keys, std::chrono::millisec
   auto missing = missing_keys(keys, [&](const std::string& k) { return s.table.contains(k); });
   throw DistStoreError(s.name + ": wait(keys " + quote_list(keys) + ") timed out after " + format_ms(timeout) +
                        "; missing keys: " + quote_list(missing) + s.stale_hint());
+}
+
+// One wait for every key, then the values of one consistent state.
+std::vector<std::string> FileStore::multi_get(const std::vector<std::string>& keys) {
+  State& s = *state_;
+  Millis t = timeout();
+  std::vector<std::string> values;
+  auto all = [&] {
+    for (const auto& k : keys)
+      if (!s.table.contains(k)) return false;
+    values.clear();
+    for (const auto& k : keys) values.push_back(s.table.find(k)->value);
+    return true;
+  };
+  if (s.wait_until(deadline_after(t), all)) return values;
+  std::lock_guard<std::mutex> g(*s.mu);
+  auto missing = missing_keys(keys, [&](const std::string& k) { return s.table.contains(k); });
+  throw DistStoreError(s.name + ": multi_get(keys " + quote_list(keys) + ") timed out after " + format_ms(t) +
+                       "; missing keys: " + quote_list(missing) + s.stale_hint());
+}
+
+// All records in one append under one lock: readers see all or none.
+void FileStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
+  State& s = *state_;
+  if (keys.size() != values.size())
+    throw DistValueError(s.name + ": multi_set: " + std::to_string(keys.size()) + " keys but " +
+                         std::to_string(values.size()) + " values");
+  if (keys.empty()) return;
+  std::string recs;
+  for (size_t i = 0; i < keys.size(); ++i) encode_record(recs, RecordType::kSet, keys[i], values[i]);
+  std::lock_guard<std::mutex> g(*s.mu);
+  FileLock lock(s.fd.get(), F_WRLCK, s.name);
+  s.sync();
+  s.write(recs);
 }
 
 bool FileStore::delete_key(const std::string& key) {

@@ -47,12 +47,13 @@ inline void encode_record(std::string& out, RecordType type, const std::string& 
 struct UserId {
   std::string host;     // gethostname()
   std::string boot_id;  // /proc/sys/kernel/random/boot_id (empty when unknown)
+  std::string pid_ns;   // /proc/self/ns/pid link text: pids mean something only within it
   long long pid = 0;
   unsigned long long start_time = 0;  // /proc/<pid>/stat field 22 (0 when unknown)
   unsigned long long nonce = 0;       // tells apart stores of one process
 
   std::string encode() const {
-    return host + "\n" + boot_id + "\n" + std::to_string(pid) + "\n" + std::to_string(start_time) + "\n" +
+    return host + "\n" + boot_id + "\n" + pid_ns + "\n" + std::to_string(pid) + "\n" + std::to_string(start_time) + "\n" +
            std::to_string(nonce);
   }
   static bool decode(const std::string& text, UserId* out);

@@ -37,7 +37,7 @@ struct Conn {
   Fd fd;
   std::string peer;
   RequestParser parser;
-  std::string in;  // bytes read but not yet parsed: in[in_pos, end)
+  std::string in;  // bytes read but not yet parsed (the connection was busy): in[in_pos, end)
   size_t in_pos = 0;
   std::string out;  // response bytes not yet sent: out[out_pos, end)
   size_t out_pos = 0;
@@ -75,6 +75,7 @@ struct TcpStoreServer::Loop {
   std::multimap<Clock::time_point, uint64_t> timers;
   std::vector<uint64_t> to_close;  // dropped connections, erased at the end of an iteration
   std::vector<uint64_t> ready;     // connections whose next request may already be buffered
+  std::vector<char> scratch = std::vector<char>(kReadChunk);  // every read lands here first
   uint64_t next_conn = 2;
   uint64_t next_waiter = 1;
   bool listen_paused = false;
@@ -143,7 +144,6 @@ void TcpStoreServer::Loop::run() {
     to_close.clear();
   }
   // Close every connection now so that blocked clients fail at once.
-  for (auto& [id, c] : conns) (void)id, c->fd.reset();
   conns.clear();
   listen.reset();
 }
@@ -239,17 +239,33 @@ void TcpStoreServer::Loop::drop(Conn& c, LogLevel level, const std::string& why)
 // Reads and serves requests until the connection has to wait: for the
 // socket, for its answer to be sent, or for a parked request.
 void TcpStoreServer::Loop::pump(Conn& c) {
-  size_t budget = kReadBudget;
-  while (!c.closing && c.waiter == 0 && !c.writing()) {
-    if (c.in_pos < c.in.size()) {
+  auto busy = [&] { return c.closing || c.waiter != 0 || c.writing(); };
+  // Feeds bytes to the parser, serving each complete request; what is left
+  // when the connection becomes busy is kept for later. False: dropped.
+  auto feed = [&](const char* data, size_t n) {
+    size_t pos = 0;
+    while (pos < n && !busy()) {
       size_t used = 0;
-      auto r = c.parser.feed(c.in.data() + c.in_pos, c.in.size() - c.in_pos, &used);
-      c.in_pos += used;
-      if (r == RequestParser::Result::kError) return drop(c, LogLevel::Info, "malformed request: " + c.parser.error());
+      auto r = c.parser.feed(data + pos, n - pos, &used);
+      pos += used;
+      if (r == RequestParser::Result::kError) {
+        drop(c, LogLevel::Info, "malformed request: " + c.parser.error());
+        return false;
+      }
       if (r == RequestParser::Result::kDone) handle(c, c.parser.take());
-      continue;
     }
-    if (budget == 0) break;
+    if (pos < n && !c.closing) c.in.append(data + pos, n - pos);  // at most one read's worth
+    return !c.closing;
+  };
+  if (c.in_pos < c.in.size() && !busy()) {
+    std::string pending = std::move(c.in);
+    size_t from = c.in_pos;
+    c.in.clear();
+    c.in_pos = 0;
+    if (!feed(pending.data() + from, pending.size() - from)) return;
+  }
+  size_t budget = kReadBudget;
+  while (!busy() && budget > 0) {
     ssize_t n;
     size_t remaining = 0;
     if (std::string* value = c.parser.value_in_progress(&remaining); value != nullptr && remaining >= kReadChunk) {
@@ -265,12 +281,10 @@ void TcpStoreServer::Loop::pump(Conn& c) {
         continue;
       }
     } else {
-      c.in.resize(kReadChunk);
-      c.in_pos = 0;
-      n = ::recv(c.fd.get(), c.in.data(), kReadChunk, MSG_DONTWAIT);
-      c.in.resize(static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      n = ::recv(c.fd.get(), scratch.data(), scratch.size(), MSG_DONTWAIT);
       if (n > 0) {
         budget -= std::min(budget, static_cast<size_t>(n));
+        if (!feed(scratch.data(), static_cast<size_t>(n))) return;
         continue;
       }
     }
@@ -282,7 +296,6 @@ void TcpStoreServer::Loop::pump(Conn& c) {
     if (errno == EAGAIN || errno == EWOULDBLOCK) break;
     return drop(c, LogLevel::Debug, "receive failed: " + errno_string(errno));
   }
-  if (c.in_pos == c.in.size() && c.in.capacity() > kReadChunk) std::string().swap(c.in);
   update_interest(c);
 }
 

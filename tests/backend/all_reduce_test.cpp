@@ -23,9 +23,9 @@ Buffer expected(ReduceOp op, DType dtype, size_t count, int n) {
   Buffer acc(dtype, count, [&](size_t i) { return input_value(op, 0, i); });
   for (int r = 1; r < n; ++r) {
     Buffer in(dtype, count, [&](size_t i) { return input_value(op, r, i); });
-    reduce::combine(op, dtype, acc.data(), acc.data(), in.data(), count);
+    reduction::combine(op, dtype, acc.data(), acc.data(), in.data(), count);
   }
-  reduce::finalize(op, dtype, acc.data(), count, n);
+  reduction::finalize(op, dtype, acc.data(), count, n);
   return acc;
 }
 

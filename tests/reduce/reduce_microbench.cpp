@@ -1,4 +1,4 @@
-// Micro-benchmark: reduce::accumulate against memcpy of the same size, 1 KiB .. 64 MiB.
+// Micro-benchmark: reduction::accumulate against memcpy of the same size, 1 KiB .. 64 MiB.
 // bytes_per_second counts the size of one buffer per iteration for every benchmark, so the
 // figures compare directly (accumulate moves 3x that: two reads and one write; memcpy 2x).
 //   build-reduce/bin/tdist_reduce_microbench --benchmark_min_time=0.2
@@ -36,7 +36,7 @@ void BM_Accumulate(benchmark::State& state, ReduceOp op, DType dtype) {
   const size_t n = bytes / sizeof(T);
   std::vector<T> acc(n), in(n);  // zeros: no denormals or NaN to slow anything down
   for (auto _ : state) {
-    tdist::reduce::accumulate(op, dtype, acc.data(), in.data(), n);
+    tdist::reduction::accumulate(op, dtype, acc.data(), in.data(), n);
     benchmark::DoNotOptimize(acc.data());
     benchmark::ClobberMemory();
   }

@@ -228,24 +228,24 @@ void check_supported(ReduceOp op, DType dtype, size_t count) {
     std::vector<T> out = c.v;
     std::vector<T> want = c.v;
     std::copy(want_ab.begin(), want_ab.begin() + count, want.begin());
-    reduce::combine(op, dtype, out.data(), a.data(), b.data(), count);
+    reduction::combine(op, dtype, out.data(), a.data(), b.data(), count);
     expect_matches<Tr>("combine(out, a, b)", out, want);
   }
   {  // out == a (accumulate, and combine with the first operand aliased)
     std::vector<T> acc = a.v;
     std::vector<T> want = a.v;
     std::copy(want_ab.begin(), want_ab.begin() + count, want.begin());
-    reduce::accumulate(op, dtype, acc.data(), b.data(), count);
+    reduction::accumulate(op, dtype, acc.data(), b.data(), count);
     expect_matches<Tr>("accumulate(a, b)", acc, want);
     acc = a.v;
-    reduce::combine(op, dtype, acc.data(), acc.data(), b.data(), count);
+    reduction::combine(op, dtype, acc.data(), acc.data(), b.data(), count);
     expect_matches<Tr>("combine(a, a, b)", acc, want);
   }
   {  // out == b keeps the operand order a (op) b
     std::vector<T> acc = b.v;
     std::vector<T> want = b.v;
     std::copy(want_ab.begin(), want_ab.begin() + count, want.begin());
-    reduce::combine(op, dtype, acc.data(), a.data(), acc.data(), count);
+    reduction::combine(op, dtype, acc.data(), a.data(), acc.data(), count);
     expect_matches<Tr>("combine(b, a, b)", acc, want);
   }
   {  // three contributors, then finalize
@@ -254,9 +254,9 @@ void check_supported(ReduceOp op, DType dtype, size_t count) {
     for (size_t i = 0; i < count; ++i) {
       want[i] = Tr::finalize(op, Tr::ref(op.kind(), Tr::ref(op.kind(), a.v[i], b.v[i]), c.v[i]), 3);
     }
-    reduce::accumulate(op, dtype, acc.data(), b.data(), count);
-    reduce::accumulate(op, dtype, acc.data(), c.data(), count);
-    reduce::finalize(op, dtype, acc.data(), count, 3);
+    reduction::accumulate(op, dtype, acc.data(), b.data(), count);
+    reduction::accumulate(op, dtype, acc.data(), c.data(), count);
+    reduction::finalize(op, dtype, acc.data(), count, 3);
     expect_matches<Tr>("3 contributors + finalize", acc, want);
   }
 }
@@ -276,11 +276,11 @@ void check_unsupported(ReduceOp op, DType dtype) {
   alignas(16) unsigned char x[64] = {}, y[64] = {};
   const std::string op_name(op.name()), dtype_str(dtype_name(dtype));
   for (size_t count : {size_t{0}, size_t{2}}) {
-    EXPECT_THAT(value_error([&] { reduce::accumulate(op, dtype, x, y, count); }),
+    EXPECT_THAT(value_error([&] { reduction::accumulate(op, dtype, x, y, count); }),
                 AllOf(HasSubstr("ReduceOp " + op_name), HasSubstr("dtype " + dtype_str)));
-    EXPECT_THAT(value_error([&] { reduce::combine(op, dtype, x, x, y, count); }),
+    EXPECT_THAT(value_error([&] { reduction::combine(op, dtype, x, x, y, count); }),
                 AllOf(HasSubstr("ReduceOp " + op_name), HasSubstr("dtype " + dtype_str)));
-    EXPECT_THAT(value_error([&] { reduce::finalize(op, dtype, x, count, 2); }),
+    EXPECT_THAT(value_error([&] { reduction::finalize(op, dtype, x, count, 2); }),
                 AllOf(HasSubstr("ReduceOp " + op_name), HasSubstr("dtype " + dtype_str)));
   }
 }
@@ -346,7 +346,7 @@ INSTANTIATE_TEST_SUITE_P(Combos, ReduceCombo, ::testing::ValuesIn(all_combos()),
 
 template <typename T>
 std::vector<T> run(ReduceOp op, DType dtype, std::vector<T> a, const std::vector<T>& b) {
-  reduce::accumulate(op, dtype, a.data(), b.data(), a.size());
+  reduction::accumulate(op, dtype, a.data(), b.data(), a.size());
   return a;
 }
 
@@ -447,88 +447,88 @@ TEST(ReduceKernel, BoolIsLogical) {
 
 TEST(ReduceKernel, AvgFinalize) {
   std::vector<int32_t> i{7, -7, 9, 0, std::numeric_limits<int32_t>::min()};
-  reduce::finalize(ReduceOp::AVG, DType::Int32, i.data(), i.size(), 2);
+  reduction::finalize(ReduceOp::AVG, DType::Int32, i.data(), i.size(), 2);
   EXPECT_EQ(i, (std::vector<int32_t>{3, -3, 4, 0, std::numeric_limits<int32_t>::min() / 2}));  // truncation
   std::vector<int8_t> s{100, -100};
-  reduce::finalize(ReduceOp::AVG, DType::Int8, s.data(), s.size(), 300);  // contributors beyond int8
+  reduction::finalize(ReduceOp::AVG, DType::Int8, s.data(), s.size(), 300);  // contributors beyond int8
   EXPECT_EQ(s, (std::vector<int8_t>{0, 0}));
   std::vector<float> f{3, -1, 1};
-  reduce::finalize(ReduceOp::AVG, DType::Float32, f.data(), f.size(), 4);
+  reduction::finalize(ReduceOp::AVG, DType::Float32, f.data(), f.size(), 4);
   EXPECT_EQ(f, (std::vector<float>{0.75f, -0.25f, 0.25f}));
   std::vector<std::complex<double>> c{{2, -4}};
-  reduce::finalize(ReduceOp::AVG, DType::Complex128, c.data(), c.size(), 2);
+  reduction::finalize(ReduceOp::AVG, DType::Complex128, c.data(), c.size(), 2);
   EXPECT_EQ(c[0], std::complex<double>(1, -2));
   std::vector<Half> h{to_half(6)};
-  reduce::finalize(ReduceOp::AVG, DType::Float16, h.data(), h.size(), 4);
+  reduction::finalize(ReduceOp::AVG, DType::Float16, h.data(), h.size(), 4);
   EXPECT_EQ(to_float(h[0]), 1.5f);
-  EXPECT_THAT(value_error([&] { reduce::finalize(ReduceOp::AVG, DType::Float32, f.data(), f.size(), 0); }),
+  EXPECT_THAT(value_error([&] { reduction::finalize(ReduceOp::AVG, DType::Float32, f.data(), f.size(), 0); }),
               HasSubstr("contributors"));
-  EXPECT_THROW(reduce::finalize(ReduceOp::AVG, DType::Float32, f.data(), f.size(), -1), DistValueError);
+  EXPECT_THROW(reduction::finalize(ReduceOp::AVG, DType::Float32, f.data(), f.size(), -1), DistValueError);
 }
 
 TEST(ReduceKernel, PremulSumFinalize) {
   std::vector<float> f{2, -4, 1};
-  reduce::finalize(ReduceOp::premul_sum(0.5), DType::Float32, f.data(), f.size(), 3);
+  reduction::finalize(ReduceOp::premul_sum(0.5), DType::Float32, f.data(), f.size(), 3);
   EXPECT_EQ(f, (std::vector<float>{1, -2, 0.5f}));
   std::vector<BFloat16> b{to_bfloat16(3)};
-  reduce::finalize(ReduceOp::premul_sum(-2), DType::BFloat16, b.data(), b.size(), 1);
+  reduction::finalize(ReduceOp::premul_sum(-2), DType::BFloat16, b.data(), b.size(), 1);
   EXPECT_EQ(to_float(b[0]), -6.0f);
   std::vector<std::complex<float>> c{{1, 2}};
-  reduce::finalize(ReduceOp::premul_sum(3), DType::Complex64, c.data(), c.size(), 1);
+  reduction::finalize(ReduceOp::premul_sum(3), DType::Complex64, c.data(), c.size(), 1);
   EXPECT_EQ(c[0], std::complex<float>(3, 6));
   // Other ops: finalize leaves the data alone.
   std::vector<int32_t> i{5, 6};
   for (Kind k : {ReduceOp::SUM, ReduceOp::PRODUCT, ReduceOp::MIN, ReduceOp::MAX, ReduceOp::BAND}) {
-    reduce::finalize(k, DType::Int32, i.data(), i.size(), 7);
+    reduction::finalize(k, DType::Int32, i.data(), i.size(), 7);
   }
   EXPECT_EQ(i, (std::vector<int32_t>{5, 6}));
 }
 
 TEST(ReduceKernel, NullBuffers) {
   float x[2] = {};
-  EXPECT_NO_THROW(reduce::accumulate(ReduceOp::SUM, DType::Float32, nullptr, nullptr, 0));
-  EXPECT_NO_THROW(reduce::finalize(ReduceOp::AVG, DType::Float32, nullptr, 0, 2));
-  EXPECT_THROW(reduce::accumulate(ReduceOp::SUM, DType::Float32, x, nullptr, 2), DistValueError);
-  EXPECT_THROW(reduce::combine(ReduceOp::SUM, DType::Float32, nullptr, x, x, 2), DistValueError);
-  EXPECT_THROW(reduce::finalize(ReduceOp::AVG, DType::Float32, nullptr, 2, 2), DistValueError);
+  EXPECT_NO_THROW(reduction::accumulate(ReduceOp::SUM, DType::Float32, nullptr, nullptr, 0));
+  EXPECT_NO_THROW(reduction::finalize(ReduceOp::AVG, DType::Float32, nullptr, 0, 2));
+  EXPECT_THROW(reduction::accumulate(ReduceOp::SUM, DType::Float32, x, nullptr, 2), DistValueError);
+  EXPECT_THROW(reduction::combine(ReduceOp::SUM, DType::Float32, nullptr, x, x, 2), DistValueError);
+  EXPECT_THROW(reduction::finalize(ReduceOp::AVG, DType::Float32, nullptr, 2, 2), DistValueError);
 }
 
 TEST(ReduceKernel, InvalidCodes) {
   float x[2] = {};
-  EXPECT_THROW(reduce::accumulate(static_cast<Kind>(30), DType::Float32, x, x + 1, 1), DistValueError);
-  EXPECT_THROW(reduce::accumulate(ReduceOp::SUM, static_cast<DType>(30), x, x + 1, 1), DistValueError);
+  EXPECT_THROW(reduction::accumulate(static_cast<Kind>(30), DType::Float32, x, x + 1, 1), DistValueError);
+  EXPECT_THROW(reduction::accumulate(ReduceOp::SUM, static_cast<DType>(30), x, x + 1, 1), DistValueError);
 }
 
 TEST(ReduceKernel, TensorForms) {
   std::vector<float> a{1, 2, 3}, b{10, 20, 30}, out(3);
-  reduce::accumulate(ReduceOp::SUM, Tensor(a), Tensor(b));
+  reduction::accumulate(ReduceOp::SUM, Tensor(a), Tensor(b));
   EXPECT_EQ(a, (std::vector<float>{11, 22, 33}));
-  reduce::combine(ReduceOp::MAX, Tensor(out), Tensor(a), Tensor(b));
+  reduction::combine(ReduceOp::MAX, Tensor(out), Tensor(a), Tensor(b));
   EXPECT_EQ(out, (std::vector<float>{11, 22, 33}));
-  reduce::finalize(ReduceOp::AVG, Tensor(out), 11);
+  reduction::finalize(ReduceOp::AVG, Tensor(out), 11);
   EXPECT_EQ(out, (std::vector<float>{1, 2, 3}));
   std::vector<double> d(3);
   std::vector<float> shorter(2);
-  EXPECT_THAT(value_error([&] { reduce::accumulate(ReduceOp::SUM, Tensor(a), Tensor(d)); }),
+  EXPECT_THAT(value_error([&] { reduction::accumulate(ReduceOp::SUM, Tensor(a), Tensor(d)); }),
               AllOf(HasSubstr("float32[3]"), HasSubstr("float64[3]")));
-  EXPECT_THROW(reduce::accumulate(ReduceOp::SUM, Tensor(a), Tensor(shorter)), DistValueError);
+  EXPECT_THROW(reduction::accumulate(ReduceOp::SUM, Tensor(a), Tensor(shorter)), DistValueError);
   Tensor gpu(reinterpret_cast<void*>(0x100), DType::Float32, {3}, Device{DeviceType::CUDA, 0});
-  EXPECT_THROW(reduce::accumulate(ReduceOp::SUM, gpu, gpu), DistValueError);
-  EXPECT_THROW(reduce::finalize(ReduceOp::AVG, gpu, 2), DistValueError);
+  EXPECT_THROW(reduction::accumulate(ReduceOp::SUM, gpu, gpu), DistValueError);
+  EXPECT_THROW(reduction::finalize(ReduceOp::AVG, gpu, 2), DistValueError);
 }
 
 // float16 goes through F16C where the CPU has it, else through the portable branch-free code:
 // both must give the same results, including for every one of the 65536 bit patterns.
 TEST(ReduceKernel, Float16ConversionPaths) {
   struct Restore {
-    ~Restore() { reduce::internal::set_float16_f16c(true); }
+    ~Restore() { reduction::internal::set_float16_f16c(true); }
   } restore;
   std::vector<uint16_t> all(65536);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<uint16_t>(i);
   std::vector<std::vector<uint16_t>> results;
   for (bool f16c : {true, false}) {
-    reduce::internal::set_float16_f16c(f16c);
-    SCOPED_TRACE(reduce::internal::float16_conversion());
+    reduction::internal::set_float16_f16c(f16c);
+    SCOPED_TRACE(reduction::internal::float16_conversion());
     // MAX(x, x) is x: a round trip of every pattern through the kernel's conversions.
     auto same = run(ReduceOp::MAX, DType::Float16, all, all);
     for (size_t i = 0; i < all.size(); ++i) {
@@ -560,10 +560,10 @@ TEST(ReduceKernel, Float16ConversionPaths) {
 }
 
 TEST(ReduceKernel, NeedsFinalize) {
-  EXPECT_TRUE(reduce::needs_finalize(ReduceOp::AVG));
-  EXPECT_TRUE(reduce::needs_finalize(ReduceOp::premul_sum(2)));
-  EXPECT_FALSE(reduce::needs_finalize(ReduceOp::SUM));
-  EXPECT_FALSE(reduce::needs_finalize(ReduceOp::MAX));
+  EXPECT_TRUE(reduction::needs_finalize(ReduceOp::AVG));
+  EXPECT_TRUE(reduction::needs_finalize(ReduceOp::premul_sum(2)));
+  EXPECT_FALSE(reduction::needs_finalize(ReduceOp::SUM));
+  EXPECT_FALSE(reduction::needs_finalize(ReduceOp::MAX));
 }
 
 }  // namespace

@@ -43,13 +43,15 @@ void write_file(const std::string& path, const std::string& bytes) {
   out << bytes;
 }
 
-// Forks a child that runs fn and then dies without running any destructor.
-void run_and_die(const std::function<void()>& fn, bool sigkill) {
+// Forks a child that opens a FileStore on path, runs fn on it and dies with
+// the store still open (no destructor runs): by SIGKILL or by _exit.
+void open_and_die(const std::string& path, int world_size, const std::function<void(FileStore&)>& fn, bool sigkill) {
   std::fflush(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     try {
-      fn();
+      auto* store = new FileStore(path, world_size, 5s);  // never deleted
+      fn(*store);
     } catch (...) {
       _exit(3);
     }
@@ -137,10 +139,10 @@ TEST(FileStore, FileOfAKilledRunDoesNotDeadlockTheNextRun) {
   for (bool sigkill : {false, true}) {
     SCOPED_TRACE(sigkill ? "SIGKILL" : "_exit");
     TempFile file;
-    run_and_die(
-        [&] {
-          FileStore store(file.path, 2, 5s);
-          store.add("arrived", 1);
+    open_and_die(
+        file.path, 2,
+        [](FileStore& store) {
+          store.add("arrived", 2);  // as if both ranks of the crashed run had arrived
           store.set("stale", "from the crashed run");
         },
         sigkill);
@@ -158,7 +160,7 @@ TEST(FileStore, FileOfAKilledRunDoesNotDeadlockTheNextRun) {
 TEST(FileStore, StateThatCannotBeProvenDeadIsNamedInTimeouts) {
   TempFile file;
   // A user on another host that never left, and its key.
-  sd::UserId remote{.host = "tdist-test-some-other-host", .boot_id = "x", .pid = 4242, .start_time = 1, .nonce = 1};
+  sd::UserId remote{.host = "tdist-test-some-other-host", .boot_id = "x", .pid_ns = "pid:[1]", .pid = 4242, .start_time = 1, .nonce = 1};
   std::string bytes = sd::encode_file_header(77);
   sd::encode_record(bytes, sd::RecordType::kJoin, remote.encode(), "");
   sd::encode_record(bytes, sd::RecordType::kSet, "old-key", "old-value");
@@ -190,7 +192,7 @@ TEST(FileStore, DeadUserNextToALiveOneIsNamedInTimeouts) {
   // A live user, then one that crashes: the file cannot be reset (one user
   // still runs), but the dead one is named.
   FileStore first(file.path, -1, 5s);
-  run_and_die([&] { FileStore crashed(file.path, -1, 5s); }, true);
+  open_and_die(file.path, -1, [](FileStore&) {}, true);
   FileStore second(file.path, -1, 1s);
   try {
     second.get("missing");

@@ -92,6 +92,21 @@ TEST(TCPStore, ClientConnectTimeoutNamesHostPortAndTime) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 900ms);
 }
 
+TEST(TCPStore, SilentServerIsANetworkErrorNotAHang) {
+  // Something listens (the kernel completes the handshake) but never answers.
+  tdist::Fd silent = tdist::listen_tcp("127.0.0.1", 0);
+  uint16_t port = tdist::local_port(silent.get());
+  auto start = std::chrono::steady_clock::now();
+  try {
+    TCPStore client("127.0.0.1", port, std::nullopt, false, 1s);
+    FAIL() << "a server that never answers was accepted";
+  } catch (const DistNetworkError& e) {
+    EXPECT_TRUE(contains(e.what(), "127.0.0.1:" + std::to_string(port))) << e.what();
+    EXPECT_TRUE(contains(e.what(), "1000 ms")) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+}
+
 TEST(TCPStore, ServerPortInUseIsANetworkError) {
   auto master = make_master();
   try {
@@ -445,10 +460,16 @@ void run_ranks(int world, bool master_waits_for_workers) {
     int64_t arrived = store->add("arrived", 1);
     if (arrived == world) store->set("all-arrived", "1");
     store->wait({"all-arrived"});
-    // Everyone is done with the store before the master (and its server) goes.
-    if (store->add("done", 1) == world) store->set("all-done", "1");
-    store->wait({"all-done"});
     if (store->get("arrived") != std::to_string(world)) throw std::runtime_error("bad counter");
+    // The master (and its server) goes last: the others' final request is
+    // setting finished/<rank>.
+    if (rank != 0) {
+      store->set("finished/" + std::to_string(rank), "1");
+      return;
+    }
+    std::vector<std::string> finished;
+    for (int r = 1; r < world; ++r) finished.push_back("finished/" + std::to_string(r));
+    store->wait(finished);
   });
   EXPECT_EQ(tt::describe_failures(results), "");
 }

@@ -1,0 +1,97 @@
+// new_group and destroy_process_group: groups over subsets of the default group.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "tdist/distributed.h"
+#include "tdist/errors.h"
+#include "process_group/world.h"
+
+namespace tdist {
+
+namespace {
+
+// "group(0,2,3)#1": the members and how many groups of the same members were
+// made before. Every member computes the same name without talking to anyone.
+std::string group_name(const std::vector<int>& ranks, int index) {
+  std::string list;
+  if (ranks.size() <= 16) {
+    for (size_t i = 0; i < ranks.size(); ++i) list += (i ? "," : "") + std::to_string(ranks[i]);
+  } else {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the member list
+    for (int r : ranks) h = (h ^ static_cast<uint64_t>(r)) * 1099511628211ull;
+    list = std::to_string(ranks.size()) + " ranks, " + std::to_string(h);
+  }
+  return "group(" + list + ")#" + std::to_string(index);
+}
+
+}  // namespace
+
+Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout, const std::string& backend,
+                bool /*use_local_synchronization: creation only ever waits for the members*/) {
+  Group world_group = resolve_group(nullptr, "new_group");
+  const int world_size = world_group->size();
+  std::vector<int> ranks = ranks_in;
+  if (ranks.empty()) {
+    ranks.resize(world_size);
+    std::iota(ranks.begin(), ranks.end(), 0);
+  }
+  std::sort(ranks.begin(), ranks.end());  // group rank = position in the sorted list, as torch
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i] < 0 || ranks[i] >= world_size)
+      throw DistValueError("new_group: rank " + std::to_string(ranks[i]) + " is outside the default group (size " +
+                           std::to_string(world_size) + ")");
+    if (i > 0 && ranks[i] == ranks[i - 1])
+      throw DistValueError("new_group: rank " + std::to_string(ranks[i]) + " is listed twice");
+  }
+  std::shared_ptr<Store> store;
+  int index;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    store = world().scoped_store;
+    std::string key;
+    for (int r : ranks) key += std::to_string(r) + ",";
+    index = world().group_counts[key]++;
+  }
+  ProcessGroupOptions options;
+  options.backend = backend.empty() ? world_group->backend_name() : backend;
+  options.timeout = timeout;
+  options.group_name = group_name(ranks, index);
+  options.global_ranks = ranks;
+  auto it = std::find(ranks.begin(), ranks.end(), world_group->rank());
+  Group g;
+  if (it == ranks.end()) {
+    g = ProcessGroup::non_member(ranks, options);
+  } else {
+    g = std::make_shared<ProcessGroup>(store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
+                                       options);
+  }
+  std::lock_guard<std::mutex> lock(world().mu);
+  world().groups.push_back(g);
+  return g;
+}
+
+void destroy_process_group(const Group& group) {
+  std::vector<Group> victims;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    if (group && group != world().default_group) {
+      auto& gs = world().groups;
+      gs.erase(std::remove(gs.begin(), gs.end(), group), gs.end());
+      victims.push_back(group);
+    } else {
+      if (!world().default_group)
+        throw DistError("destroy_process_group: the default process group is not initialized");
+      victims = std::move(world().groups);
+      world().groups.clear();
+      world().group_counts.clear();
+      victims.push_back(std::move(world().default_group));
+      world().default_group = nullptr;
+      world().scoped_store = nullptr;
+      world().store = nullptr;
+    }
+  }
+  for (auto& g : victims) g->shutdown();
+}
+
+}  // namespace tdist
