@@ -36,6 +36,10 @@ struct CollectiveContext {
   }
 };
 
+// TDIST_DEBUG=DETAIL: all ranks compare `signature`; DistBackendError naming
+// every rank's call when they differ.
+void check_fingerprint(CollectiveContext& ctx, const std::string& signature);
+
 // Algorithms may be forced with TDIST_ALGO_<COLLECTIVE> (e.g. TDIST_ALGO_ALL_REDUCE=ring).
 std::string forced_algorithm(const char* collective);
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tdist {
 
@@ -23,6 +24,7 @@ enum class OpCode : uint8_t {
   ReduceScatter = 8,
   AllToAll = 9,
   MonitoredBarrier = 10,
+  Fingerprint = 11,  // the TDIST_DEBUG=DETAIL check before a collective
 };
 
 inline uint64_t collective_tag(OpCode op, uint64_t seq) {
@@ -30,5 +32,15 @@ inline uint64_t collective_tag(OpCode op, uint64_t seq) {
 }
 inline uint64_t step_tag(uint64_t base, uint32_t step) { return base | (step & 0xffffffu); }
 inline uint64_t p2p_tag(int user_tag) { return static_cast<uint32_t>(user_tag); }
+
+inline bool is_collective_tag(uint64_t tag) { return (tag >> 63) != 0; }
+// The operation a tag belongs to: op code and sequence number, without the step.
+inline uint64_t operation_of(uint64_t tag) { return tag >> 24; }
+const char* op_code_name(uint64_t tag);
+
+// Two tags from the same peer that prove the ranks are out of step: the peer
+// sent a message of a different collective while this rank still waits for
+// one of its current collective. Returns "" when they are not.
+std::string describe_desync(uint64_t waiting_tag, uint64_t arrived_tag);
 
 }  // namespace tdist

@@ -4,6 +4,7 @@
 #include "backends/registry.h"
 #include "reduce/reduce.h"
 #include "transport/tcp_transport.h"
+#include "util/env.h"
 #include "util/error_context.h"
 
 namespace tdist {
@@ -80,7 +81,10 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->label = "rank " + std::to_string(global) + " in group " +
                   (options.group_name.empty() ? std::string("default_pg") : options.group_name);
   TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
+  topts.desync = describe_desync;
   state_->transport = TcpTransport::connect(*store, rank, size, topts);
+  auto debug = get_env("TDIST_DEBUG");
+  debug_detail_ = debug && *debug == "DETAIL";
 }
 
 TdistBackend::~TdistBackend() { shutdown(); }
@@ -105,7 +109,8 @@ void TdistBackend::check_rank(int r, const char* op, const char* what) const {
 }
 
 std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
-                                            std::function<void(CollectiveContext&)> body, std::vector<Tensor> result) {
+                                            std::function<void(CollectiveContext&)> body, std::vector<Tensor> result,
+                                            std::string signature) {
   std::lock_guard<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
   auto work = std::make_shared<Work>(op, seq);
@@ -117,13 +122,21 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
   }
   auto state = state_;
   Millis timeout = options_.timeout;
-  queue_.push(work, [work, state, code, seq, timeout, context, body = std::move(body)] {
+  queue_.push(work, [work, state, code, seq, timeout, context, body = std::move(body),
+                     signature = std::move(signature)] {
     if (auto failed = state->failure_of(work->op_name() + " #" + std::to_string(seq))) {
       work->finish(failed);
       return;
     }
     try {
-      CollectiveContext ctx{*state->transport, collective_tag(code, seq), Deadline::after(timeout)};
+      Deadline deadline = Deadline::after(timeout);
+      if (!signature.empty()) {
+        // TDIST_DEBUG=DETAIL: every rank first checks that all called the same collective with
+        // the same arguments, and names the ones that did not.
+        CollectiveContext check{*state->transport, collective_tag(OpCode::Fingerprint, seq), deadline};
+        check_fingerprint(check, signature);
+      }
+      CollectiveContext ctx{*state->transport, collective_tag(code, seq), deadline};
       body(ctx);
       work->finish();
     } catch (...) {
@@ -172,7 +185,8 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
   check_rank(root, "broadcast", "root");
   return enqueue(
       OpCode::Broadcast, "broadcast", [tensor, root](CollectiveContext& ctx) { tdist::broadcast(ctx, tensor, root); },
-      {tensor});
+      {tensor},
+      debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
@@ -180,12 +194,22 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op
   check_reduce_op(op, tensor.dtype(), "all_reduce");
   return enqueue(
       OpCode::AllReduce, "all_reduce", [tensor, op](CollectiveContext& ctx) { tdist::all_reduce(ctx, tensor, op); },
-      {tensor});
+      {tensor},
+      debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::barrier() {
-  return enqueue(OpCode::Barrier, "barrier", [](CollectiveContext& ctx) { barrier_dissemination(ctx); });
+  return enqueue(OpCode::Barrier, "barrier", [](CollectiveContext& ctx) { barrier_dissemination(ctx); }, {},
+      debug_detail_ ? std::string("barrier") : std::string());
 }
+
+namespace {
+std::string shapes(const std::vector<Tensor>& list) {
+  std::string out = "[";
+  for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].str();
+  return out + "]";
+}
+}  // namespace
 
 void TdistBackend::invalid(const char* op, const std::string& what) const {
   throw DistValueError(state_->label + ": " + op + ": " + what);
@@ -223,7 +247,8 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
   check_rank(root, "reduce", "destination");
   check_reduce_op(op, tensor.dtype(), "reduce");
   return enqueue(
-      OpCode::Reduce, "reduce", [=](CollectiveContext& ctx) { tdist::reduce_binomial(ctx, tensor, root, op); }, {tensor});
+      OpCode::Reduce, "reduce", [=](CollectiveContext& ctx) { tdist::reduce_binomial(ctx, tensor, root, op); }, {tensor},
+      debug_detail_ ? std::string("reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
@@ -234,7 +259,8 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
                               " does not match this rank's input " + input.str());
   return enqueue(
       OpCode::AllGather, "all_gather", [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); },
-      outputs);
+      outputs,
+      debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input) {
@@ -246,7 +272,8 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
   auto outputs = blocks(output, size());
   return enqueue(
       OpCode::AllGather, "all_gather_into_tensor",
-      [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); }, {output});
+      [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); }, {output},
+      debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
@@ -259,7 +286,8 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
     invalid("gather", "gather_list must be empty on ranks other than the destination " + std::to_string(root));
   }
   return enqueue(
-      OpCode::Gather, "gather", [=](CollectiveContext& ctx) { tdist::gather(ctx, outputs, input, root); }, outputs);
+      OpCode::Gather, "gather", [=](CollectiveContext& ctx) { tdist::gather(ctx, outputs, input, root); }, outputs,
+      debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
@@ -273,7 +301,8 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
   }
   return enqueue(
       OpCode::Scatter, "scatter", [=](CollectiveContext& ctx) { tdist::scatter(ctx, output, inputs, root); },
-      {output});
+      {output},
+      debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -286,7 +315,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
                                   " does not match the output " + output.str());
   return enqueue(
       OpCode::ReduceScatter, "reduce_scatter",
-      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output});
+      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output},
+      debug_detail_ ? std::string("reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs)) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -299,7 +329,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
   auto inputs = blocks(input, size());
   return enqueue(
       OpCode::ReduceScatter, "reduce_scatter_tensor",
-      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output});
+      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output},
+      debug_detail_ ? std::string("reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
@@ -311,7 +342,8 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
                               "] differ in size");
   return enqueue(
       OpCode::AllToAll, "all_to_all", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outputs, inputs); },
-      outputs);
+      outputs,
+      debug_detail_ ? std::string("all_to_all " + std::string(dtype_name(inputs[0].dtype()))) : std::string());
 }
 
 namespace {
@@ -362,14 +394,16 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
     invalid("all_to_all_single", "this rank's own input and output splits differ in size");
   return enqueue(
       OpCode::AllToAll, "all_to_all_single", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outs, ins); },
-      {output});
+      {output},
+      debug_detail_ ? std::string("all_to_all_single " + std::string(dtype_name(input.dtype()))) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
   return enqueue(OpCode::MonitoredBarrier, "monitored_barrier", [=](CollectiveContext& ctx) {
     CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(timeout)};
     tdist::monitored_barrier(bounded, wait_all_ranks);
-  });
+  }, {},
+      debug_detail_ ? std::string("monitored_barrier") : std::string());
 }
 
 void register_tdist_backend() {

@@ -50,7 +50,8 @@ class TdistBackend final : public Backend {
 
  private:
   std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::function<void(CollectiveContext&)> body,
-                                std::vector<Tensor> result = {});
+                                std::vector<Tensor> result,
+                                std::string signature);  // "" unless TDIST_DEBUG=DETAIL
   void check_tensor(const Tensor& t, const char* op) const;
   // Every tensor of `list` on CPU, of `dtype`; `count` of them unless count < 0.
   void check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op, const char* what) const;
@@ -60,6 +61,7 @@ class TdistBackend final : public Backend {
 
   BackendOptions options_;
   std::shared_ptr<State> state_;
+  bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
   uint64_t seq_ = 0;      // collectives issued
   uint64_t p2p_seq_ = 0;  // point-to-point operations issued
   std::mutex issue_mu_;   // issuing is thread-safe; order is the caller's

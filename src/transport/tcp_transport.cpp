@@ -92,6 +92,13 @@ std::exception_ptr TcpTransport::size_mismatch(int peer, uint64_t tag, size_t po
       "); the ranks called the operation with different sizes"));
 }
 
+std::exception_ptr TcpTransport::out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const {
+  if (!options_.desync) return nullptr;
+  std::string why = options_.desync(waiting_tag, arrived_tag);
+  if (why.empty()) return nullptr;
+  return std::make_exception_ptr(DistBackendError(describe_peer(peer) + ": " + why));
+}
+
 std::exception_ptr TcpTransport::aborted() const {
   std::lock_guard<std::mutex> lock(mu_);
   return aborted_;
@@ -193,6 +200,17 @@ std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data,
   if (peer != kAnySource && peers_[peer]->failed) {
     req->complete(peers_[peer]->error, peer);
     return req;
+  }
+  // A message from this peer for another operation already arrived: since a
+  // peer's messages arrive in order, the one awaited here will never come.
+  if (peer != kAnySource) {
+    for (auto& u : unexpected_) {
+      if (u->peer != peer) continue;
+      if (auto err = out_of_step(peer, tag, u->tag)) {
+        req->complete(err, peer);
+        return req;
+      }
+    }
   }
   posted_.push_back(req);
   return req;
@@ -386,6 +404,16 @@ void TcpTransport::begin_payload(Peer& p) {
       p.dst = static_cast<char*>(req->data());
     }
     return;
+  }
+  // Receives waiting on this peer for another operation will never be served.
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    std::exception_ptr err = (*it)->peer() == p.rank ? out_of_step(p.rank, (*it)->tag(), tag) : nullptr;
+    if (err) {
+      (*it)->complete(err, p.rank);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
   }
   auto entry = std::make_shared<Unexpected>();
   entry->peer = p.rank;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -23,6 +24,10 @@ struct TcpTransportOptions {
   std::string label;              // "rank 1 of group default_pg": prefixes errors
   std::vector<int> global_ranks;  // transport rank -> global rank, for messages
   Millis timeout{300'000};        // for the connection set-up
+  // Given the tag of a receive waiting on a peer and the tag of a message that
+  // peer sent instead, says how the ranks are out of step ("" if they are not).
+  // The waiting receive then fails at once rather than at its deadline.
+  std::function<std::string(uint64_t waiting_tag, uint64_t arrived_tag)> desync{};
 };
 
 class TcpTransport final : public Transport {
@@ -59,6 +64,8 @@ class TcpTransport final : public Transport {
   void arm_output_locked(Peer& p, bool on);
   void check_peer_arg(int peer, const char* what) const;
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
+  // The desync error for a receive from `peer` waiting on `waiting_tag`, or nullptr.
+  std::exception_ptr out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const;
 
   const int rank_;
   const int size_;

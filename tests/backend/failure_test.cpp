@@ -113,5 +113,74 @@ TEST(Failure, PeerClosingItsGroupFailsPendingReceive) {
   EXPECT_EQ(describe_failures(results), "");
 }
 
+TEST(Failure, DifferentCollectivesAtTheSameStepAreReportedAtOnce) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(2, [&](int rank) {
+    // A long timeout: the error must come from the out-of-step detection, not the deadline.
+    init_process_world(*board, rank, 2, milliseconds(120000));
+    std::vector<float> v(16, 1.0f);
+    // The root of a broadcast only sends, so it may finish before it can know;
+    // then its next call must fail with the cause.
+    try {
+      if (rank == 0)
+        all_reduce(v);
+      else
+        broadcast(v, 1);
+      barrier();
+      require(false, "all_reduce on one rank and broadcast on the other succeeded");
+    } catch (const DistError& e) {
+      std::string m = e.what();
+      std::fprintf(stderr, "[rank %d] got, as expected: %s\n", rank, m.c_str());
+      require(contains(m, "out of step"), "not reported as out of step: " + m);
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Failure, DebugDetailNamesRanksThatPassedDifferentRoots) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(3, [&](int rank) {
+    setenv("TDIST_DEBUG", "DETAIL", 1);
+    init_process_world(*board, rank, 3, milliseconds(120000));
+    std::vector<int> v(4, rank);
+    all_reduce(v);  // agreeing calls pass the check
+    require(v[0] == 3, "all_reduce under DETAIL gave " + std::to_string(v[0]));
+    try {
+      broadcast(v, rank == 2 ? 1 : 0);  // rank 2 disagrees on the root
+      require(false, "broadcast with different roots succeeded");
+    } catch (const DistBackendError& e) {
+      std::string m = e.what();
+      std::fprintf(stderr, "[rank %d] got, as expected: %s\n", rank, m.c_str());
+      require(contains(m, "ranks [0,1] called broadcast root=0") && contains(m, "ranks [2] called broadcast root=1"),
+              "the disagreement is not spelled out: " + m);
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Failure, RankThatClosesItsSocketsIsNamed) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(3, [&](int rank) {
+    init_process_world(*board, rank, 3, milliseconds(20000));
+    std::vector<double> v(100, 1.0);
+    all_reduce(v);
+    if (rank == 1) {
+      // Close every socket (store and peers) without exiting or telling anyone.
+      for (int fd = 3; fd < 1024; ++fd) close(fd);
+      std::this_thread::sleep_for(milliseconds(3000));
+      _exit(0);
+    }
+    try {
+      all_reduce(v);
+      require(false, "all_reduce succeeded although rank 1 closed its sockets");
+    } catch (const DistError& e) {
+      std::string m = e.what();
+      std::fprintf(stderr, "[rank %d] got, as expected: %s\n", rank, m.c_str());
+      require(contains(m, "all_reduce #2") && contains(m, "rank 1"), "op or peer not named: " + m);
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
 }  // namespace
 }  // namespace tdist::testing
