@@ -58,6 +58,10 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
            std::to_string(k) + " and " + std::to_string(v) + ")";
     return false;
   };
+  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kWaitCounter)) {
+    *why = "unknown command byte " + std::to_string(command);
+    return false;
+  }
   if (nkeys > TCPStore::kMaxKeysPerRequest || nvalues > TCPStore::kMaxKeysPerRequest) {
     *why = "request announces " + std::to_string(nkeys) + " keys and " + std::to_string(nvalues) +
            " values, above the limit of " + std::to_string(TCPStore::kMaxKeysPerRequest);
