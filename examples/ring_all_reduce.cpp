@@ -84,7 +84,7 @@ std::string format(const std::vector<float>& v) {
   return s + "]";
 }
 
-void run(int rank, int size) {
+void run(int rank, int /*size*/) {
   // The small tensor the output shows: rank r contributes [r, r+1, ..., r+9]
   // (10 elements: uneven chunks for 3 or 4 ranks).
   std::vector<float> send(10), recv(10);

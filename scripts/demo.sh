@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
-# The main job: four ranks on this host all-reduce a tensor, started by the launcher.
+# The main job: the tutorial's distributed synchronous SGD (分布式同步SGD) on four ranks of this
+# host, started by the launcher: each rank trains the same small network on its part of the
+# digits data set (python3-sklearn's digits.csv.gz), all-reducing the gradients after every
+# batch; at the end every rank checks that all replicas hold identical weights and prints the
+# held-out accuracy.
 #
 #   scripts/demo.sh [ARGS...]
 #
 # installs what is missing (as root on Debian, see scripts/test.sh --deps-only), builds the
 # library, tdistrun and the examples in build/, then runs
-#   build/bin/tdistrun --nproc-per-node 4 build/bin/tdist-example-all_reduce [ARGS...]
-# and exits with the launcher's status. TDIST_DEMO_NPROC changes the number of ranks.
+#   build/bin/tdistrun --nproc-per-node 4 build/bin/tdist-example-sgd_digits [ARGS...]
+# and exits with the launcher's status. TDIST_DEMO_NPROC changes the number of ranks,
+# TDIST_DEMO_EXAMPLE the example (e.g. all_reduce, ring_all_reduce).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -33,6 +38,7 @@ done
 printf '\n=== build %s\n' "${targets[*]}"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"
 
-cmd=("$build/bin/tdistrun" --nproc-per-node "${TDIST_DEMO_NPROC:-4}" "$build/bin/tdist-example-all_reduce" "$@")
+example=${TDIST_DEMO_EXAMPLE:-sgd_digits}
+cmd=("$build/bin/tdistrun" --nproc-per-node "${TDIST_DEMO_NPROC:-4}" "$build/bin/tdist-example-$example" "$@")
 printf '\n=== %s\n' "${cmd[*]}"
 exec "${cmd[@]}"

@@ -18,9 +18,11 @@
 set -euo pipefail
 
 # Debian packages the build and the tests need (build-essential brings g++ and the ASan/UBSan
-# runtimes; binutils' objdump and libc's ldd are used by the install test).
+# runtimes; binutils' objdump and libc's ldd are used by the install test). The SGD example
+# (examples/sgd_digits.cpp) reads the digits data set that python3-sklearn ships, with zlib.
 TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev)
+  libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev
+  zlib1g-dev python3-sklearn)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
