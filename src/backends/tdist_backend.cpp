@@ -1,6 +1,7 @@
 #include "backends/tdist_backend.h"
 
 #include "tdist/errors.h"
+#include "backends/call_hint.h"
 #include "backends/registry.h"
 #include "reduce/reduce.h"
 #include "transport/tcp_transport.h"
@@ -111,7 +112,7 @@ void TdistBackend::check_rank(int r, const char* op, const char* what) const {
 std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
                                             std::function<void(CollectiveContext&)> body, std::vector<Tensor> result,
                                             std::string signature) {
-  std::lock_guard<std::mutex> issue(issue_mu_);
+  std::unique_lock<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
   auto work = std::make_shared<Work>(op, seq);
   work->set_result(std::move(result));
@@ -122,8 +123,7 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
   }
   auto state = state_;
   Millis timeout = options_.timeout;
-  queue_.push(work, [work, state, code, seq, timeout, context, body = std::move(body),
-                     signature = std::move(signature)] {
+  auto run = [work, state, code, seq, timeout, context, body = std::move(body), signature = std::move(signature)] {
     if (auto failed = state->failure_of(work->op_name() + " #" + std::to_string(seq))) {
       work->finish(failed);
       return;
@@ -144,9 +144,19 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
       state->record_failure(e);
       work->finish(e);
     }
-  });
+  };
+  // Deciding under issue_mu_ keeps issue order: no later call can overtake.
+  if (BlockingCallHint::active() && queue_.claim_inline()) {
+    issue.unlock();
+    run();
+    queue_.release_inline();
+  } else {
+    queue_.push(work, std::move(run));
+  }
   return work;
 }
+
+thread_local bool BlockingCallHint::active_ = false;
 
 std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag) {
   check_tensor(tensor, "send");

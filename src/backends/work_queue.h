@@ -1,5 +1,6 @@
 // The progress thread of a group: runs its collectives one at a time, in
-// issue order (the order every rank issues them in).
+// issue order (the order every rank issues them in). A blocking call may run
+// its collective on its own thread instead when the queue is idle.
 #pragma once
 
 #include <condition_variable>
@@ -33,6 +34,23 @@ class WorkQueue {
     work->finish(stop_error_);
   }
 
+  // Claims the right to run the next item on the calling thread: true when
+  // nothing is queued or running (so issue order holds); the queue's thread
+  // then starts nothing until release_inline().
+  bool claim_inline() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopped_ || running_ || !items_.empty()) return false;
+    running_ = true;
+    return true;
+  }
+  void release_inline() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
+    cv_.notify_one();  // items queued meanwhile may start now
+  }
+
   // Stops the thread once the running item ends; queued items fail with `error`.
   void stop(std::exception_ptr error) {
     std::deque<Item> dropped;
@@ -58,12 +76,15 @@ class WorkQueue {
       Item item;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopped_ || !items_.empty(); });
+        cv_.wait(lock, [&] { return stopped_ || (!items_.empty() && !running_); });
         if (stopped_) return;
         item = std::move(items_.front());
         items_.pop_front();
+        running_ = true;
       }
       item.run();
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
     }
   }
 
@@ -71,6 +92,7 @@ class WorkQueue {
   std::condition_variable cv_;
   std::deque<Item> items_;
   bool stopped_ = false;
+  bool running_ = false;  // an item runs, on the queue's thread or inline
   std::exception_ptr stop_error_;
   std::thread thread_;  // last: starts after the members above exist
 };
