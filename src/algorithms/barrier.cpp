@@ -1,3 +1,4 @@
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -7,22 +8,52 @@
 
 namespace tdist {
 
+namespace {
+
+// Runs `body`, whose receives land in buffers local to it; if it throws while
+// such a receive may still be posted (a send failed first), the transport is
+// aborted before the buffers go out of scope, so no late message is written
+// into freed memory (abort joins the progress thread and fails every request).
+template <typename F>
+void abort_on_error(Transport& transport, F&& body) {
+  try {
+    body();
+  } catch (...) {
+    transport.abort(std::current_exception());
+    throw;
+  }
+}
+
+// The global rank of group rank r, read from the transport's description of
+// it ("rank 3 (group rank 2) at ..."); r itself when the description has none.
+int global_rank_of(Transport& transport, int r) {
+  const std::string d = transport.describe_peer(r);
+  if (d.rfind("rank ", 0) != 0) return r;
+  char* end = nullptr;
+  long g = std::strtol(d.c_str() + 5, &end, 10);
+  return end == d.c_str() + 5 ? r : static_cast<int>(g);
+}
+
+}  // namespace
+
 // Dissemination barrier: in round k every rank signals rank+2^k and waits for
 // rank-2^k; after ceil(log2 n) rounds everyone has heard from everyone.
 void barrier_dissemination(CollectiveContext& ctx) {
   const int n = ctx.size();
   const int r = ctx.rank();
   char out = 1, in = 0;
-  uint32_t round = 0;
-  for (int k = 1; k < n; k <<= 1, ++round) {
-    ctx.send_recv((r + k) % n, &out, 1, (r - k + n) % n, &in, 1, round);
-  }
+  abort_on_error(ctx.transport, [&] {
+    uint32_t round = 0;
+    for (int k = 1; k < n; k <<= 1, ++round) {
+      ctx.send_recv((r + k) % n, &out, 1, (r - k + n) % n, &in, 1, round);
+    }
+  });
 }
 
-}  // namespace tdist
-
-namespace tdist {
-
+// Rank 0 hears from every rank, then releases them. A rank that does not
+// arrive by the deadline is named by rank 0 (every such rank with
+// wait_all_ranks, as "ranks [1, 3]"), by global rank like every tdist error,
+// followed by its description (group rank where it differs, and address).
 void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
   const int n = ctx.size();
   char token = 1;
@@ -44,11 +75,19 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
     }
   }
   if (!missing.empty()) {
-    std::string list;
-    for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
+    std::string list, peers;
+    for (size_t i = 0; i < missing.size(); ++i) {
+      list += (i ? ", " : "") + std::to_string(global_rank_of(ctx.transport, missing[i]));
+      peers += (i ? "; " : "") + ctx.transport.describe_peer(missing[i]);
+    }
     std::string what = wait_all_ranks ? "ranks [" + list + "] did not reach monitored_barrier"
                                       : "rank " + list + " (the first one missing) did not reach monitored_barrier";
-    throw DistBackendError(what + " within " + format_ms(ctx.deadline.timeout()));
+    auto error = std::make_exception_ptr(
+        DistBackendError(what + " within " + format_ms(ctx.deadline.timeout()) + " (" + peers + ")"));
+    // The receives of the ranks still missing point into `tokens`: abort (which
+    // fails them and stops the progress thread) before `tokens` is released.
+    ctx.transport.abort(error);
+    std::rethrow_exception(error);
   }
   for (int r = 1; r < n; ++r) ctx.send(r, 1, &token, 1);
 }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -23,13 +24,20 @@ void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vec
   for (int i = 0; i < n; ++i) largest = std::max(largest, inputs[i].nbytes());
   std::vector<char> incoming(largest);
   const int right = (rank + 1) % n, left = (rank - 1 + n) % n;
-  for (int s = 0; s < n - 1; ++s) {
-    int send_b = (rank - s - 1 + 2 * n) % n;
-    int recv_b = (rank - s - 2 + 2 * n) % n;
-    ctx.send_recv(right, work.data() + offset[send_b], inputs[send_b].nbytes(), left, incoming.data(),
-                  inputs[recv_b].nbytes(), static_cast<uint32_t>(s));
-    reduction::combine(op, dtype, work.data() + offset[recv_b], incoming.data(), work.data() + offset[recv_b],
-                    static_cast<size_t>(inputs[recv_b].numel()));
+  try {
+    for (int s = 0; s < n - 1; ++s) {
+      int send_b = (rank - s - 1 + 2 * n) % n;
+      int recv_b = (rank - s - 2 + 2 * n) % n;
+      ctx.send_recv(right, work.data() + offset[send_b], inputs[send_b].nbytes(), left, incoming.data(),
+                    inputs[recv_b].nbytes(), static_cast<uint32_t>(s));
+      reduction::combine(op, dtype, work.data() + offset[recv_b], incoming.data(), work.data() + offset[recv_b],
+                         static_cast<size_t>(inputs[recv_b].numel()));
+    }
+  } catch (...) {
+    // A failed send can leave the receive into `incoming` posted: abort the
+    // transport (it stops touching buffers) before the scratch memory is freed.
+    ctx.transport.abort(std::current_exception());
+    throw;
   }
   if (output.nbytes() > 0) std::memcpy(output.data(), work.data() + offset[rank], output.nbytes());
   if (reduction::needs_finalize(op)) reduction::finalize(op, dtype, output.data(), static_cast<size_t>(output.numel()), n);

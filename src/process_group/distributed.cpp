@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tdist/errors.h"
+#include "backends/call_hint.h"
 #include "process_group/world.h"
 #include "util/logging.h"
 
@@ -128,9 +129,12 @@ std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& o
 
 // --- collectives ----------------------------------------------------------
 
+// The group (or return a no-op Work for a non-member), and the hint that a
+// blocking call may run on this thread.
 #define TDIST_GROUP_OR_RETURN(name)                   \
   Group g = resolve_group(group, name);               \
-  if (skip_non_member(*g, name)) return nothing(name)
+  if (skip_non_member(*g, name)) return nothing(name); \
+  BlockingCallHint blocking_hint(!async_op)
 
 std::shared_ptr<Work> broadcast(const Tensor& tensor, PeerRank src, const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("broadcast");
@@ -205,6 +209,7 @@ std::shared_ptr<Work> barrier(const Group& group, bool async_op) {
 void monitored_barrier(const Group& group, std::chrono::milliseconds timeout, bool wait_all_ranks) {
   Group g = resolve_group(group, "monitored_barrier");
   if (skip_non_member(*g, "monitored_barrier")) return;
+  BlockingCallHint blocking_hint(true);
   g->monitored_barrier(timeout.count() > 0 ? timeout : g->timeout(), wait_all_ranks)->wait();
 }
 

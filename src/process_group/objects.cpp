@@ -26,7 +26,8 @@ std::vector<char> concat(const std::vector<std::string>& objects, size_t pad_to 
   std::vector<char> out(total);
   size_t at = 0;
   for (auto& o : objects) {
-    std::memcpy(out.data() + at, o.data(), o.size());
+    // Empty objects may come with an empty (null) buffer: memcpy must not see it.
+    if (!o.empty()) std::memcpy(out.data() + at, o.data(), o.size());
     at += std::max(o.size(), pad_to);
   }
   return out;
@@ -48,6 +49,15 @@ std::vector<int64_t> sizes_of(const std::vector<std::string>& objects) {
   return sizes;
 }
 
+// Sizes that came from other ranks: a negative one (a corrupt or foreign
+// peer) must become an error, not a huge allocation.
+void check_sizes(const std::vector<int64_t>& sizes, const char* op) {
+  for (size_t i = 0; i < sizes.size(); ++i)
+    if (sizes[i] < 0)
+      throw DistBackendError(std::string(op) + ": received a negative object size (" + std::to_string(sizes[i]) +
+                             ") for entry " + std::to_string(i));
+}
+
 }  // namespace
 
 void broadcast_object_list(std::vector<std::string>& object_list, PeerRank src, const Group& group) {
@@ -56,6 +66,7 @@ void broadcast_object_list(std::vector<std::string>& object_list, PeerRank src, 
   bool is_src = g->rank() == to_group_rank(*g, src, "broadcast_object_list", "source");
   std::vector<int64_t> sizes = is_src ? sizes_of(object_list) : std::vector<int64_t>(object_list.size());
   broadcast(sizes, src, g);
+  check_sizes(sizes, "broadcast_object_list");
   size_t total = 0;
   for (int64_t s : sizes) total += static_cast<size_t>(s);
   std::vector<char> bytes = is_src ? concat(object_list) : std::vector<char>(total);
@@ -70,6 +81,7 @@ void all_gather_object(std::vector<std::string>& object_list, const std::string&
   std::vector<int64_t> sizes(n);
   int64_t mine = static_cast<int64_t>(obj.size());
   all_gather_into_tensor(sizes, Tensor(&mine, 1), g);
+  check_sizes(sizes, "all_gather_object");
   object_list.assign(n, std::string());
   std::vector<Tensor> outputs;
   for (int i = 0; i < n; ++i) {
@@ -92,9 +104,10 @@ void gather_object(const std::string& obj, std::vector<std::string>* object_gath
   std::vector<int64_t> sizes(n);
   int64_t mine = static_cast<int64_t>(obj.size());
   all_gather_into_tensor(sizes, Tensor(&mine, 1), g);
+  check_sizes(sizes, "gather_object");
   size_t block = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
   std::vector<char> padded(block);
-  std::memcpy(padded.data(), obj.data(), obj.size());
+  if (!obj.empty()) std::memcpy(padded.data(), obj.data(), obj.size());
   std::vector<char> all(is_dst ? block * n : 0);
   std::vector<Tensor> outputs;
   if (is_dst)
@@ -116,6 +129,7 @@ void scatter_object_list(std::vector<std::string>& scatter_object_output_list,
     throw DistValueError("scatter_object_list: scatter_object_output_list must have at least one entry");
   std::vector<int64_t> sizes = is_src ? sizes_of(scatter_object_input_list) : std::vector<int64_t>(n);
   broadcast(sizes, src, g);
+  check_sizes(sizes, "scatter_object_list");
   size_t block = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
   std::vector<char> all = is_src ? concat(scatter_object_input_list, block) : std::vector<char>();
   std::vector<Tensor> inputs;

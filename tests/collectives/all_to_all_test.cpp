@@ -67,9 +67,9 @@ void check_all_to_all_single(ProcessGroup& pg, DType dtype, size_t base, size_t 
                         std::string(equal ? "equal" : "uneven") + " splits, " + std::to_string(cols) + " columns"));
 }
 
-class AllToAll : public ::testing::TestWithParam<int> {};
+class CollAllToAll : public ::testing::TestWithParam<int> {};
 
-TEST_P(AllToAll, ListsEqualAndUnevenEveryDtypeAndSize) {
+TEST_P(CollAllToAll, ListsEqualAndUnevenEveryDtypeAndSize) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType dtype : all_dtypes())
@@ -81,7 +81,7 @@ TEST_P(AllToAll, ListsEqualAndUnevenEveryDtypeAndSize) {
   });
 }
 
-TEST_P(AllToAll, SingleEqualAndUnevenSplitsOneAndTwoDimensions) {
+TEST_P(CollAllToAll, SingleEqualAndUnevenSplitsOneAndTwoDimensions) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType dtype : all_dtypes())
@@ -95,7 +95,7 @@ TEST_P(AllToAll, SingleEqualAndUnevenSplitsOneAndTwoDimensions) {
 }
 
 // all_to_all_single with explicit split lists that are equal to the default.
-TEST_P(AllToAll, SingleExplicitEqualSplitsMatchDefault) {
+TEST_P(CollAllToAll, SingleExplicitEqualSplitsMatchDefault) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size(), me = pg.rank();
     std::vector<int32_t> in(4 * n), out(4 * n, -1);
@@ -107,7 +107,7 @@ TEST_P(AllToAll, SingleExplicitEqualSplitsMatchDefault) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, AllToAll, ::testing::ValuesIn(world_sizes()), world_name);
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollAllToAll, ::testing::ValuesIn(world_sizes()), world_name);
 
 }  // namespace
 }  // namespace tdist::testing

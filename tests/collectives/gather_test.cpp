@@ -31,9 +31,9 @@ void check_all_gather(ProcessGroup& pg, DType dtype, const std::vector<size_t>& 
   require(work->result().size() == static_cast<size_t>(n), "all_gather Work::result() is not the output list");
 }
 
-class Gathers : public ::testing::TestWithParam<int> {};
+class CollGathers : public ::testing::TestWithParam<int> {};
 
-TEST_P(Gathers, AllGatherEqualAndUnevenSizesEveryDtype) {
+TEST_P(CollGathers, AllGatherEqualAndUnevenSizesEveryDtype) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType dtype : all_dtypes())
@@ -48,7 +48,7 @@ TEST_P(Gathers, AllGatherEqualAndUnevenSizesEveryDtype) {
 }
 
 // outputs[rank] may be the input itself (in-place all_gather).
-TEST_P(Gathers, AllGatherInPlaceOwnBlock) {
+TEST_P(CollGathers, AllGatherInPlaceOwnBlock) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size(), me = pg.rank();
     std::vector<std::vector<double>> out(n);
@@ -61,12 +61,13 @@ TEST_P(Gathers, AllGatherInPlaceOwnBlock) {
   });
 }
 
-TEST_P(Gathers, AllGatherIntoTensorConcatenatedAndStacked) {
+TEST_P(CollGathers, AllGatherIntoTensorConcatenatedAndStacked) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size(), me = pg.rank();
     for (DType dtype : all_dtypes())
-      for (size_t count : all_sizes())
+      for (size_t size : all_sizes())
         for (bool stacked : {false, true}) {
+          const size_t count = size == kLarge ? kLarge / n + 1 : size;  // ~50k elements gathered in all
           Buffer input(dtype, count, [&](size_t i) { return move_value(me, 2, i); });
           Buffer out(dtype, count * n, [](size_t) { return kSentinel; });
           std::vector<int64_t> shape = stacked ? std::vector<int64_t>{n, static_cast<int64_t>(count)}
@@ -83,7 +84,7 @@ TEST_P(Gathers, AllGatherIntoTensorConcatenatedAndStacked) {
   });
 }
 
-TEST_P(Gathers, GatherEveryRootDtypeAndSize) {
+TEST_P(CollGathers, GatherEveryRootDtypeAndSize) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size(), me = pg.rank();
     for (int root = 0; root < n; ++root)
@@ -109,7 +110,7 @@ TEST_P(Gathers, GatherEveryRootDtypeAndSize) {
   });
 }
 
-TEST_P(Gathers, ScatterEveryRootDtypeAndSize) {
+TEST_P(CollGathers, ScatterEveryRootDtypeAndSize) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size(), me = pg.rank();
     for (int root = 0; root < n; ++root)
@@ -135,7 +136,22 @@ TEST_P(Gathers, ScatterEveryRootDtypeAndSize) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, Gathers, ::testing::ValuesIn(world_sizes()), world_name);
+// In place: the input is this rank's block of the output.
+TEST_P(CollGathers, AllGatherIntoTensorInPlace) {
+  with_thread_world(GetParam(), [](ProcessGroup& pg) {
+    const int n = pg.size(), me = pg.rank();
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
+      std::vector<int32_t> out(count * n, -1);
+      for (size_t i = 0; i < count; ++i) out[me * count + i] = static_cast<int32_t>(move_value(me, 4, i));
+      Tensor all(out);
+      pg.all_gather_into_tensor(all, all.slice(static_cast<int64_t>(me * count), static_cast<int64_t>(count)))->wait();
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(out[i], move_value(static_cast<int>(i / count), 4, i % count)) << "count " << count << " element " << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollGathers, ::testing::ValuesIn(world_sizes()), world_name);
 
 }  // namespace
 }  // namespace tdist::testing

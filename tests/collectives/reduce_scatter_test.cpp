@@ -46,9 +46,9 @@ void check_reduce_scatter_tensor(ProcessGroup& pg, ReduceOp op, DType dtype, siz
   require(work->result().size() == 1 && work->result()[0].data() == out.data(), what + ": Work::result()");
 }
 
-class ReduceScatter : public ::testing::TestWithParam<int> {};
+class CollReduceScatter : public ::testing::TestWithParam<int> {};
 
-TEST_P(ReduceScatter, EveryOpDtypeEqualAndUnevenBlocks) {
+TEST_P(CollReduceScatter, EveryOpDtypeEqualAndUnevenBlocks) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     for (DType dtype : all_dtypes())
@@ -65,7 +65,7 @@ TEST_P(ReduceScatter, EveryOpDtypeEqualAndUnevenBlocks) {
 }
 
 // ~50k elements in all per rank, uneven blocks, every op x dtype.
-TEST_P(ReduceScatter, LargeUnevenEveryOpAndDtype) {
+TEST_P(CollReduceScatter, LargeUnevenEveryOpAndDtype) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     std::vector<size_t> sizes;
@@ -76,7 +76,7 @@ TEST_P(ReduceScatter, LargeUnevenEveryOpAndDtype) {
   });
 }
 
-TEST_P(ReduceScatter, TensorConcatenatedAndStackedEveryOpDtypeAndSize) {
+TEST_P(CollReduceScatter, TensorConcatenatedAndStackedEveryOpDtypeAndSize) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     int k = 0;
@@ -90,7 +90,25 @@ TEST_P(ReduceScatter, TensorConcatenatedAndStackedEveryOpDtypeAndSize) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ReduceScatter, ::testing::ValuesIn(world_sizes()), world_name);
+// In place: the output is this rank's block of the input (its own inputs
+// must still be read as given, not as partially reduced).
+TEST_P(CollReduceScatter, TensorInPlace) {
+  with_thread_world(GetParam(), [](ProcessGroup& pg) {
+    const int n = pg.size(), me = pg.rank();
+    for (size_t count : {size_t{1}, size_t{7}, size_t{1000}}) {
+      std::vector<int64_t> in(count * n);
+      for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<int64_t>(me * 1000 + i);
+      Tensor all(in);
+      Tensor mine = all.slice(static_cast<int64_t>(me * count), static_cast<int64_t>(count));
+      pg.reduce_scatter_tensor(mine, all, ReduceOp::SUM)->wait();
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ(in[me * count + i], static_cast<int64_t>(1000 * n * (n - 1) / 2 + n * (me * count + i)))
+            << "count " << count << " element " << i;
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollReduceScatter, ::testing::ValuesIn(world_sizes()), world_name);
 
 }  // namespace
 }  // namespace tdist::testing

@@ -21,9 +21,9 @@ void check_reduce(ProcessGroup& pg, int root, ReduceOp op, DType dtype, size_t c
     require(buf.same_bytes(before), what + ": a non-root tensor was modified");
 }
 
-class Reduce : public ::testing::TestWithParam<int> {};
+class CollReduce : public ::testing::TestWithParam<int> {};
 
-TEST_P(Reduce, EveryRootOpDtypeAndSmallSize) {
+TEST_P(CollReduce, EveryRootOpDtypeAndSmallSize) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     for (int root = 0; root < pg.size(); ++root)
       for (DType dtype : all_dtypes())
@@ -35,7 +35,7 @@ TEST_P(Reduce, EveryRootOpDtypeAndSmallSize) {
 }
 
 // Large tensors: every op x dtype, the root moving through every rank.
-TEST_P(Reduce, LargeEveryOpAndDtype) {
+TEST_P(CollReduce, LargeEveryOpAndDtype) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     int k = 0;
     for (DType dtype : all_dtypes())
@@ -47,7 +47,7 @@ TEST_P(Reduce, LargeEveryOpAndDtype) {
 }
 
 // Several reduces in flight at once, to different roots, waited in reverse order.
-TEST_P(Reduce, ManyInFlightToDifferentRoots) {
+TEST_P(CollReduce, ManyInFlightToDifferentRoots) {
   with_thread_world(GetParam(), [](ProcessGroup& pg) {
     const int n = pg.size();
     std::vector<std::vector<int64_t>> bufs(12, std::vector<int64_t>(257));
@@ -65,7 +65,7 @@ TEST_P(Reduce, ManyInFlightToDifferentRoots) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, Reduce, ::testing::ValuesIn(world_sizes()), world_name);
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollReduce, ::testing::ValuesIn(world_sizes()), world_name);
 
 }  // namespace
 }  // namespace tdist::testing
