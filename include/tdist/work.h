@@ -18,7 +18,8 @@ inline constexpr std::chrono::milliseconds kNoTimeout = std::chrono::millisecond
 
 class Work {
  public:
-  Work(std::string op, uint64_t sequence_number);
+  // `label` ("rank 3 in group default_pg") prefixes its messages.
+  Work(std::string op, uint64_t sequence_number, std::string label = "");
   virtual ~Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
@@ -53,6 +54,7 @@ class Work {
   void complete_future(Future& future);
   const std::string op_;
   const uint64_t seq_;
+  const std::string label_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;

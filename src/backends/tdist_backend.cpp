@@ -40,7 +40,9 @@ class P2PWork final : public Work {
                                " (the operation is still in progress)");
     }
     try {
-      state_->transport->wait(*request_, deadline_);
+      // A failed point-to-point operation leaves the group usable unless the
+      // transport itself gave up (timeout, lost peer): the user owns the buffers.
+      state_->transport->wait(*request_, deadline_, /*abort_on_error=*/false);
     } catch (...) {
       auto e = with_context(std::current_exception(), context_);
       // A timeout or a lost connection breaks the group; a size mismatch
@@ -114,7 +116,7 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
                                             std::string signature) {
   std::unique_lock<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
-  auto work = std::make_shared<Work>(op, seq);
+  auto work = std::make_shared<Work>(op, seq, state_->label);
   work->set_result(std::move(result));
   std::string context = state_->label + ": " + op + " #" + std::to_string(seq) + " failed: ";
   if (auto failed = state_->failure_of(std::string(op) + " #" + std::to_string(seq))) {
@@ -293,7 +295,8 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
     check_list(outputs, input.dtype(), size(), "gather", "gather_list");
     for (int i = 0; i < size(); ++i) check_same(outputs[i], input, "gather", "gather_list entry and input");
   } else if (!outputs.empty()) {
-    invalid("gather", "gather_list must be empty on ranks other than the destination " + std::to_string(root));
+    invalid("gather", "gather_list must be empty on ranks other than the destination " + std::to_string(root) +
+                          ", got " + std::to_string(outputs.size()) + " tensors");
   }
   return enqueue(
       OpCode::Gather, "gather", [=](CollectiveContext& ctx) { tdist::gather(ctx, outputs, input, root); }, outputs,
@@ -307,7 +310,8 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
     check_list(inputs, output.dtype(), size(), "scatter", "scatter_list");
     for (int i = 0; i < size(); ++i) check_same(inputs[i], output, "scatter", "scatter_list entry and output");
   } else if (!inputs.empty()) {
-    invalid("scatter", "scatter_list must be empty on ranks other than the source " + std::to_string(root));
+    invalid("scatter", "scatter_list must be empty on ranks other than the source " + std::to_string(root) +
+                           ", got " + std::to_string(inputs.size()) + " tensors");
   }
   return enqueue(
       OpCode::Scatter, "scatter", [=](CollectiveContext& ctx) { tdist::scatter(ctx, output, inputs, root); },
@@ -348,8 +352,8 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
   check_list(inputs, inputs[0].dtype(), size(), "all_to_all", "input list");
   check_list(outputs, inputs[0].dtype(), size(), "all_to_all", "output list");
   if (outputs[rank()].numel() != inputs[rank()].numel())
-    invalid("all_to_all", "output[" + std::to_string(rank()) + "] and input[" + std::to_string(rank()) +
-                              "] differ in size");
+    invalid("all_to_all", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() + " and input[" +
+                              std::to_string(rank()) + "] " + inputs[rank()].str() + " differ in size");
   return enqueue(
       OpCode::AllToAll, "all_to_all", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outputs, inputs); },
       outputs,
@@ -401,7 +405,9 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
   auto outs = split_rows(output, output_split_sizes, size(), "output", fail);
   auto ins = split_rows(input, input_split_sizes, size(), "input", fail);
   if (outs[rank()].numel() != ins[rank()].numel())
-    invalid("all_to_all_single", "this rank's own input and output splits differ in size");
+    invalid("all_to_all_single", "this rank's own input split (" + std::to_string(ins[rank()].numel()) +
+                                     " elements) and output split (" + std::to_string(outs[rank()].numel()) +
+                                     " elements) differ");
   return enqueue(
       OpCode::AllToAll, "all_to_all_single", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outs, ins); },
       {output},
@@ -409,8 +415,9 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
-  return enqueue(OpCode::MonitoredBarrier, "monitored_barrier", [=](CollectiveContext& ctx) {
-    CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(timeout)};
+  const Millis limit = timeout.count() > 0 ? timeout : options_.timeout;  // 0: the group's timeout
+  return enqueue(OpCode::MonitoredBarrier, "monitored_barrier", [limit, wait_all_ranks](CollectiveContext& ctx) {
+    CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
     tdist::monitored_barrier(bounded, wait_all_ranks);
   }, {},
       debug_detail_ ? std::string("monitored_barrier") : std::string());

@@ -4,7 +4,8 @@
 
 namespace tdist {
 
-Work::Work(std::string op, uint64_t sequence_number) : op_(std::move(op)), seq_(sequence_number) {}
+Work::Work(std::string op, uint64_t sequence_number, std::string label)
+    : op_(std::move(op)), seq_(sequence_number), label_(std::move(label)) {}
 
 bool Work::is_completed() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -27,7 +28,8 @@ bool Work::wait(std::chrono::milliseconds timeout) {
     // Operations carry their own deadline (the group timeout), so this ends.
     cv_.wait(lock, [&] { return done_; });
   } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
-    throw DistBackendError(op_ + " #" + std::to_string(seq_) + ": Work::wait timed out after " +
+    throw DistBackendError((label_.empty() ? "" : label_ + ": ") + op_ + " #" + std::to_string(seq_) +
+                           ": Work::wait timed out after " +
                            std::to_string(timeout.count()) + " ms (the operation is still in progress)");
   }
   if (error_) std::rethrow_exception(error_);

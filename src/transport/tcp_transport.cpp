@@ -216,7 +216,7 @@ std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data,
   return req;
 }
 
-void TcpTransport::wait(Request& request, Deadline deadline) {
+void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error) {
   if (!request.wait_until(deadline)) {
     bool send = request.kind() == Request::Kind::Send;
     auto err = std::make_exception_ptr(DistBackendError(
@@ -226,7 +226,10 @@ void TcpTransport::wait(Request& request, Deadline deadline) {
     abort(err);
     std::rethrow_exception(err);
   }
-  if (request.error()) std::rethrow_exception(request.error());
+  if (request.error()) {
+    if (abort_on_error) abort(request.error());
+    std::rethrow_exception(request.error());
+  }
 }
 
 void TcpTransport::abort(std::exception_ptr cause) {

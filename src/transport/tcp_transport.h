@@ -42,7 +42,7 @@ class TcpTransport final : public Transport {
   int size() const override { return size_; }
   std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) override;
   std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) override;
-  void wait(Request& request, Deadline deadline) override;
+  void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
   std::string describe_peer(int peer) const override;

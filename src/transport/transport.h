@@ -27,8 +27,10 @@ class Transport {
 
   // Waits for a request; on the deadline aborts the transport (no buffer is
   // touched after this returns) and throws DistBackendError naming the peer.
-  // Rethrows the request's own error otherwise.
-  virtual void wait(Request& request, Deadline deadline) = 0;
+  // Rethrows the request's own error otherwise, after aborting the transport
+  // too when abort_on_error: a collective that fails must not leave other
+  // receives posted into buffers its unwinding frees.
+  virtual void wait(Request& request, Deadline deadline, bool abort_on_error = true) = 0;
 
   // Fails every pending and later request with `cause`; closes connections.
   virtual void abort(std::exception_ptr cause) = 0;

@@ -150,14 +150,18 @@ inline void run_in_threads(int n, const std::function<void(int)>& fn) {
       }
     });
   for (auto& t : threads) t.join();
+  std::string failures;
   for (int r = 0; r < n; ++r) {
     if (!errors[r]) continue;
     try {
       std::rethrow_exception(errors[r]);
     } catch (const std::exception& e) {
-      throw std::runtime_error("rank " + std::to_string(r) + ": " + e.what());
+      failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": " + e.what();
+    } catch (...) {
+      failures += (failures.empty() ? "" : "; ") + std::string("rank ") + std::to_string(r) + ": unknown exception";
     }
   }
+  if (!failures.empty()) throw std::runtime_error(failures);
 }
 
 }  // namespace tdist::testing
