@@ -158,38 +158,31 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
   return work;
 }
 
-thread_local bool BlockingCallHint::active_ = false;
-
-std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag) {
-  check_tensor(tensor, "send");
-  check_rank(dst, "send", "destination");
-  if (dst == rank()) throw DistValueError(state_->label + ": send: destination is this rank itself");
+std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag) {
+  const char* op = is_send ? "send" : "recv";
+  check_tensor(tensor, op);
+  if (is_send || peer != kAnySource) check_rank(peer, op, is_send ? "destination" : "source");
+  if (peer == rank()) throw DistValueError(state_->label + ": " + op + ": the peer is this rank itself");
   uint64_t seq;
   {
     std::lock_guard<std::mutex> issue(issue_mu_);
     seq = ++p2p_seq_;
   }
-  std::string context = state_->label + ": send #" + std::to_string(seq) + " of " + tensor.str() + " to " +
-                        state_->transport->describe_peer(dst) + " (tag " + std::to_string(tag) + ") failed: ";
-  if (auto failed = state_->failure_of("send")) std::rethrow_exception(failed);
-  auto req = state_->transport->isend(dst, p2p_tag(tag), tensor.data(), tensor.nbytes());
-  return std::make_shared<P2PWork>("send", seq, std::move(req), state_, Deadline::after(options_.timeout), context);
+  std::string context = state_->label + ": " + op + " #" + std::to_string(seq) + " of " + tensor.str() +
+                        (is_send ? " to " : " from ") + state_->transport->describe_peer(peer) + " (tag " +
+                        std::to_string(tag) + ") failed: ";
+  if (auto failed = state_->failure_of(op)) std::rethrow_exception(failed);
+  auto req = is_send ? state_->transport->isend(peer, p2p_tag(tag), tensor.data(), tensor.nbytes())
+                     : state_->transport->irecv(peer, p2p_tag(tag), tensor.data(), tensor.nbytes());
+  return std::make_shared<P2PWork>(op, seq, std::move(req), state_, Deadline::after(options_.timeout), context);
+}
+
+std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag) {
+  return point_to_point(true, tensor, dst, tag);
 }
 
 std::shared_ptr<Work> TdistBackend::recv(const Tensor& tensor, int src, int tag) {
-  check_tensor(tensor, "recv");
-  if (src != kAnySource) check_rank(src, "recv", "source");
-  if (src == rank()) throw DistValueError(state_->label + ": recv: source is this rank itself");
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> issue(issue_mu_);
-    seq = ++p2p_seq_;
-  }
-  std::string context = state_->label + ": recv #" + std::to_string(seq) + " of " + tensor.str() + " from " +
-                        state_->transport->describe_peer(src) + " (tag " + std::to_string(tag) + ") failed: ";
-  if (auto failed = state_->failure_of("recv")) std::rethrow_exception(failed);
-  auto req = state_->transport->irecv(src, p2p_tag(tag), tensor.data(), tensor.nbytes());
-  return std::make_shared<P2PWork>("recv", seq, std::move(req), state_, Deadline::after(options_.timeout), context);
+  return point_to_point(false, tensor, src, tag);
 }
 
 std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {

@@ -52,6 +52,7 @@ class TdistBackend final : public Backend {
   std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::function<void(CollectiveContext&)> body,
                                 std::vector<Tensor> result,
                                 std::string signature);  // "" unless TDIST_DEBUG=DETAIL
+  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag);
   void check_tensor(const Tensor& t, const char* op) const;
   // Every tensor of `list` on CPU, of `dtype`; `count` of them unless count < 0.
   void check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op, const char* what) const;

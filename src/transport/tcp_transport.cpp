@@ -351,18 +351,8 @@ void TcpTransport::on_readable(Peer& p) {
         continue;
       }
       if (p.dst && need >= kDirectReadBytes) {
-        ssize_t r = ::recv(p.fd.get(), p.dst + p.payload_done, need, MSG_DONTWAIT);
-        if (r > 0) {
-          p.payload_done += static_cast<size_t>(r);
-          continue;
-        }
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-        fail_peer(p, std::make_exception_ptr(DistNetworkError(
-                         "connection to " + describe_peer(p.rank) + " lost: " +
-                         (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
-                                 : errno_string(errno)))));
-        return;
+        if (!read_some(p, p.dst + p.payload_done, need, p.payload_done)) return;
+        continue;
       }
     }
     // Refill the staging buffer.
@@ -372,18 +362,27 @@ void TcpTransport::on_readable(Peer& p) {
       p.stage_end -= p.stage_begin;
       p.stage_begin = 0;
     }
-    ssize_t r = ::recv(p.fd.get(), p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, MSG_DONTWAIT);
+    if (!read_some(p, p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, p.stage_end)) return;
+  }
+}
+
+// One non-blocking read of up to n bytes into dst, adding what arrived to
+// `counter`. False when the socket has nothing more now, or the connection is
+// gone (then the peer is failed).
+bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
+  for (;;) {
+    ssize_t r = ::recv(p.fd.get(), dst, n, MSG_DONTWAIT);
     if (r > 0) {
-      p.stage_end += static_cast<size_t>(r);
-      continue;
+      counter += static_cast<size_t>(r);
+      return true;
     }
     if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
     fail_peer(p, std::make_exception_ptr(DistNetworkError(
                      "connection to " + describe_peer(p.rank) + " lost: " +
                      (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
                              : errno_string(errno)))));
-    return;
+    return false;
   }
 }
 

@@ -57,6 +57,7 @@ class TcpTransport final : public Transport {
   void progress_loop();
   void on_readable(Peer& p);
   void on_writable(Peer& p);
+  bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
   void fail_peer(Peer& p, std::exception_ptr error);

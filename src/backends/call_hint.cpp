@@ -1,0 +1,7 @@
+#include "backends/call_hint.h"
+
+namespace tdist {
+
+thread_local bool BlockingCallHint::active_ = false;
+
+}  // namespace tdist
