@@ -57,14 +57,16 @@ TEST(Failure, KilledRankMidCollectiveIsNamedBySurvivors) {
 TEST(Failure, StalledRankBecomesATimeoutNamingIt) {
   Shared<PortBoard> board;
   auto results = run_in_processes(2, [&](int rank) {
-    init_process_world(*board, rank, 2, milliseconds(1500));
+    // A roomy timeout for setting up, a short one for the group under test.
+    init_process_world(*board, rank, 2, milliseconds(30000));
+    Group g = new_group({0, 1}, milliseconds(1500));
     std::vector<int64_t> v(10, 1);
     if (rank == 1) {
       std::this_thread::sleep_for(milliseconds(6000));  // stall well past the others' timeout
       return;
     }
     try {
-      all_reduce(v);
+      all_reduce(v, ReduceOp::SUM, g);
       require(false, "all_reduce succeeded without rank 1");
     } catch (const DistBackendError& e) {
       std::string m = e.what();

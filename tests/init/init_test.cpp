@@ -156,7 +156,7 @@ TEST(Init, RanksThatDoNotArriveAreListed) {
   auto results = run_in_processes(2, [&](int rank) {
     clear_rank_env();
     try {
-      init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 4, rank, milliseconds(1500));
+      init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 4, rank, milliseconds(3000));
       require(false, "init succeeded with ranks missing");
     } catch (const DistError& e) {
       require(contains(e.what(), "[2, 3]"), std::string("missing ranks not listed: ") + e.what());
