@@ -94,8 +94,10 @@ TdistBackend::~TdistBackend() { shutdown(); }
 
 void TdistBackend::shutdown() {
   auto err = std::make_exception_ptr(DistBackendError(state_->label + ": the process group was destroyed"));
-  queue_.stop(err);
+  // Abort first: an operation still running then fails at once instead of
+  // holding the queue's thread (and this call) until its deadline.
   if (state_->transport) state_->transport->abort(err);
+  queue_.stop(err);
 }
 
 void TdistBackend::check_tensor(const Tensor& t, const char* op) const {

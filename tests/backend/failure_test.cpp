@@ -115,6 +115,29 @@ TEST(Failure, PeerClosingItsGroupFailsPendingReceive) {
   EXPECT_EQ(describe_failures(results), "");
 }
 
+TEST(Failure, DestroyingAGroupFailsItsPendingWorkAtOnce) {
+  auto store = std::make_shared<HashStore>();
+  std::shared_ptr<Work> pending;
+  run_in_threads(2, [&](int rank) {
+    ProcessGroupOptions o;
+    o.timeout = std::chrono::minutes(10);  // far beyond the test's own limit
+    ProcessGroup pg(store, rank, 2, o);
+    pg.barrier()->wait();
+    if (rank == 0) {
+      std::vector<int> v(4, 1);
+      pending = pg.all_reduce(v);  // rank 1 never joins it
+      pg.shutdown();
+    }
+    pg.barrier();  // rank 1: issued, and failed or dropped when its group goes
+  });
+  try {
+    pending->wait();
+    FAIL() << "the pending all_reduce succeeded";
+  } catch (const DistError& e) {
+    EXPECT_TRUE(contains(e.what(), "destroyed")) << e.what();
+  }
+}
+
 TEST(Failure, DifferentCollectivesAtTheSameStepAreReportedAtOnce) {
   Shared<PortBoard> board;
   auto results = run_in_processes(2, [&](int rank) {
