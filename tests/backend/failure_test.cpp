@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 
 #include "backend/process_world.h"
@@ -54,17 +55,33 @@ TEST(Failure, KilledRankMidCollectiveIsNamedBySurvivors) {
   EXPECT_EQ(results[2].signal, SIGKILL) << results[2].describe();
 }
 
+// Holds a rank (stalled, or with its sockets closed) until the survivors have
+// seen their error: a flag in shared memory, not a sleep of a guessed length.
+struct SurvivorCount {
+  std::atomic<int> done{0};
+  void wait_for(int survivors) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (done.load() < survivors && std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(milliseconds(5));
+  }
+};
+
 TEST(Failure, StalledRankBecomesATimeoutNamingIt) {
   Shared<PortBoard> board;
+  Shared<SurvivorCount> survivors;
   auto results = run_in_processes(2, [&](int rank) {
     // A roomy timeout for setting up, a short one for the group under test.
     init_process_world(*board, rank, 2, milliseconds(30000));
     Group g = new_group({0, 1}, milliseconds(1500));
     std::vector<int64_t> v(10, 1);
     if (rank == 1) {
-      std::this_thread::sleep_for(milliseconds(6000));  // stall well past the others' timeout
+      survivors->wait_for(1);  // stalled until rank 0 has timed out
       return;
     }
+    struct Done {
+      SurvivorCount& c;
+      ~Done() { c.done.fetch_add(1); }
+    } done{*survivors};
     try {
       all_reduce(v, ReduceOp::SUM, g);
       require(false, "all_reduce succeeded without rank 1");
@@ -185,6 +202,7 @@ TEST(Failure, DebugDetailNamesRanksThatPassedDifferentRoots) {
 
 TEST(Failure, RankThatClosesItsSocketsIsNamed) {
   Shared<PortBoard> board;
+  Shared<SurvivorCount> survivors;
   auto results = run_in_processes(3, [&](int rank) {
     init_process_world(*board, rank, 3, milliseconds(20000));
     std::vector<double> v(100, 1.0);
@@ -192,9 +210,13 @@ TEST(Failure, RankThatClosesItsSocketsIsNamed) {
     if (rank == 1) {
       // Close every socket (store and peers) without exiting or telling anyone.
       for (int fd = 3; fd < 1024; ++fd) close(fd);
-      std::this_thread::sleep_for(milliseconds(3000));
+      survivors->wait_for(2);
       _exit(0);
     }
+    struct Done {
+      SurvivorCount& c;
+      ~Done() { c.done.fetch_add(1); }
+    } done{*survivors};
     try {
       all_reduce(v);
       require(false, "all_reduce succeeded although rank 1 closed its sockets");
