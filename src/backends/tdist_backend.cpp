@@ -120,14 +120,13 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
   uint64_t seq = ++seq_;
   auto work = std::make_shared<Work>(op, seq, state_->label);
   work->set_result(std::move(result));
-  std::string context = state_->label + ": " + op + " #" + std::to_string(seq) + " failed: ";
   if (auto failed = state_->failure_of(std::string(op) + " #" + std::to_string(seq))) {
     work->finish(failed);
     return work;
   }
   auto state = state_;
   Millis timeout = options_.timeout;
-  auto run = [work, state, code, seq, timeout, context, body = std::move(body), signature = std::move(signature)] {
+  auto run = [work, state, code, seq, timeout, body = std::move(body), signature = std::move(signature)] {
     if (auto failed = state->failure_of(work->op_name() + " #" + std::to_string(seq))) {
       work->finish(failed);
       return;
@@ -144,7 +143,9 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
       body(ctx);
       work->finish();
     } catch (...) {
-      auto e = with_context(std::current_exception(), context);
+      // The message prefix is built only on failure: nothing extra on the hot path.
+      auto e = with_context(std::current_exception(),
+                            state->label + ": " + work->op_name() + " #" + std::to_string(seq) + " failed: ");
       state->record_failure(e);
       work->finish(e);
     }
