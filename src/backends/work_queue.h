@@ -44,11 +44,15 @@ class WorkQueue {
     return true;
   }
   void release_inline() {
+    bool queued;
     {
       std::lock_guard<std::mutex> lock(mu_);
       running_ = false;
+      queued = !items_.empty();
     }
-    cv_.notify_one();  // items queued meanwhile may start now
+    // Items queued meanwhile may start now. Only then: waking the idle
+    // thread after every blocking call costs a context switch each time.
+    if (queued) cv_.notify_one();
   }
 
   // Stops the thread once the running item ends; queued items fail with `error`.

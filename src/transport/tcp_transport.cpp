@@ -104,6 +104,14 @@ std::exception_ptr TcpTransport::aborted() const {
   return aborted_;
 }
 
+std::exception_ptr TcpTransport::failure() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return aborted_;
+  for (auto& p : peers_)
+    if (p && p->failed) return p->error;
+  return nullptr;
+}
+
 std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t size) {
   check_peer_arg(peer, "send");
   auto req = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);

@@ -45,6 +45,7 @@ class TcpTransport final : public Transport {
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
+  std::exception_ptr failure() const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
 

@@ -36,6 +36,10 @@ class Transport {
   virtual void abort(std::exception_ptr cause) = 0;
   // The cause of an abort or nullptr.
   virtual std::exception_ptr aborted() const = 0;
+  // The abort cause, else the error of the first peer whose connection was
+  // lost, else nullptr. Lets code that waits outside the transport (shared
+  // memory collectives) notice a dead or departed peer.
+  virtual std::exception_ptr failure() const = 0;
 
   // "rank 2 (10.0.0.2:4567)": for error messages.
   virtual std::string describe_peer(int peer) const = 0;
