@@ -1,6 +1,7 @@
 #include "backends/tdist_backend.h"
 
 #include "tdist/errors.h"
+#include "arena/collectives.h"
 #include "backends/call_hint.h"
 #include "backends/registry.h"
 #include "reduce/reduce.h"
@@ -62,9 +63,10 @@ class P2PWork final : public Work {
 
 }  // namespace
 
-std::exception_ptr TdistBackend::State::failure_of(const std::string& what) {
+std::exception_ptr TdistBackend::State::failure_of(const char* op, uint64_t seq) {
+  if (!failed.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard<std::mutex> lock(mu);
-  if (!failure) return nullptr;
+  std::string what = seq ? std::string(op) + " #" + std::to_string(seq) : std::string(op);
   return with_context(failure, label + ": " + what + " not started: the group failed earlier: ");
 }
 
@@ -73,8 +75,10 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mu);
     if (failure) return;
     failure = e;
+    failed.store(true, std::memory_order_release);
   }
   // Make the peers see it now rather than at their own deadline.
+  if (arena) arena->abort(label + ": " + error_message(e));
   transport->abort(e);
 }
 
@@ -86,6 +90,18 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
   topts.desync = describe_desync;
   state_->transport = TcpTransport::connect(*store, rank, size, topts);
+  std::vector<int> globals = options.global_ranks;
+  if (globals.empty())
+    for (int r = 0; r < size; ++r) globals.push_back(r);
+  state_->arena = arena::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
+  if (state_->arena) {
+    for (OpCode code : {OpCode::Broadcast, OpCode::AllReduce, OpCode::Barrier, OpCode::Reduce, OpCode::AllGather,
+                        OpCode::Gather, OpCode::Scatter, OpCode::ReduceScatter, OpCode::AllToAll}) {
+      // Read once: the hot path must not parse the environment.
+      std::string forced = forced_algorithm(op_code_name(collective_tag(code, 0)));
+      in_arena_[static_cast<size_t>(code)] = forced.empty() || forced == "shm";
+    }
+  }
   auto debug = get_env("TDIST_DEBUG");
   debug_detail_ = debug && *debug == "DETAIL";
 }
@@ -97,6 +113,8 @@ void TdistBackend::shutdown() {
   // Abort first: an operation still running then fails at once instead of
   // holding the queue's thread (and this call) until its deadline.
   if (state_->transport) state_->transport->abort(err);
+  // An arena wait notices the abort at its next check; wake it for that now.
+  if (state_->arena) state_->arena->wake_all();
   queue_.stop(err);
 }
 
@@ -113,50 +131,60 @@ void TdistBackend::check_rank(int r, const char* op, const char* what) const {
                          " (group size " + std::to_string(size()) + ")");
 }
 
-std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op,
-                                            std::function<void(CollectiveContext&)> body, std::vector<Tensor> result,
+namespace {
+
+// Runs one collective on whichever thread enqueue() chose and finishes its Work.
+template <typename Body>
+void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_t seq, Millis timeout,
+                    const Body& body, const std::string& signature) {
+  if (auto failed = state.failure_of(work.op_name().c_str(), seq)) {
+    work.finish(failed);
+    return;
+  }
+  try {
+    Deadline deadline = Deadline::after(timeout);
+    if (!signature.empty()) {
+      // TDIST_DEBUG=DETAIL: every rank first checks that all called the same collective with
+      // the same arguments, and names the ones that did not.
+      CollectiveContext check{*state.transport, collective_tag(OpCode::Fingerprint, seq), deadline};
+      check_fingerprint(check, signature);
+    }
+    CollectiveContext ctx{*state.transport, collective_tag(code, seq), deadline};
+    body(ctx);
+    work.finish();
+  } catch (...) {
+    // The message prefix is built only on failure: nothing extra on the hot path.
+    auto e = with_context(std::current_exception(),
+                          state.label + ": " + work.op_name() + " #" + std::to_string(seq) + " failed: ");
+    state.record_failure(e);
+    work.finish(e);
+  }
+}
+
+}  // namespace
+
+template <typename Body>
+std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, Body&& body, std::vector<Tensor> result,
                                             std::string signature) {
   std::unique_lock<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
   auto work = std::make_shared<Work>(op, seq, state_->label);
   work->set_result(std::move(result));
-  if (auto failed = state_->failure_of(std::string(op) + " #" + std::to_string(seq))) {
+  if (auto failed = state_->failure_of(op, seq)) {
     work->finish(failed);
     return work;
   }
-  auto state = state_;
-  Millis timeout = options_.timeout;
-  auto run = [work, state, code, seq, timeout, body = std::move(body), signature = std::move(signature)] {
-    if (auto failed = state->failure_of(work->op_name() + " #" + std::to_string(seq))) {
-      work->finish(failed);
-      return;
-    }
-    try {
-      Deadline deadline = Deadline::after(timeout);
-      if (!signature.empty()) {
-        // TDIST_DEBUG=DETAIL: every rank first checks that all called the same collective with
-        // the same arguments, and names the ones that did not.
-        CollectiveContext check{*state->transport, collective_tag(OpCode::Fingerprint, seq), deadline};
-        check_fingerprint(check, signature);
-      }
-      CollectiveContext ctx{*state->transport, collective_tag(code, seq), deadline};
-      body(ctx);
-      work->finish();
-    } catch (...) {
-      // The message prefix is built only on failure: nothing extra on the hot path.
-      auto e = with_context(std::current_exception(),
-                            state->label + ": " + work->op_name() + " #" + std::to_string(seq) + " failed: ");
-      state->record_failure(e);
-      work->finish(e);
-    }
-  };
   // Deciding under issue_mu_ keeps issue order: no later call can overtake.
   if (BlockingCallHint::active() && queue_.claim_inline()) {
     issue.unlock();
-    run();
+    // No std::function, no copies: a blocking call's latency is mostly this path.
+    run_collective(*state_, *work, code, seq, options_.timeout, body, signature);
     queue_.release_inline();
   } else {
-    queue_.push(work, std::move(run));
+    queue_.push(work, [work, state = state_, code, seq, timeout = options_.timeout, body = std::forward<Body>(body),
+                       signature = std::move(signature)] {
+      run_collective(*state, *work, code, seq, timeout, body, signature);
+    });
   }
   return work;
 }
@@ -192,7 +220,10 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast");
   check_rank(root, "broadcast", "root");
   return enqueue(
-      OpCode::Broadcast, "broadcast", [tensor, root](CollectiveContext& ctx) { tdist::broadcast(ctx, tensor, root); },
+      OpCode::Broadcast, "broadcast",
+      [tensor, root, a = arena_for(OpCode::Broadcast)](CollectiveContext& ctx) {
+        a ? arena::broadcast(*a, ctx, tensor, root) : tdist::broadcast(ctx, tensor, root);
+      },
       {tensor},
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string());
 }
@@ -201,13 +232,21 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op
   check_tensor(tensor, "all_reduce");
   check_reduce_op(op, tensor.dtype(), "all_reduce");
   return enqueue(
-      OpCode::AllReduce, "all_reduce", [tensor, op](CollectiveContext& ctx) { tdist::all_reduce(ctx, tensor, op); },
+      OpCode::AllReduce, "all_reduce",
+      [tensor, op, a = arena_for(OpCode::AllReduce)](CollectiveContext& ctx) {
+        a ? arena::all_reduce(*a, ctx, tensor, op) : tdist::all_reduce(ctx, tensor, op);
+      },
       {tensor},
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string());
 }
 
 std::shared_ptr<Work> TdistBackend::barrier() {
-  return enqueue(OpCode::Barrier, "barrier", [](CollectiveContext& ctx) { barrier_dissemination(ctx); }, {},
+  return enqueue(
+      OpCode::Barrier, "barrier",
+      [a = arena_for(OpCode::Barrier)](CollectiveContext& ctx) {
+        a ? arena::barrier(*a, ctx) : barrier_dissemination(ctx);
+      },
+      {},
       debug_detail_ ? std::string("barrier") : std::string());
 }
 
@@ -255,7 +294,11 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
   check_rank(root, "reduce", "destination");
   check_reduce_op(op, tensor.dtype(), "reduce");
   return enqueue(
-      OpCode::Reduce, "reduce", [=](CollectiveContext& ctx) { tdist::reduce_binomial(ctx, tensor, root, op); }, {tensor},
+      OpCode::Reduce, "reduce",
+      [tensor, root, op, a = arena_for(OpCode::Reduce)](CollectiveContext& ctx) {
+        a ? arena::reduce(*a, ctx, tensor, root, op) : tdist::reduce_binomial(ctx, tensor, root, op);
+      },
+      {tensor},
       debug_detail_ ? std::string("reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()) : std::string());
 }
 
@@ -266,7 +309,10 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
     invalid("all_gather", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() +
                               " does not match this rank's input " + input.str());
   return enqueue(
-      OpCode::AllGather, "all_gather", [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); },
+      OpCode::AllGather, "all_gather",
+      [outputs, input, a = arena_for(OpCode::AllGather)](CollectiveContext& ctx) {
+        a ? arena::all_gather(*a, ctx, outputs, input) : tdist::all_gather(ctx, outputs, input);
+      },
       outputs,
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string());
 }
@@ -280,7 +326,10 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
   auto outputs = blocks(output, size());
   return enqueue(
       OpCode::AllGather, "all_gather_into_tensor",
-      [=](CollectiveContext& ctx) { tdist::all_gather(ctx, outputs, input); }, {output},
+      [outputs, input, a = arena_for(OpCode::AllGather)](CollectiveContext& ctx) {
+        a ? arena::all_gather(*a, ctx, outputs, input) : tdist::all_gather(ctx, outputs, input);
+      },
+      {output},
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string());
 }
 
@@ -295,7 +344,11 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
                           ", got " + std::to_string(outputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Gather, "gather", [=](CollectiveContext& ctx) { tdist::gather(ctx, outputs, input, root); }, outputs,
+      OpCode::Gather, "gather",
+      [outputs, input, root, a = arena_for(OpCode::Gather)](CollectiveContext& ctx) {
+        a ? arena::gather(*a, ctx, outputs, input, root) : tdist::gather(ctx, outputs, input, root);
+      },
+      outputs,
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string());
 }
 
@@ -310,7 +363,10 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
                            ", got " + std::to_string(inputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Scatter, "scatter", [=](CollectiveContext& ctx) { tdist::scatter(ctx, output, inputs, root); },
+      OpCode::Scatter, "scatter",
+      [output, inputs, root, a = arena_for(OpCode::Scatter)](CollectiveContext& ctx) {
+        a ? arena::scatter(*a, ctx, output, inputs, root) : tdist::scatter(ctx, output, inputs, root);
+      },
       {output},
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string());
 }
@@ -325,7 +381,10 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
                                   " does not match the output " + output.str());
   return enqueue(
       OpCode::ReduceScatter, "reduce_scatter",
-      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output},
+      [output, inputs, op, a = arena_for(OpCode::ReduceScatter)](CollectiveContext& ctx) {
+        a ? arena::reduce_scatter(*a, ctx, output, inputs, op) : tdist::reduce_scatter(ctx, output, inputs, op);
+      },
+      {output},
       debug_detail_ ? std::string("reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs)) : std::string());
 }
 
@@ -339,7 +398,10 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
   auto inputs = blocks(input, size());
   return enqueue(
       OpCode::ReduceScatter, "reduce_scatter_tensor",
-      [=](CollectiveContext& ctx) { tdist::reduce_scatter(ctx, output, inputs, op); }, {output},
+      [output, inputs, op, a = arena_for(OpCode::ReduceScatter)](CollectiveContext& ctx) {
+        a ? arena::reduce_scatter(*a, ctx, output, inputs, op) : tdist::reduce_scatter(ctx, output, inputs, op);
+      },
+      {output},
       debug_detail_ ? std::string("reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str()) : std::string());
 }
 
@@ -351,7 +413,10 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
     invalid("all_to_all", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() + " and input[" +
                               std::to_string(rank()) + "] " + inputs[rank()].str() + " differ in size");
   return enqueue(
-      OpCode::AllToAll, "all_to_all", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outputs, inputs); },
+      OpCode::AllToAll, "all_to_all",
+      [outputs, inputs, a = arena_for(OpCode::AllToAll)](CollectiveContext& ctx) {
+        a ? arena::all_to_all(*a, ctx, outputs, inputs) : tdist::all_to_all(ctx, outputs, inputs);
+      },
       outputs,
       debug_detail_ ? std::string("all_to_all " + std::string(dtype_name(inputs[0].dtype()))) : std::string());
 }
@@ -405,7 +470,10 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
                                      " elements) and output split (" + std::to_string(outs[rank()].numel()) +
                                      " elements) differ");
   return enqueue(
-      OpCode::AllToAll, "all_to_all_single", [=](CollectiveContext& ctx) { tdist::all_to_all(ctx, outs, ins); },
+      OpCode::AllToAll, "all_to_all_single",
+      [outs, ins, a = arena_for(OpCode::AllToAll)](CollectiveContext& ctx) {
+        a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
+      },
       {output},
       debug_detail_ ? std::string("all_to_all_single " + std::string(dtype_name(input.dtype()))) : std::string());
 }

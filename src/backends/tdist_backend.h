@@ -1,13 +1,17 @@
-// The "tdist" backend: CPU tensors over the TCP transport (shared memory
-// between processes of one host comes later).
+// The "tdist" backend: CPU tensors. Point-to-point goes over the transport;
+// collectives run in the group's shared-memory arena when every rank is on
+// this host (src/arena), else as algorithms over the transport.
 #pragma once
 
+#include <array>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
 
 #include "tdist/backend.h"
 #include "algorithms/collective.h"
+#include "arena/arena.h"
 #include "backends/work_queue.h"
 #include "transport/transport.h"
 
@@ -42,16 +46,27 @@ class TdistBackend final : public Backend {
   struct State {
     std::string label;  // "rank 3 in group default_pg"
     std::unique_ptr<Transport> transport;
+    std::unique_ptr<arena::Arena> arena;  // null: collectives use the transport
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
-    std::exception_ptr failure_of(const std::string& what);
+    std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock
+    // The failure, with context, for operation `op` #seq (seq 0: none); null
+    // while the group is healthy (one atomic load).
+    std::exception_ptr failure_of(const char* op, uint64_t seq = 0);
     void record_failure(std::exception_ptr e);
   };
 
  private:
-  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::function<void(CollectiveContext&)> body,
-                                std::vector<Tensor> result,
+  // Issues a collective: body(ctx) runs on the caller's thread for a blocking
+  // call when the queue is idle, else on the queue's thread.
+  template <typename Body>
+  std::shared_ptr<Work> enqueue(OpCode code, const char* op, Body&& body, std::vector<Tensor> result,
                                 std::string signature);  // "" unless TDIST_DEBUG=DETAIL
+  // The arena if `code`'s collective runs there: the group has one and
+  // TDIST_ALGO_<COLLECTIVE> is unset or "shm"; else null.
+  arena::Arena* arena_for(OpCode code) const {
+    return in_arena_[static_cast<size_t>(code)] ? state_->arena.get() : nullptr;
+  }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag);
   void check_tensor(const Tensor& t, const char* op) const;
   // Every tensor of `list` on CPU, of `dtype`; `count` of them unless count < 0.
@@ -63,6 +78,7 @@ class TdistBackend final : public Backend {
   BackendOptions options_;
   std::shared_ptr<State> state_;
   bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
+  std::array<bool, 16> in_arena_{};  // by OpCode: see arena_for()
   uint64_t seq_ = 0;      // collectives issued
   uint64_t p2p_seq_ = 0;  // point-to-point operations issued
   std::mutex issue_mu_;   // issuing is thread-safe; order is the caller's

@@ -1,0 +1,118 @@
+// The shared-memory arena of a process group whose ranks are all on one host:
+// collectives copy into a segment every rank maps and read each other's data
+// there, instead of sending messages over the transport.
+//
+// Rounds. Every collective is a sequence of rounds that all ranks step through
+// alike (the number depends only on arguments every rank passes equally). In
+// round r a rank first writes what the collective says it writes (its slot of
+// parity r & 1, or the whole buffer for a root), then arrives (publishes r in
+// its counter, release) and waits until every rank has arrived at r
+// (acquire). After that it may read any slot of parity r & 1 and write its
+// part of result(r). Because a rank arrives at r+1 only after it has finished
+// round r, the buffers of parity r & 1 are free again once everyone has
+// arrived at r+1: one synchronisation per round, no acknowledgements.
+//
+// Failure. A rank that cannot complete a round (deadline, lost peer, arguments
+// that differ between ranks) marks the shared abort block and wakes everyone;
+// the others then fail at once, naming it.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+#include "arena/layout.h"
+#include "tdist/store.h"
+#include "util/deadline.h"
+#include "util/shm_segment.h"
+
+namespace tdist::arena {
+
+// What an operation is, compared between ranks in its first round so that
+// ranks calling different collectives or sizes fail with a clear error instead
+// of reading garbage. `size` is compared too unless the collective lets it
+// differ (all_to_all, where it carries the rounds each rank needs).
+struct Signature {
+  uint64_t what = 0;  // see signature() in arena.cpp: op code, dtype, reduce op, root
+  uint64_t size = 0;
+};
+Signature signature(OpCode code, int dtype = -1, int reduce_op = -1, int root = -1, uint64_t size = 0);
+
+class Arena {
+ public:
+  // Sets the group's arena up through its (group-scoped) store: rank 0 creates
+  // the segment and publishes its name, the others map it, all report, and
+  // the arena is used only if every rank succeeded. Returns null (on every
+  // rank alike) when it is not used: TDIST_SHM=0, a rank on another host, a
+  // group of one, or a failure, which rank 0 logs once. /dev/shm holds no name
+  // of it afterwards either way.
+  static std::unique_ptr<Arena> setup(Store& store, Transport& transport, const std::string& label,
+                                      const std::vector<int>& global_ranks, Millis timeout);
+  ~Arena();
+  Arena(const Arena&) = delete;
+  Arena& operator=(const Arena&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slot_bytes() const { return layout_.slot_bytes; }
+
+  // The round the next call to start() or sync() enters.
+  uint32_t next_round() const { return round_ + 1; }
+  // Buffers of a round: `slot` is rank r's (slot_bytes), `slots` all n of them
+  // back to back, `result` one more slot_bytes the ranks share.
+  char* slots(uint32_t round) const { return base_ + layout_.slots_offset(round & 1); }
+  char* slot(uint32_t round, int r) const { return slots(round) + static_cast<size_t>(r) * layout_.slot_bytes; }
+  char* result(uint32_t round) const { return base_ + layout_.result_offset(round & 1); }
+
+  // The first round of an operation: publishes `sig`, arrives, waits for every
+  // rank and checks that all called the same operation. Returns the round.
+  uint32_t start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ = false);
+  // Any later round: arrives and waits for every rank. Returns the round.
+  uint32_t sync(CollectiveContext& ctx);
+  // The size rank r published for the operation that started at `first`.
+  uint64_t size_of(int r, uint32_t first) const;
+
+  // Fails the current operation: aborts the arena (below) with the reason
+  // and throws DistBackendError("shared-memory <op> #<seq> (round r): <what>").
+  [[noreturn]] void fail(CollectiveContext& ctx, const std::string& what);
+  // Marks the arena failed (first caller wins) and wakes every waiter, so
+  // every rank's current and later operations fail naming this rank.
+  void abort(const std::string& reason);
+  // "rank 5 (group rank 2)": for error messages.
+  std::string describe_rank(int r) const;
+  // Wakes this process's waiters (they re-check their deadline and the
+  // transport): for a group being destroyed.
+  void wake_all();
+
+ private:
+  Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label);
+  RankLine& line(int r) const { return lines_[r]; }
+  bool arrived(int r, uint32_t round) const {
+    return static_cast<int32_t>(lines_[r].round.load(std::memory_order_acquire) - round) >= 0;
+  }
+  // The first rank from `from` on (wrapping) that has not arrived; -1 if none.
+  int first_missing(uint32_t round, int from) const;
+  void arrive(uint32_t round);
+  void wait_all(uint32_t round, CollectiveContext& ctx);
+  void wait_slow(uint32_t round, int missing, CollectiveContext& ctx);
+  void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ);
+  std::string aborted_by() const;
+  std::string missing_ranks(uint32_t round) const;
+
+  ShmSegment segment_;
+  Layout layout_;
+  int rank_;
+  int size_;
+  std::vector<int> global_ranks_;
+  std::string label_;
+  char* base_;
+  AbortBlock* abort_;
+  RankLine* lines_;
+  uint32_t round_ = 0;  // the last round this rank arrived at
+  std::chrono::nanoseconds spin_;  // how long to poll before yielding or sleeping
+  int yields_;                     // sched_yield()s before sleeping (more ranks than cores)
+};
+
+}  // namespace tdist::arena

@@ -1,0 +1,94 @@
+// The shared-memory arena of one process group whose ranks all run on one
+// host: the layout of its segment.
+//
+//   Header | AbortBlock | RankLine x n | (pad to 4 KiB) | slots, parity 0: n x S |
+//   slots, parity 1: n x S | result, parity 0: S | result, parity 1: S
+//
+// Collectives advance in rounds that every rank counts alike (see arena.h):
+// round r uses the slots and the result area of parity r & 1, so that a rank
+// may fill round r+1's buffers while slower ranks still read round r's. Each
+// rank's counter sits in a line of its own, so that arriving never invalidates
+// another rank's line.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace tdist::arena {
+
+// 128 bytes: adjacent-line prefetchers move 64-byte lines in pairs, so a
+// counter alone in 64 bytes would still share traffic with its neighbour.
+inline constexpr size_t kLine = 128;
+inline constexpr size_t kPage = 4096;
+inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
+inline constexpr uint32_t kVersion = 1;
+
+// Written once by the creator before it publishes the segment's name.
+struct alignas(kLine) Header {
+  uint32_t magic;
+  uint32_t version;
+  uint32_t ranks;
+  uint32_t reserved;
+  uint64_t slot_bytes;
+  uint64_t total_bytes;
+};
+
+// The first rank to fail an operation claims `owner` and leaves its reason, so
+// that every other rank stops waiting at once and can say who failed and why.
+struct alignas(kLine) AbortBlock {
+  std::atomic<uint32_t> owner;      // 0, or 1 + the group rank that aborted first
+  std::atomic<uint32_t> published;  // 1 once `reason` is complete
+  char reason[4 * kLine - 2 * sizeof(uint32_t)];
+};
+
+struct alignas(kLine) RankLine {
+  // The last round this rank arrived at (it wrote its data for that round);
+  // released by the rank, acquired by the others. Wraps around: compared as a
+  // signed difference.
+  std::atomic<uint32_t> round;
+  // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
+  // only when this is non-zero.
+  std::atomic<uint32_t> sleepers;
+  // What this rank's current operation is (see Signature in arena.h), by the
+  // parity of the operation's first round: written before arriving there,
+  // read by the others after it.
+  std::atomic<uint64_t> what[2];
+  std::atomic<uint64_t> size[2];
+};
+
+static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
+              "atomics in shared memory must be lock-free (address-free)");
+
+// Offsets of every part for `ranks` ranks and slots of `slot_bytes`.
+struct Layout {
+  int ranks = 0;
+  size_t slot_bytes = 0;
+
+  // The default slot size, capped so that a group never maps more than
+  // kMaxTotal bytes whatever its size; at least a page, and 256 bytes per
+  // rank (slots split into one part per rank).
+  static constexpr size_t kDefaultSlot = 1 << 20;
+  static constexpr size_t kMaxTotal = 64u << 20;
+  static Layout for_group(int ranks, size_t requested_slot_bytes) {
+    Layout l{ranks, 0};
+    size_t cap = (kMaxTotal - l.data_offset()) / (2 * (static_cast<size_t>(ranks) + 1));
+    size_t slot = requested_slot_bytes < cap ? requested_slot_bytes : cap;
+    size_t least = (std::max<size_t>(kPage, 256 * static_cast<size_t>(ranks)) + kPage - 1) / kPage * kPage;
+    l.slot_bytes = slot < least ? least : slot / kPage * kPage;
+    return l;
+  }
+
+  static size_t abort_offset() { return sizeof(Header); }
+  static size_t lines_offset() { return sizeof(Header) + sizeof(AbortBlock); }
+  size_t data_offset() const {
+    size_t end = lines_offset() + static_cast<size_t>(ranks) * sizeof(RankLine);
+    return (end + kPage - 1) / kPage * kPage;
+  }
+  size_t slots_offset(uint32_t parity) const { return data_offset() + parity * ranks * slot_bytes; }
+  size_t result_offset(uint32_t parity) const { return data_offset() + (2 * ranks + parity) * slot_bytes; }
+  size_t total_bytes() const { return data_offset() + 2 * (static_cast<size_t>(ranks) + 1) * slot_bytes; }
+};
+
+}  // namespace tdist::arena

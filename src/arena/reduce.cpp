@@ -1,0 +1,147 @@
+// The reducing collectives in the arena: all_reduce, reduce, reduce_scatter.
+#include <algorithm>
+
+#include "arena/chunking.h"
+#include "arena/collectives.h"
+#include "reduce/reduce.h"
+#include "util/env.h"
+
+namespace tdist::arena {
+
+namespace {
+
+// Folding works through blocks this big so that the partial result stays in
+// L1 while the n inputs stream past it.
+constexpr size_t kFoldBlockBytes = 8 << 10;
+
+// Up to this many bytes an all_reduce or reduce takes one round in which
+// every rank (the root, for reduce) folds everything; above it the ranks
+// share the folding and need one more round.
+size_t one_round_limit(const Arena& a) {
+  static const size_t limit = [] {
+    auto v = get_env_int("TDIST_SHM_ONE_ROUND_BYTES");
+    return v && *v >= 0 ? static_cast<size_t>(*v) : size_t{32} << 10;
+  }();
+  return std::min(limit, a.slot_bytes());
+}
+
+// out[i] = src(0)[i] op src(1)[i] op ... op src(n-1)[i] for i < count, folded
+// left in rank order (bitwise the same result on every rank), then finalized
+// (AVG, PREMUL_SUM). src(q) is rank q's first element; out may be none of them.
+template <typename Src>
+void fold(ReduceOp op, DType dtype, char* out, const Src& src, int n, size_t count) {
+  const size_t es = dtype_size(dtype);
+  const size_t block = std::max<size_t>(1, kFoldBlockBytes / es);
+  const bool finalize = reduction::needs_finalize(op);
+  for (size_t at = 0; at < count; at += block) {
+    const size_t c = std::min(block, count - at);
+    const size_t off = at * es;
+    reduction::combine(op, dtype, out + off, src(0) + off, src(1) + off, c);
+    for (int q = 2; q < n; ++q) reduction::combine(op, dtype, out + off, out + off, src(q) + off, c);
+    if (finalize) reduction::finalize(op, dtype, out + off, c, n);
+  }
+}
+
+// Small data, one round: every rank copies its tensor into its slot; then
+// every rank that wants the result (all, or only `dest`) folds all slots.
+void fold_everything(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  const uint32_t r = a.next_round();
+  copy(a.slot(r, a.rank()), t.data(), t.nbytes());
+  a.start(ctx, sig);
+  if (dest >= 0 && dest != a.rank()) return;
+  fold(op, t.dtype(), static_cast<char*>(t.data()), [&](int q) { return a.slot(r, q); }, a.size(),
+       static_cast<size_t>(t.numel()));
+}
+
+// Large data, in chunks of a slot: the ranks fold one share each of a chunk
+// (a reduce-scatter inside the arena) into the round's result area, and copy
+// the whole result out after the next sync. Round j copies chunk j in, then
+// copies chunk j-1's result out and folds its share of chunk j: chunks + 1
+// rounds of one sync each, and a rank copies chunk j+1 in while slower ranks
+// still fold chunk j.
+void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  const int me = a.rank();
+  const size_t es = t.element_size();
+  const size_t count = static_cast<size_t>(t.numel());
+  const size_t chunk = a.slot_bytes() / es;  // elements
+  const size_t chunks = ceil_div(count, chunk);
+  const size_t unit = std::max<size_t>(1, 64 / es);  // shares of whole cache lines
+  const bool wants_result = dest < 0 || dest == me;
+  char* data = static_cast<char*>(t.data());
+  for (size_t j = 0; j <= chunks; ++j) {
+    const uint32_t r = a.next_round();
+    const size_t len = j < chunks ? std::min(chunk, count - j * chunk) : 0;
+    if (len > 0) copy(a.slot(r, me), data + j * chunk * es, len * es);
+    if (j == 0)
+      a.start(ctx, sig);
+    else
+      a.sync(ctx);
+    if (j > 0 && wants_result) copy(data + (j - 1) * chunk * es, a.result(r - 1), std::min(chunk, count - (j - 1) * chunk) * es);
+    if (len == 0) continue;
+    const Share s = share_of(len, unit, a.size(), me);
+    const size_t off = s.begin * es;
+    fold(op, t.dtype(), a.result(r) + off, [&](int q) { return a.slot(r, q) + off; }, a.size(), s.end - s.begin);
+  }
+}
+
+void reduce_to(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  if (t.nbytes() <= one_round_limit(a))
+    fold_everything(a, ctx, sig, t, op, dest);
+  else
+    fold_in_shares(a, ctx, sig, t, op, dest);
+}
+
+bool overlap(const Tensor& x, const Tensor& y) {
+  auto* a = static_cast<const char*>(x.data());
+  auto* b = static_cast<const char*>(y.data());
+  return x.nbytes() > 0 && y.nbytes() > 0 && a < b + y.nbytes() && b < a + x.nbytes();
+}
+
+}  // namespace
+
+void all_reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
+  reduce_to(a, ctx, signature(OpCode::AllReduce, static_cast<int>(t.dtype()), op.kind(), -1, t.nbytes()), t, op, -1);
+}
+
+void reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
+  reduce_to(a, ctx, signature(OpCode::Reduce, static_cast<int>(t.dtype()), op.kind(), root, t.nbytes()), t, op,
+            root);
+}
+
+// Each rank's slot holds one part per destination rank; in round j rank i
+// writes piece j of inputs[d] into its part d, and rank d folds part d of
+// every slot into piece j of its output. One sync per round.
+void reduce_scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                    ReduceOp op) {
+  const int n = a.size(), me = a.rank();
+  const size_t part = part_bytes(a.slot_bytes(), n);
+  const size_t es = output.element_size();
+  size_t total = 0, rounds = 1;
+  for (const auto& in : inputs) {
+    total += in.nbytes();
+    rounds = std::max(rounds, rounds_for(in.nbytes(), part));
+  }
+  // Part `me` is read by this rank only: fold it straight from the input,
+  // unless writing the output would overwrite it first.
+  const bool direct = !overlap(output, inputs[me]);
+  const char* own = static_cast<const char*>(inputs[me].data());
+  char* out = static_cast<char*>(output.data());
+  const Signature sig = signature(OpCode::ReduceScatter, static_cast<int>(output.dtype()), op.kind(), -1, total);
+  for (size_t j = 0; j < rounds; ++j) {
+    const uint32_t r = a.next_round();
+    const size_t at = j * part;
+    for (int d = 0; d < n; ++d)
+      if (size_t len = piece_len(inputs[d].nbytes(), at, part); (d != me || !direct) && len > 0)
+        copy(a.slot(r, me) + d * part, static_cast<const char*>(inputs[d].data()) + at, len);
+    if (j == 0)
+      a.start(ctx, sig);
+    else
+      a.sync(ctx);
+    const size_t len = piece_len(output.nbytes(), at, part);
+    if (len == 0) continue;
+    fold(op, output.dtype(), out + at,
+         [&](int q) { return q == me && direct ? own + at : a.slot(r, q) + me * part; }, n, len / es);
+  }
+}
+
+}  // namespace tdist::arena

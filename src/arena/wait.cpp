@@ -1,0 +1,201 @@
+// Rounds of the arena: arriving, waiting for every rank, and the errors of a
+// round that does not complete.
+//
+// Memory ordering. A rank writes its data for round r, then stores r into its
+// counter; the others load the counter and, once they see r, read the data.
+// The store and the loads are seq_cst (release and acquire would order the
+// data): the sleeper protocol needs the total order. A waiter increments the
+// sleepers count of the counter it waits on, then re-reads the counter, then
+// sleeps only if the value is still old (futex_wait re-checks it atomically);
+// the owner stores the counter, then reads the sleepers count and wakes only
+// if it is non-zero. With all four operations seq_cst, either the owner sees
+// the sleeper or the sleeper sees the new value: no lost wake-up, and no
+// syscall while everyone spins.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "arena/arena.h"
+#include "tdist/errors.h"
+#include "util/error_context.h"
+#include "util/futex.h"
+
+namespace tdist::arena {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+// Sleeps are cut into slices so that a waiter re-checks the deadline, the
+// transport (a lost peer) and the abort block at least this often.
+constexpr std::chrono::milliseconds kSlice{20};
+
+std::string describe_signature(Signature s) {
+  auto code = static_cast<OpCode>(s.what & 0xff);
+  int dtype = static_cast<int>((s.what >> 8) & 0xff) - 1;
+  int op = static_cast<int>((s.what >> 16) & 0xff) - 1;
+  long root = static_cast<long>(s.what >> 32) - 1;
+  std::string out = std::string(op_code_name(collective_tag(code, 0))) + " (";
+  if (dtype >= 0) out += std::string(dtype_name(static_cast<DType>(dtype))) + ", ";
+  if (op >= 0) out += std::string(ReduceOp(static_cast<ReduceOp::Kind>(op)).name()) + ", ";
+  if (root >= 0) out += "root " + std::to_string(root) + ", ";
+  return out + std::to_string(s.size) + " bytes)";
+}
+
+}  // namespace
+
+uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
+  const uint32_t r = round_ + 1;
+  RankLine& me = line(rank_);
+  me.what[r & 1].store(sig.what, std::memory_order_relaxed);
+  me.size[r & 1].store(sig.size, std::memory_order_relaxed);
+  arrive(r);
+  // A rank that arrived and then failed (it gave up waiting for the others)
+  // left valid data: whoever sees everyone arrived may complete the round.
+  // Its next round then waits for the failed rank and sees the abort.
+  wait_all(r, ctx);
+  check_signatures(ctx, r, sig, sizes_may_differ);
+  return r;
+}
+
+uint32_t Arena::sync(CollectiveContext& ctx) {
+  const uint32_t r = round_ + 1;
+  arrive(r);
+  wait_all(r, ctx);
+  return r;
+}
+
+uint64_t Arena::size_of(int r, uint32_t first) const {
+  return line(r).size[first & 1].load(std::memory_order_relaxed);
+}
+
+void Arena::arrive(uint32_t round) {
+  round_ = round;
+  RankLine& me = line(rank_);
+  me.round.store(round, std::memory_order_seq_cst);
+  if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me.round);
+}
+
+int Arena::first_missing(uint32_t round, int from) const {
+  for (int q = from; q < size_; ++q)
+    if (q != rank_ && !arrived(q, round)) return q;
+  for (int q = 0; q < from; ++q)
+    if (q != rank_ && !arrived(q, round)) return q;
+  return -1;
+}
+
+void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
+  int q = first_missing(round, 0);
+  if (q < 0) return;
+  // Poll: a few pauses without reading the clock (the common, short wait),
+  // then up to spin_ of them, checking the clock once per burst.
+  constexpr int kBurst = 32;
+  auto poll_burst = [&] {
+    for (int i = 0; i < kBurst && q >= 0; ++i) {
+      cpu_relax();
+      if (arrived(q, round)) q = first_missing(round, q);
+    }
+  };
+  poll_burst();
+  if (q >= 0 && spin_.count() > 0) {
+    const auto until = Clock::now() + spin_;
+    do poll_burst();
+    while (q >= 0 && Clock::now() < until);
+  }
+  for (int i = 0; q >= 0 && i < yields_; ++i) {
+    sched_yield();
+    q = first_missing(round, q);
+  }
+  if (q >= 0) wait_slow(round, q, ctx);
+}
+
+void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
+  for (;;) {
+    if (abort_->owner.load(std::memory_order_acquire) != 0) fail(ctx, aborted_by());
+    // A peer that finished this round and then left (its connection closed)
+    // is no failure: every rank had arrived. So the arrivals are re-checked
+    // before the transport is asked.
+    if ((q = first_missing(round, q)) < 0) return;
+    if (auto cause = ctx.transport.failure())
+      fail(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
+    const auto now = Clock::now();
+    if (!ctx.deadline.is_never() && now >= ctx.deadline.at())
+      fail(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
+                    " did not arrive");
+    std::chrono::nanoseconds slice = kSlice;
+    if (!ctx.deadline.is_never()) slice = std::min(slice, std::chrono::nanoseconds(ctx.deadline.at() - now));
+
+    RankLine& awaited = line(q);
+    awaited.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = awaited.round.load(std::memory_order_seq_cst);
+    if (static_cast<int32_t>(seen - round) < 0) futex_wait(&awaited.round, seen, slice);
+    awaited.sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ) {
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    Signature theirs{line(q).what[first & 1].load(std::memory_order_relaxed),
+                     line(q).size[first & 1].load(std::memory_order_relaxed)};
+    if (theirs.what != mine.what)
+      fail(ctx, "the ranks are out of step: " + describe_rank(q) + " called " + describe_signature(theirs) +
+                    " while this rank called " + describe_signature(mine));
+    if (!sizes_may_differ && theirs.size != mine.size)
+      fail(ctx, "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs) +
+                    ", this rank " + describe_signature(mine) + " (the ranks passed different sizes)");
+  }
+}
+
+void Arena::fail(CollectiveContext& ctx, const std::string& what) {
+  std::string message = "shared-memory " + std::string(op_code_name(ctx.tag)) + " #" +
+                        std::to_string((ctx.tag >> 24) & 0xffffffffu) + " (round " + std::to_string(round_) +
+                        "): " + what;
+  // The others stop waiting for this rank at once, and can say why.
+  abort(label_ + ": " + message);
+  throw DistBackendError(message);
+}
+
+std::string Arena::aborted_by() const {
+  uint32_t owner = abort_->owner.load(std::memory_order_acquire);
+  std::string who = describe_rank(static_cast<int>(owner) - 1);
+  if (abort_->published.load(std::memory_order_acquire) == 0) return who + " failed and aborted the group";
+  return who + " failed first: " + std::string(abort_->reason);
+}
+
+std::string Arena::describe_rank(int r) const {
+  int global = r >= 0 && r < static_cast<int>(global_ranks_.size()) ? global_ranks_[r] : r;
+  std::string out = "rank " + std::to_string(global);
+  if (global != r) out += " (group rank " + std::to_string(r) + ")";
+  return out;
+}
+
+std::string Arena::missing_ranks(uint32_t round) const {
+  std::vector<int> missing;
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_ && !arrived(q, round)) missing.push_back(q);
+  if (missing.size() == 1) return describe_rank(missing[0]);
+  std::string global = "ranks [", group = " (group ranks [";
+  bool remapped = false;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    int g = missing[i] < static_cast<int>(global_ranks_.size()) ? global_ranks_[missing[i]] : missing[i];
+    remapped = remapped || g != missing[i];
+    if (i > 0) {
+      global.append(", ");
+      group.append(", ");
+    }
+    global.append(std::to_string(g));
+    group.append(std::to_string(missing[i]));
+  }
+  return global + "]" + (remapped ? group + "])" : "");
+}
+
+}  // namespace tdist::arena
