@@ -1,5 +1,7 @@
 #include "backends/tdist_backend.h"
 
+#include <tuple>
+
 #include "tdist/errors.h"
 #include "arena/collectives.h"
 #include "backends/call_hint.h"
@@ -163,9 +165,9 @@ void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_
 
 }  // namespace
 
-template <typename Body>
-std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, Body&& body, std::vector<Tensor> result,
-                                            std::string signature) {
+template <typename Body, typename... Args>
+std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, std::vector<Tensor> result,
+                                            std::string signature, Body body, const Args&... args) {
   std::unique_lock<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
   auto work = std::make_shared<Work>(op, seq, state_->label);
@@ -177,13 +179,16 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, Body&& 
   // Deciding under issue_mu_ keeps issue order: no later call can overtake.
   if (BlockingCallHint::active() && queue_.claim_inline()) {
     issue.unlock();
-    // No std::function, no copies: a blocking call's latency is mostly this path.
-    run_collective(*state_, *work, code, seq, options_.timeout, body, signature);
+    // The arguments are used where they are: no copies, no std::function. A
+    // blocking call's latency is mostly this path.
+    run_collective(*state_, *work, code, seq, options_.timeout,
+                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature);
     queue_.release_inline();
   } else {
-    queue_.push(work, [work, state = state_, code, seq, timeout = options_.timeout, body = std::forward<Body>(body),
-                       signature = std::move(signature)] {
-      run_collective(*state, *work, code, seq, timeout, body, signature);
+    queue_.push(work, [work, state = state_, code, seq, timeout = options_.timeout, signature = std::move(signature),
+                       body, saved = std::make_tuple(args...)] {
+      auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
+      run_collective(*state, *work, code, seq, timeout, call, signature);
     });
   }
   return work;
@@ -220,34 +225,31 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast");
   check_rank(root, "broadcast", "root");
   return enqueue(
-      OpCode::Broadcast, "broadcast",
-      [tensor, root, a = arena_for(OpCode::Broadcast)](CollectiveContext& ctx) {
-        a ? arena::broadcast(*a, ctx, tensor, root) : tdist::broadcast(ctx, tensor, root);
+      OpCode::Broadcast, "broadcast", {tensor},
+      debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root) {
+        a ? arena::broadcast(*a, ctx, t, root) : tdist::broadcast(ctx, t, root);
       },
-      {tensor},
-      debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string());
+      arena_for(OpCode::Broadcast), tensor, root);
 }
 
 std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
   check_tensor(tensor, "all_reduce");
   check_reduce_op(op, tensor.dtype(), "all_reduce");
   return enqueue(
-      OpCode::AllReduce, "all_reduce",
-      [tensor, op, a = arena_for(OpCode::AllReduce)](CollectiveContext& ctx) {
-        a ? arena::all_reduce(*a, ctx, tensor, op) : tdist::all_reduce(ctx, tensor, op);
+      OpCode::AllReduce, "all_reduce", {tensor},
+      debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, ReduceOp op) {
+        a ? arena::all_reduce(*a, ctx, t, op) : tdist::all_reduce(ctx, t, op);
       },
-      {tensor},
-      debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string());
+      arena_for(OpCode::AllReduce), tensor, op);
 }
 
 std::shared_ptr<Work> TdistBackend::barrier() {
   return enqueue(
-      OpCode::Barrier, "barrier",
-      [a = arena_for(OpCode::Barrier)](CollectiveContext& ctx) {
-        a ? arena::barrier(*a, ctx) : barrier_dissemination(ctx);
-      },
-      {},
-      debug_detail_ ? std::string("barrier") : std::string());
+      OpCode::Barrier, "barrier", {}, debug_detail_ ? std::string("barrier") : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a) { a ? arena::barrier(*a, ctx) : barrier_dissemination(ctx); },
+      arena_for(OpCode::Barrier));
 }
 
 namespace {
@@ -294,12 +296,13 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
   check_rank(root, "reduce", "destination");
   check_reduce_op(op, tensor.dtype(), "reduce");
   return enqueue(
-      OpCode::Reduce, "reduce",
-      [tensor, root, op, a = arena_for(OpCode::Reduce)](CollectiveContext& ctx) {
-        a ? arena::reduce(*a, ctx, tensor, root, op) : tdist::reduce_binomial(ctx, tensor, root, op);
+      OpCode::Reduce, "reduce", {tensor},
+      debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
+                    : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root, ReduceOp op) {
+        a ? arena::reduce(*a, ctx, t, root, op) : tdist::reduce_binomial(ctx, t, root, op);
       },
-      {tensor},
-      debug_detail_ ? std::string("reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()) : std::string());
+      arena_for(OpCode::Reduce), tensor, root, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
@@ -309,12 +312,12 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
     invalid("all_gather", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() +
                               " does not match this rank's input " + input.str());
   return enqueue(
-      OpCode::AllGather, "all_gather",
-      [outputs, input, a = arena_for(OpCode::AllGather)](CollectiveContext& ctx) {
-        a ? arena::all_gather(*a, ctx, outputs, input) : tdist::all_gather(ctx, outputs, input);
+      OpCode::AllGather, "all_gather", outputs,
+      debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
+        a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
       },
-      outputs,
-      debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string());
+      arena_for(OpCode::AllGather), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input) {
@@ -325,12 +328,12 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
                                           std::to_string(size()) + ") x input " + input.str());
   auto outputs = blocks(output, size());
   return enqueue(
-      OpCode::AllGather, "all_gather_into_tensor",
-      [outputs, input, a = arena_for(OpCode::AllGather)](CollectiveContext& ctx) {
-        a ? arena::all_gather(*a, ctx, outputs, input) : tdist::all_gather(ctx, outputs, input);
+      OpCode::AllGather, "all_gather_into_tensor", {output},
+      debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
+        a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
       },
-      {output},
-      debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string());
+      arena_for(OpCode::AllGather), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
@@ -344,12 +347,12 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
                           ", got " + std::to_string(outputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Gather, "gather",
-      [outputs, input, root, a = arena_for(OpCode::Gather)](CollectiveContext& ctx) {
-        a ? arena::gather(*a, ctx, outputs, input, root) : tdist::gather(ctx, outputs, input, root);
+      OpCode::Gather, "gather", outputs,
+      debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in, int root) {
+        a ? arena::gather(*a, ctx, outs, in, root) : tdist::gather(ctx, outs, in, root);
       },
-      outputs,
-      debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string());
+      arena_for(OpCode::Gather), outputs, input, root);
 }
 
 std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
@@ -363,12 +366,12 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
                            ", got " + std::to_string(inputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Scatter, "scatter",
-      [output, inputs, root, a = arena_for(OpCode::Scatter)](CollectiveContext& ctx) {
-        a ? arena::scatter(*a, ctx, output, inputs, root) : tdist::scatter(ctx, output, inputs, root);
+      OpCode::Scatter, "scatter", {output},
+      debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, int root) {
+        a ? arena::scatter(*a, ctx, out, ins, root) : tdist::scatter(ctx, out, ins, root);
       },
-      {output},
-      debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string());
+      arena_for(OpCode::Scatter), output, inputs, root);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -380,12 +383,12 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
     invalid("reduce_scatter", "input[" + std::to_string(rank()) + "] " + inputs[rank()].str() +
                                   " does not match the output " + output.str());
   return enqueue(
-      OpCode::ReduceScatter, "reduce_scatter",
-      [output, inputs, op, a = arena_for(OpCode::ReduceScatter)](CollectiveContext& ctx) {
-        a ? arena::reduce_scatter(*a, ctx, output, inputs, op) : tdist::reduce_scatter(ctx, output, inputs, op);
+      OpCode::ReduceScatter, "reduce_scatter", {output},
+      debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
+        a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
       },
-      {output},
-      debug_detail_ ? std::string("reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs)) : std::string());
+      arena_for(OpCode::ReduceScatter), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
@@ -397,12 +400,12 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
                                          ") x output " + output.str());
   auto inputs = blocks(input, size());
   return enqueue(
-      OpCode::ReduceScatter, "reduce_scatter_tensor",
-      [output, inputs, op, a = arena_for(OpCode::ReduceScatter)](CollectiveContext& ctx) {
-        a ? arena::reduce_scatter(*a, ctx, output, inputs, op) : tdist::reduce_scatter(ctx, output, inputs, op);
+      OpCode::ReduceScatter, "reduce_scatter_tensor", {output},
+      debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
+        a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
       },
-      {output},
-      debug_detail_ ? std::string("reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str()) : std::string());
+      arena_for(OpCode::ReduceScatter), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
@@ -413,12 +416,12 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
     invalid("all_to_all", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() + " and input[" +
                               std::to_string(rank()) + "] " + inputs[rank()].str() + " differ in size");
   return enqueue(
-      OpCode::AllToAll, "all_to_all",
-      [outputs, inputs, a = arena_for(OpCode::AllToAll)](CollectiveContext& ctx) {
-        a ? arena::all_to_all(*a, ctx, outputs, inputs) : tdist::all_to_all(ctx, outputs, inputs);
+      OpCode::AllToAll, "all_to_all", outputs,
+      debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
+        a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
       },
-      outputs,
-      debug_detail_ ? std::string("all_to_all " + std::string(dtype_name(inputs[0].dtype()))) : std::string());
+      arena_for(OpCode::AllToAll), outputs, inputs);
 }
 
 namespace {
@@ -470,21 +473,23 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
                                      " elements) and output split (" + std::to_string(outs[rank()].numel()) +
                                      " elements) differ");
   return enqueue(
-      OpCode::AllToAll, "all_to_all_single",
-      [outs, ins, a = arena_for(OpCode::AllToAll)](CollectiveContext& ctx) {
+      OpCode::AllToAll, "all_to_all_single", {output},
+      debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
+      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
         a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
       },
-      {output},
-      debug_detail_ ? std::string("all_to_all_single " + std::string(dtype_name(input.dtype()))) : std::string());
+      arena_for(OpCode::AllToAll), outs, ins);
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
   const Millis limit = timeout.count() > 0 ? timeout : options_.timeout;  // 0: the group's timeout
-  return enqueue(OpCode::MonitoredBarrier, "monitored_barrier", [limit, wait_all_ranks](CollectiveContext& ctx) {
-    CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
-    tdist::monitored_barrier(bounded, wait_all_ranks);
-  }, {},
-      debug_detail_ ? std::string("monitored_barrier") : std::string());
+  return enqueue(
+      OpCode::MonitoredBarrier, "monitored_barrier", {}, debug_detail_ ? std::string("monitored_barrier") : std::string(),
+      [](CollectiveContext& ctx, Millis limit, bool wait_all_ranks) {
+        CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
+        tdist::monitored_barrier(bounded, wait_all_ranks);
+      },
+      limit, wait_all_ranks);
 }
 
 void register_tdist_backend() {

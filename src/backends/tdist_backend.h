@@ -57,11 +57,13 @@ class TdistBackend final : public Backend {
   };
 
  private:
-  // Issues a collective: body(ctx) runs on the caller's thread for a blocking
-  // call when the queue is idle, else on the queue's thread.
-  template <typename Body>
-  std::shared_ptr<Work> enqueue(OpCode code, const char* op, Body&& body, std::vector<Tensor> result,
-                                std::string signature);  // "" unless TDIST_DEBUG=DETAIL
+  // Issues a collective: body(ctx, args...) runs on the caller's thread for a
+  // blocking call when the queue is idle (args used in place), else on the
+  // queue's thread (over copies of args). `signature` is "" unless
+  // TDIST_DEBUG=DETAIL.
+  template <typename Body, typename... Args>
+  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::vector<Tensor> result, std::string signature,
+                                Body body, const Args&... args);
   // The arena if `code`'s collective runs there: the group has one and
   // TDIST_ALGO_<COLLECTIVE> is unset or "shm"; else null.
   arena::Arena* arena_for(OpCode code) const {
