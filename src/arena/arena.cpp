@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
-#include <thread>
 
 #include "tdist/errors.h"
 #include "util/env.h"
@@ -154,16 +153,10 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
       base_(static_cast<char*>(segment_.data())),
       abort_(reinterpret_cast<AbortBlock*>(base_ + Layout::abort_offset())),
       lines_(reinterpret_cast<RankLine*>(base_ + Layout::lines_offset())) {
-  // Polling pays while every rank has a core: a futex wake-up costs the
-  // waker a syscall and the sleeper several microseconds. With more ranks
-  // than cores it steals the core the awaited rank needs, so then poll only
-  // briefly, yield the core a few times, and sleep.
-  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  bool oversubscribed = static_cast<unsigned>(size_) > cores;
-  spin_ = std::chrono::microseconds(oversubscribed ? 0 : 50);
-  yields_ = oversubscribed ? 8 : 0;
+  // Polling pays while the awaited rank is about to arrive: a futex wake-up
+  // costs the waker a syscall and the sleeper several microseconds.
+  spin_ = std::chrono::microseconds(50);
   if (auto v = get_env_int("TDIST_SHM_SPIN_US")) spin_ = std::chrono::microseconds(*v);
-  if (auto v = get_env_int("TDIST_SHM_YIELDS")) yields_ = static_cast<int>(*v);
   round_ = lines_[rank_].round.load(std::memory_order_relaxed);
 }
 

@@ -111,8 +111,7 @@ class Arena {
   AbortBlock* abort_;
   RankLine* lines_;
   uint32_t round_ = 0;  // the last round this rank arrived at
-  std::chrono::nanoseconds spin_;  // how long to poll before yielding or sleeping
-  int yields_;                     // sched_yield()s before sleeping (more ranks than cores)
+  std::chrono::nanoseconds spin_;  // how long to poll (and yield) before sleeping
 };
 
 }  // namespace tdist::arena

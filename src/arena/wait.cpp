@@ -95,25 +95,24 @@ int Arena::first_missing(uint32_t round, int from) const {
 void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
   int q = first_missing(round, 0);
   if (q < 0) return;
-  // Poll: a few pauses without reading the clock (the common, short wait),
-  // then up to spin_ of them, checking the clock once per burst.
-  constexpr int kBurst = 32;
-  auto poll_burst = [&] {
-    for (int i = 0; i < kBurst && q >= 0; ++i) {
+  // Poll a little without reading the clock: the common, short wait.
+  auto poll = [&](int times) {
+    for (int i = 0; i < times && q >= 0; ++i) {
       cpu_relax();
       if (arrived(q, round)) q = first_missing(round, q);
     }
   };
-  poll_burst();
-  if (q >= 0 && spin_.count() > 0) {
-    const auto until = Clock::now() + spin_;
-    do poll_burst();
-    while (q >= 0 && Clock::now() < until);
-  }
-  for (int i = 0; q >= 0 && i < yields_; ++i) {
+  poll(32);
+  if (q < 0) return;
+  // Then keep polling until spin_ has passed, yielding the core between
+  // bursts: when the awaited rank waits for this very core (more runnable
+  // threads than cores, whether ours or not), it runs at once; when it runs
+  // elsewhere, the yield returns at once and costs a syscall.
+  const auto until = Clock::now() + spin_;
+  do {
     sched_yield();
-    q = first_missing(round, q);
-  }
+    poll(16);
+  } while (q >= 0 && Clock::now() < until);
   if (q >= 0) wait_slow(round, q, ctx);
 }
 
