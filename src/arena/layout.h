@@ -69,7 +69,7 @@ struct Layout {
   // The default slot size, capped so that a group never maps more than
   // kMaxTotal bytes whatever its size; at least a page, and 256 bytes per
   // rank (slots split into one part per rank).
-  static constexpr size_t kDefaultSlot = 1 << 20;
+  static constexpr size_t kDefaultSlot = 256 << 10;
   static constexpr size_t kMaxTotal = 64u << 20;
   static Layout for_group(int ranks, size_t requested_slot_bytes) {
     Layout l{ranks, 0};

@@ -20,7 +20,7 @@ constexpr size_t kFoldBlockBytes = 8 << 10;
 size_t one_round_limit(const Arena& a) {
   static const size_t limit = [] {
     auto v = get_env_int("TDIST_SHM_ONE_ROUND_BYTES");
-    return v && *v >= 0 ? static_cast<size_t>(*v) : size_t{32} << 10;
+    return v && *v >= 0 ? static_cast<size_t>(*v) : size_t{8} << 10;
   }();
   return std::min(limit, a.slot_bytes());
 }
@@ -58,7 +58,8 @@ void fold_everything(Arena& a, CollectiveContext& ctx, Signature sig, const Tens
 // the whole result out after the next sync. Round j copies chunk j in, then
 // copies chunk j-1's result out and folds its share of chunk j: chunks + 1
 // rounds of one sync each, and a rank copies chunk j+1 in while slower ranks
-// still fold chunk j.
+// still fold chunk j. A rank's own share of its own data is read by nobody
+// else, so it stays out of the slot and is folded straight from the tensor.
 void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const int me = a.rank();
   const size_t es = t.element_size();
@@ -71,16 +72,22 @@ void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tenso
   for (size_t j = 0; j <= chunks; ++j) {
     const uint32_t r = a.next_round();
     const size_t len = j < chunks ? std::min(chunk, count - j * chunk) : 0;
-    if (len > 0) copy(a.slot(r, me), data + j * chunk * es, len * es);
+    const Share s = share_of(len, unit, a.size(), me);
+    const size_t off = s.begin * es;
+    char* in = len > 0 ? data + j * chunk * es : nullptr;
+    if (len > 0) {
+      copy(a.slot(r, me), in, off);
+      copy(a.slot(r, me) + s.end * es, in + s.end * es, (len - s.end) * es);
+    }
     if (j == 0)
       a.start(ctx, sig);
     else
       a.sync(ctx);
-    if (j > 0 && wants_result) copy(data + (j - 1) * chunk * es, a.result(r - 1), std::min(chunk, count - (j - 1) * chunk) * es);
-    if (len == 0) continue;
-    const Share s = share_of(len, unit, a.size(), me);
-    const size_t off = s.begin * es;
-    fold(op, t.dtype(), a.result(r) + off, [&](int q) { return a.slot(r, q) + off; }, a.size(), s.end - s.begin);
+    if (j > 0 && wants_result)
+      copy(data + (j - 1) * chunk * es, a.result(r - 1), std::min(chunk, count - (j - 1) * chunk) * es);
+    if (s.end == s.begin) continue;
+    fold(op, t.dtype(), a.result(r) + off, [&](int q) { return q == me ? in + off : a.slot(r, q) + off; },
+         a.size(), s.end - s.begin);
   }
 }
 
