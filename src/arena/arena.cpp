@@ -154,7 +154,12 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
       abort_(reinterpret_cast<AbortBlock*>(base_ + Layout::abort_offset())),
       lines_(reinterpret_cast<RankLine*>(base_ + Layout::lines_offset())) {
   // Polling pays while the awaited rank is about to arrive: a futex wake-up
-  // costs the waker a syscall and the sleeper several microseconds.
+  // costs the waker a syscall and the sleeper several microseconds. The
+  // yields between polling bursts (wait.cpp) make the same budget right when
+  // the host runs more ranks than it has cores (4 or 8 on 2): the waiter hands
+  // its core to a rank that needs it rather than spinning on it. Measured on 2
+  // cores, 8 ranks, 8-byte all_reduce: 19 us with 50 us of polling, 49 us with
+  // 5 us; 4 ranks, 8 MiB: 6.2 GB/s busbw against 5.1 with 10 us.
   spin_ = std::chrono::microseconds(50);
   if (auto v = get_env_int("TDIST_SHM_SPIN_US")) spin_ = std::chrono::microseconds(*v);
   round_ = lines_[rank_].round.load(std::memory_order_relaxed);
