@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "tdist/errors.h"
 #include "util/env.h"
@@ -154,12 +155,16 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
       abort_(reinterpret_cast<AbortBlock*>(base_ + Layout::abort_offset())),
       lines_(reinterpret_cast<RankLine*>(base_ + Layout::lines_offset())) {
   // Polling pays while the awaited rank is about to arrive: a futex wake-up
-  // costs the waker a syscall and the sleeper several microseconds. The
-  // yields between polling bursts (wait.cpp) make the same budget right when
-  // the host runs more ranks than it has cores (4 or 8 on 2): the waiter hands
-  // its core to a rank that needs it rather than spinning on it. Measured on 2
-  // cores, 8 ranks, 8-byte all_reduce: 19 us with 50 us of polling, 49 us with
-  // 5 us; 4 ranks, 8 MiB: 6.2 GB/s busbw against 5.1 with 10 us.
+  // costs the waker a syscall and the sleeper several microseconds. Pure
+  // polling only while every rank can have a core: with more ranks than cores
+  // (4 or 8 on 2) it would spin on the core the awaited rank needs, so then
+  // the waiter yields between polling bursts (wait.cpp) from the start, which
+  // hands the core over and keeps the same overall budget worthwhile.
+  // Measured on 2 cores: 8 ranks, 8-byte all_reduce, 19 us with 50 us of
+  // polling and yielding, 49 us with 5 us; 4 ranks, 8 MiB, 6.2 GB/s busbw
+  // against 5.1 with 10 us.
+  const bool oversubscribed = static_cast<unsigned>(size_) > std::max(1u, std::thread::hardware_concurrency());
+  poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
   spin_ = std::chrono::microseconds(50);
   if (auto v = get_env_int("TDIST_SHM_SPIN_US")) spin_ = std::chrono::microseconds(*v);
   round_ = lines_[rank_].round.load(std::memory_order_relaxed);

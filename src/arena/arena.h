@@ -111,7 +111,8 @@ class Arena {
   AbortBlock* abort_;
   RankLine* lines_;
   uint32_t round_ = 0;  // the last round this rank arrived at
-  std::chrono::nanoseconds spin_;  // how long to poll (and yield) before sleeping
+  std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
+  std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping
 };
 
 }  // namespace tdist::arena

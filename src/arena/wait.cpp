@@ -95,24 +95,27 @@ int Arena::first_missing(uint32_t round, int from) const {
 void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
   int q = first_missing(round, 0);
   if (q < 0) return;
-  // Poll a little without reading the clock: the common, short wait.
   auto poll = [&](int times) {
     for (int i = 0; i < times && q >= 0; ++i) {
       cpu_relax();
       if (arrived(q, round)) q = first_missing(round, q);
     }
   };
+  // Poll a little without reading the clock: the common, short wait.
   poll(32);
   if (q < 0) return;
-  // Then keep polling until spin_ has passed, yielding the core between
-  // bursts: when the awaited rank waits for this very core (more runnable
+  const auto start = Clock::now();
+  // With a core for every rank, keep polling a while: the ranks of a
+  // collective arrive microseconds apart, and a yield would notice late.
+  while (q >= 0 && Clock::now() - start < poll_only_) poll(32);
+  // Then poll in bursts until spin_ has passed, yielding the core between
+  // them: when the awaited rank waits for this very core (more runnable
   // threads than cores, whether ours or not), it runs at once; when it runs
   // elsewhere, the yield returns at once and costs a syscall.
-  const auto until = Clock::now() + spin_;
-  do {
+  while (q >= 0 && Clock::now() - start < spin_) {
     sched_yield();
     poll(16);
-  } while (q >= 0 && Clock::now() < until);
+  }
   if (q >= 0) wait_slow(round, q, ctx);
 }
 
