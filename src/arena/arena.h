@@ -111,6 +111,7 @@ class Arena {
   AbortBlock* abort_;
   RankLine* lines_;
   uint32_t round_ = 0;  // the last round this rank arrived at
+  uint32_t cpu_ = 0;    // the CPU it arrived from
   std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
   std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping
 };

@@ -51,6 +51,10 @@ struct alignas(kLine) RankLine {
   // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
   // only when this is non-zero.
   std::atomic<uint32_t> sleepers;
+  // The CPU this rank last arrived from: a waiter that runs on the same one
+  // yields at once instead of polling (the rank it awaits likely waits for
+  // this very CPU).
+  std::atomic<uint32_t> cpu;
   // What this rank's current operation is (see Signature in arena.h), by the
   // parity of the operation's first round: written before arriving there,
   // read by the others after it.

@@ -80,6 +80,8 @@ uint64_t Arena::size_of(int r, uint32_t first) const {
 void Arena::arrive(uint32_t round) {
   round_ = round;
   RankLine& me = line(rank_);
+  cpu_ = static_cast<uint32_t>(sched_getcpu());
+  me.cpu.store(cpu_, std::memory_order_relaxed);
   me.round.store(round, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me.round);
 }
@@ -101,13 +103,12 @@ void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
       if (arrived(q, round)) q = first_missing(round, q);
     }
   };
-  // Poll a little without reading the clock: the common, short wait.
-  poll(32);
-  if (q < 0) return;
   const auto start = Clock::now();
-  // With a core for every rank, keep polling a while: the ranks of a
-  // collective arrive microseconds apart, and a yield would notice late.
-  while (q >= 0 && Clock::now() - start < poll_only_) poll(32);
+  // With a core for every rank, poll a while: the ranks of a collective
+  // arrive microseconds apart, and a yield would notice late. Not when the
+  // awaited rank last ran on this CPU: then it most likely waits for it.
+  if (line(q).cpu.load(std::memory_order_relaxed) != cpu_)
+    while (q >= 0 && Clock::now() - start < poll_only_) poll(32);
   // Then poll in bursts until spin_ has passed, yielding the core between
   // them: when the awaited rank waits for this very core (more runnable
   // threads than cores, whether ours or not), it runs at once; when it runs
