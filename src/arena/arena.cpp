@@ -18,8 +18,8 @@ namespace {
 
 // Store keys, under the group's own prefix ("<group>/tdist/cpu/"), so that
 // groups never see each other's segments.
-constexpr const char* kSegmentKey = "shm/arena";  // "+<slot bytes> <name>" or "-<why not>"
-std::string status_key(int r) { return "shm/arena/status/" + std::to_string(r); }
+constexpr const char* kSegmentKey = "arena/segment";  // "+<slot bytes> <name>" or "-<why not>"
+std::string status_key(int r) { return "arena/status/" + std::to_string(r); }
 
 size_t requested_slot_bytes() {
   // A tuning and test knob: small slots exercise the chunked paths cheaply.
