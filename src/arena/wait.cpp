@@ -2,15 +2,14 @@
 // round that does not complete.
 //
 // Memory ordering. A rank writes its data for round r, then stores r into its
-// counter; the others load the counter and, once they see r, read the data.
-// The store and the loads are seq_cst (release and acquire would order the
-// data): the sleeper protocol needs the total order. A waiter increments the
-// sleepers count of the counter it waits on, then re-reads the counter, then
-// sleeps only if the value is still old (futex_wait re-checks it atomically);
-// the owner stores the counter, then reads the sleepers count and wakes only
-// if it is non-zero. With all four operations seq_cst, either the owner sees
-// the sleeper or the sleeper sees the new value: no lost wake-up, and no
-// syscall while everyone spins.
+// counter (release); the others load the counter (acquire) and, once they see
+// r, read the data. Sleeping needs more: a waiter increments the sleepers
+// count of the counter it waits on, then re-reads the counter, and sleeps only
+// if it still holds the old value (futex_wait re-checks that atomically); the
+// owner stores the counter, then reads the sleepers count and wakes only if it
+// is non-zero. Those four operations are seq_cst, so either the owner sees the
+// sleeper or the sleeper sees the new value: no lost wake-up, and no syscall
+// while everyone polls.
 #include <sched.h>
 
 #include <algorithm>
@@ -38,7 +37,9 @@ inline void cpu_relax() {
 // transport (a lost peer) and the abort block at least this often.
 constexpr std::chrono::milliseconds kSlice{20};
 
-std::string describe_signature(Signature s) {
+// "all_reduce (float32, SUM, 40 bytes)"; the size is left out where it is
+// not one (all_to_all publishes its rounds there).
+std::string describe_signature(Signature s, bool with_size) {
   auto code = static_cast<OpCode>(s.what & 0xff);
   int dtype = static_cast<int>((s.what >> 8) & 0xff) - 1;
   int op = static_cast<int>((s.what >> 16) & 0xff) - 1;
@@ -47,7 +48,8 @@ std::string describe_signature(Signature s) {
   if (dtype >= 0) out += std::string(dtype_name(static_cast<DType>(dtype))) + ", ";
   if (op >= 0) out += std::string(ReduceOp(static_cast<ReduceOp::Kind>(op)).name()) + ", ";
   if (root >= 0) out += "root " + std::to_string(root) + ", ";
-  return out + std::to_string(s.size) + " bytes)";
+  if (with_size) out += std::to_string(s.size) + " bytes, ";
+  return out.substr(0, out.size() - 2) + ")";
 }
 
 }  // namespace
@@ -122,11 +124,12 @@ void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
 
 void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
   for (;;) {
-    if (abort_->owner.load(std::memory_order_acquire) != 0) fail(ctx, aborted_by());
-    // A peer that finished this round and then left (its connection closed)
-    // is no failure: every rank had arrived. So the arrivals are re-checked
-    // before the transport is asked.
+    // Once every rank has arrived the round completes, whatever happened
+    // since: a rank that failed later (in its next round), or that finished
+    // and left (its connection closed), did so after writing its data. So the
+    // arrivals are checked before the abort block and the transport.
     if ((q = first_missing(round, q)) < 0) return;
+    if (abort_->owner.load(std::memory_order_acquire) != 0) fail(ctx, aborted_by());
     if (auto cause = ctx.transport.failure())
       fail(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
     const auto now = Clock::now();
@@ -150,11 +153,12 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
     Signature theirs{line(q).what[first & 1].load(std::memory_order_relaxed),
                      line(q).size[first & 1].load(std::memory_order_relaxed)};
     if (theirs.what != mine.what)
-      fail(ctx, "the ranks are out of step: " + describe_rank(q) + " called " + describe_signature(theirs) +
-                    " while this rank called " + describe_signature(mine));
+      fail(ctx, "the ranks are out of step: " + describe_rank(q) + " called " +
+                    describe_signature(theirs, !sizes_may_differ) + " while this rank called " +
+                    describe_signature(mine, !sizes_may_differ));
     if (!sizes_may_differ && theirs.size != mine.size)
-      fail(ctx, "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs) +
-                    ", this rank " + describe_signature(mine) + " (the ranks passed different sizes)");
+      fail(ctx, "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs, true) +
+                    ", this rank " + describe_signature(mine, true) + " (the ranks passed different sizes)");
   }
 }
 
