@@ -31,6 +31,22 @@ bool Request::wait_until(Deadline deadline) {
   return cv_.wait_until(lock, deadline.at(), [&] { return done(); });
 }
 
+bool Request::wait_done_or_poked(Deadline deadline) {
+  std::unique_lock<std::mutex> lock(mu_);
+  waiting_ = true;
+  cv_.wait_until(lock, deadline.at(), [&] { return done() || poked_; });
+  poked_ = false;
+  return done();
+}
+
+void Request::poke() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    poked_ = true;
+  }
+  cv_.notify_all();
+}
+
 bool Request::complete(std::exception_ptr error, int source) {
   if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
   error_ = std::move(error);

@@ -37,6 +37,12 @@ class Request {
   // Transport side. Returns false if it was already completed.
   bool complete(std::exception_ptr error, int source);
 
+  // For a thread waiting on this request while another drives the transport:
+  // blocks until done, poke() or the deadline; returns done().
+  bool wait_done_or_poked(Deadline deadline);
+  // Wakes wait_done_or_poked (the driver left: the waiter may drive now).
+  void poke();
+
  private:
   const Kind kind_;
   const int peer_;
@@ -50,6 +56,7 @@ class Request {
   std::mutex mu_;
   std::condition_variable cv_;
   bool waiting_ = false;
+  bool poked_ = false;
 };
 
 }  // namespace tdist

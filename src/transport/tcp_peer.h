@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "transport/request.h"
+#include "transport/shm_link.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/socket.h"
@@ -16,6 +17,8 @@
 namespace tdist {
 
 inline constexpr size_t kStagingBytes = 256 * 1024;
+// epoll data id of the transport's wake-up eventfd (peers use their rank).
+inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 
 struct TcpTransport::Unexpected {
   int peer;
@@ -30,6 +33,7 @@ struct TcpTransport::Peer {
   Fd fd;
   std::string address;  // "host:port" of the remote end
   std::string host_id;
+  std::unique_ptr<ShmLink> shm;  // data through shared-memory rings when set
   bool failed = false;  // set by the progress thread (under mu_)
   std::exception_ptr error;
 
@@ -45,7 +49,7 @@ struct TcpTransport::Peer {
   bool tx_failed = false;
   std::exception_ptr tx_error;
 
-  // Receiving: owned by the progress thread.
+  // Receiving: guarded by the transport's rx_mu_.
   std::vector<char> staging = std::vector<char>(kStagingBytes);
   size_t stage_begin = 0, stage_end = 0;
   bool in_payload = false;

@@ -190,6 +190,7 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     t->peers_[from] = std::move(p);
     --expected;
   }
+  t->attach_shared_memory(deadline);
   t->start();
   return t;
 }

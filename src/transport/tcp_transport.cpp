@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <thread>
 
 #include "tdist/backend.h"
 #include "tdist/errors.h"
@@ -16,14 +17,21 @@
 #include "transport/wire.h"
 #include "util/error_context.h"
 #include "util/host_id.h"
+#include "util/env.h"
 #include "util/logging.h"
 
 namespace tdist {
 
 namespace {
-constexpr uint32_t kWakeId = UINT32_MAX;
-// Payload reads at least this large go straight into the destination buffer.
-constexpr size_t kDirectReadBytes = 16 * 1024;
+// How long a waiting thread polls before it blocks. Spinning pays when every
+// rank of the host has a core; with more ranks than cores it steals the time
+// the peer needs to produce the awaited data, so the wait blocks almost at once.
+std::chrono::nanoseconds spin_time(int local_ranks) {
+  if (auto v = get_env("TDIST_SPIN_US")) return std::chrono::microseconds(std::stoll(*v));
+  if (auto lws = get_env_int("LOCAL_WORLD_SIZE")) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(local_ranks) <= cores ? std::chrono::microseconds(50) : std::chrono::microseconds(2);
+}
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, TcpTransportOptions options)
@@ -38,22 +46,30 @@ TcpTransport::~TcpTransport() {
 
 void TcpTransport::start() {
   epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
+  bg_epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
   wake_fd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!epoll_fd_.valid() || !wake_fd_.valid())
+  if (!epoll_fd_.valid() || !bg_epoll_fd_.valid() || !wake_fd_.valid())
     throw DistNetworkError(options_.label + ": cannot create epoll/eventfd: " + errno_string(errno));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.u32 = kWakeId;
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, wake_fd_.get(), &ev);
+  epoll_update(EPOLL_CTL_ADD, wake_fd_.get(), EPOLLIN, kWakeEventId);
+  int local_ranks = 1;
   for (auto& p : peers_) {
     if (!p) continue;
+    if (p->host_id == host_id()) ++local_ranks;
+    if (p->shm) shm_peers_.push_back(p.get());
+    else tcp_data_peers_ = true;
     set_nonblocking(p->fd.get(), true);
-    epoll_event pev{};
-    pev.events = EPOLLIN | EPOLLRDHUP;
-    pev.data.u32 = static_cast<uint32_t>(p->rank);
-    epoll_ctl(epoll_fd_.get(), EPOLL_CTL_ADD, p->fd.get(), &pev);
+    epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
   }
+  spin_ = spin_time(local_ranks);
   progress_ = std::thread([this] { progress_loop(); });
+}
+
+void TcpTransport::epoll_update(int op, int fd, uint32_t events, uint32_t id) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u32 = id;
+  epoll_ctl(epoll_fd_.get(), op, fd, &ev);
+  epoll_ctl(bg_epoll_fd_.get(), op, fd, &ev);
 }
 
 std::string TcpTransport::describe_peer(int peer) const {
@@ -125,7 +141,7 @@ std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void*
     }
     p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, req, 0});
     if (p.txq.size() == 1) error = flush_locked(p);
-    if (!error && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
+    if (!error && !p.shm && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
   }
   if (error) {
     // Let the progress thread see the broken socket and fail the peer.
@@ -134,8 +150,12 @@ std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void*
   return req;
 }
 
-// Writes queued messages until the socket is full. Called with tx_mu held.
+// Writes queued messages until the socket (or ring) is full. Called with tx_mu held.
 std::exception_ptr TcpTransport::flush_locked(Peer& p) {
+  if (p.shm) {
+    flush_ring_locked(p);
+    return nullptr;
+  }
   while (!p.txq.empty()) {
     auto& item = p.txq.front();
     iovec iov[2];
@@ -174,11 +194,44 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
   return nullptr;
 }
 
+void TcpTransport::flush_ring_locked(Peer& p) {
+  constexpr size_t hsize = sizeof(wire::MessageHeader);
+  ShmRing& ring = p.shm->tx;
+  bool wrote = false;
+  while (!p.txq.empty()) {
+    auto& item = p.txq.front();
+    if (item.sent < hsize) {
+      size_t k = ring.write_some(reinterpret_cast<char*>(&item.header) + item.sent, hsize - item.sent);
+      item.sent += k;
+      wrote = wrote || k > 0;
+      if (item.sent < hsize) break;
+    }
+    size_t off = item.sent - hsize, left = item.request->size() - off;
+    if (left > 0) {
+      size_t k = ring.write_some(static_cast<char*>(item.request->data()) + off, left);
+      item.sent += k;
+      wrote = wrote || k > 0;
+      if (k < left) break;
+    }
+    item.request->complete(nullptr, p.rank);
+    p.txq.pop_front();
+  }
+  if (wrote && ring.reader_needs_doorbell()) ring_doorbell_locked(p);
+}
+
+// Wakes a peer that sleeps on its side of a ring. Best effort: the frame is
+// 24 bytes on an otherwise idle socket, so it is never cut; if the socket is
+// broken the read side notices and fails the peer.
+void TcpTransport::ring_doorbell_locked(Peer& p) {
+  if (p.tx_failed) return;
+  wire::MessageHeader h{wire::kDoorbellMagic, 0, 0, 0};
+  while (::send(p.fd.get(), &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+  }
+}
+
 void TcpTransport::arm_output_locked(Peer& p, bool on) {
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLRDHUP | (on ? uint32_t{EPOLLOUT} : 0u);
-  ev.data.u32 = static_cast<uint32_t>(p.rank);
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_MOD, p.fd.get(), &ev);
+  epoll_update(EPOLL_CTL_MOD, p.fd.get(), EPOLLIN | EPOLLRDHUP | (on ? uint32_t{EPOLLOUT} : 0u),
+               static_cast<uint32_t>(p.rank));
   p.out_armed = on;
 }
 
@@ -224,35 +277,25 @@ std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data,
   return req;
 }
 
-void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error) {
-  if (!request.wait_until(deadline)) {
-    bool send = request.kind() == Request::Kind::Send;
-    auto err = std::make_exception_ptr(DistBackendError(
-        std::string(send ? "sending " : "receiving ") + std::to_string(request.size()) + " bytes " +
-        (send ? "to " : "from ") + describe_peer(request.peer()) + " timed out after " +
-        format_ms(deadline.timeout()) + " (the peer may be stalled, dead, or in a different operation)"));
-    abort(err);
-    std::rethrow_exception(err);
-  }
-  if (request.error()) {
-    if (abort_on_error) abort(request.error());
-    std::rethrow_exception(request.error());
-  }
-}
-
 void TcpTransport::abort(std::exception_ptr cause) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (aborted_) return;
     aborted_ = cause;
   }
-  stop_.store(true);
+  stop_.store(true, std::memory_order_release);
   if (wake_fd_.valid()) {
     uint64_t one = 1;
     [[maybe_unused]] ssize_t w = ::write(wake_fd_.get(), &one, sizeof(one));
   }
-  // After the join no socket is read any more, so no user buffer is touched.
+  {
+    std::lock_guard<std::mutex> lock(park_mu_);
+  }
+  park_cv_.notify_all();
+  // After the join, and once a driving thread has let go of rx_mu_, nothing
+  // reads a socket or ring any more, so no user buffer is touched.
   if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
+  std::lock_guard<std::mutex> rx(rx_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& r : posted_) r->complete(cause, r->peer());
   posted_.clear();
@@ -266,8 +309,9 @@ void TcpTransport::abort(std::exception_ptr cause) {
     p->rx_request.reset();
     p->rx_unexpected.reset();
     std::lock_guard<std::mutex> tx(p->tx_mu);
-    // Tell the peer why, when the stream is between two messages (best effort).
-    if (!p->tx_failed && p->fd.valid() && (p->txq.empty() || p->txq.front().sent == 0)) {
+    // Tell the peer why, when the stream is between two messages (best effort;
+    // a ring peer's socket carries only whole control frames).
+    if (!p->tx_failed && p->fd.valid() && (p->shm || p->txq.empty() || p->txq.front().sent == 0)) {
       std::string text = error_message(cause).substr(0, wire::kMaxAbortText);
       wire::MessageHeader h{wire::kAbortMagic, 0, 0, text.size()};
       iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
@@ -284,192 +328,11 @@ void TcpTransport::abort(std::exception_ptr cause) {
   }
 }
 
-void TcpTransport::progress_loop() {
-  epoll_event events[64];
-  while (!stop_.load(std::memory_order_relaxed)) {
-    int n = epoll_wait(epoll_fd_.get(), events, 64, -1);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      TDIST_LOG(LogLevel::Error, options_.label << ": epoll_wait failed: " << errno_string(errno));
-      return;
-    }
-    for (int i = 0; i < n && !stop_.load(std::memory_order_relaxed); ++i) {
-      uint32_t id = events[i].data.u32;
-      if (id == kWakeId) {
-        uint64_t v;
-        [[maybe_unused]] ssize_t r = ::read(wake_fd_.get(), &v, sizeof(v));
-        continue;
-      }
-      Peer& p = *peers_[id];
-      if (p.failed) continue;
-      if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(p);
-      if (!p.failed && (events[i].events & EPOLLOUT)) on_writable(p);
-    }
-  }
-}
-
-void TcpTransport::on_writable(Peer& p) {
-  std::exception_ptr error;
-  {
-    std::lock_guard<std::mutex> lock(p.tx_mu);
-    error = flush_locked(p);
-    if (!error && p.txq.empty() && p.out_armed) arm_output_locked(p, false);
-  }
-  if (error) fail_peer(p, error);
-}
-
-void TcpTransport::on_readable(Peer& p) {
-  constexpr size_t hsize = sizeof(wire::MessageHeader);
-  for (;;) {
-    size_t buffered = p.stage_end - p.stage_begin;
-    if (!p.in_payload) {
-      if (buffered >= hsize) {
-        std::memcpy(&p.header, p.staging.data() + p.stage_begin, hsize);
-        p.stage_begin += hsize;
-        if (p.header.magic == wire::kAbortMagic && p.header.size <= wire::kMaxAbortText) {
-          p.abort_text.resize(p.header.size);
-          p.in_payload = true;
-          p.payload_done = 0;
-          p.dst = p.abort_text.data();
-          continue;
-        }
-        if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
-          fail_peer(p, std::make_exception_ptr(DistNetworkError(
-                           "protocol error from " + describe_peer(p.rank) +
-                           ": bad message header (magic " + std::to_string(p.header.magic) + ", size " +
-                           std::to_string(p.header.size) + ")")));
-          return;
-        }
-        begin_payload(p);
-        if (p.failed) return;
-        continue;
-      }
-    } else {
-      size_t need = p.header.size - p.payload_done;
-      if (buffered > 0 && need > 0) {
-        size_t take = std::min(buffered, need);
-        if (p.dst) std::memcpy(p.dst + p.payload_done, p.staging.data() + p.stage_begin, take);
-        p.stage_begin += take;
-        p.payload_done += take;
-        need -= take;
-      }
-      if (need == 0) {
-        finish_payload(p);
-        if (p.failed) return;
-        continue;
-      }
-      if (p.dst && need >= kDirectReadBytes) {
-        if (!read_some(p, p.dst + p.payload_done, need, p.payload_done)) return;
-        continue;
-      }
-    }
-    // Refill the staging buffer.
-    if (p.stage_begin == p.stage_end) p.stage_begin = p.stage_end = 0;
-    if (p.stage_begin > 0 && p.staging.size() - p.stage_end < hsize) {
-      std::memmove(p.staging.data(), p.staging.data() + p.stage_begin, p.stage_end - p.stage_begin);
-      p.stage_end -= p.stage_begin;
-      p.stage_begin = 0;
-    }
-    if (!read_some(p, p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, p.stage_end)) return;
-  }
-}
-
-// One non-blocking read of up to n bytes into dst, adding what arrived to
-// `counter`. False when the socket has nothing more now, or the connection is
-// gone (then the peer is failed).
-bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
-  for (;;) {
-    ssize_t r = ::recv(p.fd.get(), dst, n, MSG_DONTWAIT);
-    if (r > 0) {
-      counter += static_cast<size_t>(r);
-      return true;
-    }
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-    fail_peer(p, std::make_exception_ptr(DistNetworkError(
-                     "connection to " + describe_peer(p.rank) + " lost: " +
-                     (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
-                             : errno_string(errno)))));
-    return false;
-  }
-}
-
-// A header arrived: find its receive, or buffer it as unexpected.
-void TcpTransport::begin_payload(Peer& p) {
-  p.in_payload = true;
-  p.payload_done = 0;
-  p.dst = nullptr;
-  const uint64_t tag = p.header.tag;
-  const size_t size = p.header.size;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    auto& r = **it;
-    if (r.tag() != tag || (r.peer() != kAnySource && r.peer() != p.rank)) continue;
-    auto req = *it;
-    posted_.erase(it);
-    if (req->size() != size) {
-      req->complete(size_mismatch(p.rank, tag, req->size(), size), p.rank);  // p.dst stays null: discard
-    } else {
-      p.rx_request = req;
-      p.dst = static_cast<char*>(req->data());
-    }
-    return;
-  }
-  // Receives waiting on this peer for another operation will never be served.
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    std::exception_ptr err = (*it)->peer() == p.rank ? out_of_step(p.rank, (*it)->tag(), tag) : nullptr;
-    if (err) {
-      (*it)->complete(err, p.rank);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  auto entry = std::make_shared<Unexpected>();
-  entry->peer = p.rank;
-  entry->tag = tag;
-  try {
-    entry->data.resize(size);
-  } catch (const std::bad_alloc&) {
-    // Cannot buffer it: discard the payload and fail whoever expects it.
-    TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << size << " bytes from " << describe_peer(p.rank));
-    return;
-  }
-  p.dst = entry->data.data();
-  p.rx_unexpected = entry;
-  unexpected_.push_back(std::move(entry));
-}
-
-void TcpTransport::finish_payload(Peer& p) {
-  p.in_payload = false;
-  p.dst = nullptr;
-  if (p.header.magic == wire::kAbortMagic) {
-    fail_peer(p, std::make_exception_ptr(
-                     DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
-    return;
-  }
-  if (auto req = std::move(p.rx_request)) {
-    p.rx_request.reset();
-    req->complete(nullptr, p.rank);
-    return;
-  }
-  if (auto entry = std::move(p.rx_unexpected)) {
-    p.rx_unexpected.reset();
-    std::lock_guard<std::mutex> lock(mu_);
-    entry->complete = true;
-    if (entry->waiter) {
-      if (!entry->data.empty()) std::memcpy(entry->waiter->data(), entry->data.data(), entry->data.size());
-      entry->waiter->complete(nullptr, p.rank);
-      entry->waiter.reset();
-    }
-  }
-}
-
-// The connection to p is gone: fail everything that depends on it. Progress
-// thread only (it owns the receive state).
+// The connection to p is gone: fail everything that depends on it. Called
+// with rx_mu_ held (the caller owns the receive state).
 void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   TDIST_LOG(LogLevel::Info, options_.label << ": peer failed: " << describe_peer(p.rank));
-  epoll_ctl(epoll_fd_.get(), EPOLL_CTL_DEL, p.fd.get(), nullptr);
+  epoll_update(EPOLL_CTL_DEL, p.fd.get(), 0, 0);
   ::shutdown(p.fd.get(), SHUT_RDWR);
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1,11 +1,19 @@
-// The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY) served
-// by one progress thread (epoll). Sends are written straight from the caller
-// when the socket has room; receives land directly in the posted buffer when
-// the receive was posted before the message arrived, otherwise in an
-// "unexpected" buffer that a later receive copies from.
+// The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY); peers
+// on the same host exchange data through shared-memory rings instead (their
+// socket then carries only doorbells and abort notices). Sends are written
+// straight from the caller when there is room; receives land directly in the
+// posted buffer when the receive was posted before the message arrived,
+// otherwise in an "unexpected" buffer that a later receive copies from.
+//
+// Progress is driven by the waiting thread itself: wait() polls the rings
+// and sockets for a short spin and then blocks in epoll, so a reply reaches
+// the thread that waits for it with at most one wake-up. A background thread
+// makes progress only while nobody waits (asynchronous requests, liveness).
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <list>
 #include <memory>
@@ -17,6 +25,8 @@
 #include "tdist/store.h"
 #include "transport/transport.h"
 #include "util/socket.h"
+
+struct epoll_event;
 
 namespace tdist {
 
@@ -55,14 +65,33 @@ class TcpTransport final : public Transport {
  private:
   TcpTransport(int rank, int size, TcpTransportOptions options);
   void start();
+  void attach_shared_memory(Deadline deadline);  // shm_link.cpp
+
+  // Progress (tcp_progress.cpp). Everything that reads from peers runs under
+  // rx_mu_, by the background thread or by one waiting thread (the driver).
   void progress_loop();
+  void park_while_driven();
+  void drive(Request& request, Deadline deadline);
+  bool wait_as_bystander(Request& request, Deadline deadline);
+  void let_go(std::unique_lock<std::mutex>& rx);
+  void poll_once(bool sockets);
+  void block_once(Deadline deadline);
+  bool prepare_sleep();
+  void handle_events(const ::epoll_event* events, int n);
+  void poll_rings();
+
+  // Receiving (tcp_receive.cpp).
   void on_readable(Peer& p);
+  void on_ring(Peer& p);
   void on_writable(Peer& p);
+  void on_control_socket(Peer& p);
+  void ring_doorbell_locked(Peer& p);  // with p.tx_mu held
   bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
   void fail_peer(Peer& p, std::exception_ptr error);
   std::exception_ptr flush_locked(Peer& p);
+  void flush_ring_locked(Peer& p);
   void arm_output_locked(Peer& p, bool on);
   void check_peer_arg(int peer, const char* what) const;
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
@@ -73,10 +102,29 @@ class TcpTransport final : public Transport {
   const int size_;
   const TcpTransportOptions options_;
   std::vector<std::unique_ptr<Peer>> peers_;  // peers_[rank_] is null
+  // The same sockets in two epoll sets: a driving thread sleeps on the first,
+  // the background thread on the second. epoll wakes one sleeper per set per
+  // event, so sharing one set could hand a driver's wake-up to the background
+  // thread, which then leaves it unhandled because the driver holds rx_mu_.
   Fd epoll_fd_;
-  Fd wake_fd_;
+  Fd bg_epoll_fd_;
+  // Applies an epoll_ctl to both sets.
+  void epoll_update(int op, int fd, uint32_t events, uint32_t id);
+  Fd wake_fd_;  // written once, by abort(): stays readable so every epoll_wait returns
   std::thread progress_;
   std::atomic<bool> stop_{false};
+  std::vector<Peer*> shm_peers_;  // peers reached through rings
+  bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
+  std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
+
+  std::mutex rx_mu_;  // receive state of every peer; held by whoever makes progress
+  std::atomic<int> drivers_{0};          // threads inside wait()
+  std::atomic<uint64_t> driver_epoch_{0};  // bumped by each wait(): the background thread stays parked
+  uint64_t bg_epoch_ = 0;                  // the epoch the background thread last saw (its own)
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
+  std::mutex bystanders_mu_;
+  std::vector<Request*> bystanders_;  // waiting threads that could not drive: poked when the driver leaves
 
   mutable std::mutex mu_;  // guards the lists below and aborted_
   std::list<std::shared_ptr<Request>> posted_;        // receives waiting for a message, in post order

@@ -13,6 +13,9 @@ inline constexpr uint32_t kHelloMagic = 0x54444831;    // "TDH1"
 // closes: the header's size is the length of the text that follows.
 inline constexpr uint32_t kAbortMagic = 0x54444131;    // "TDA1"
 inline constexpr uint64_t kMaxAbortText = 64 * 1024;
+// Peers that exchange data through shared-memory rings keep their socket for
+// these zero-size frames ("look at the ring") and for abort notices.
+inline constexpr uint32_t kDoorbellMagic = 0x54444231;  // "TDB1"
 
 struct MessageHeader {
   uint32_t magic;
@@ -31,6 +34,24 @@ struct Hello {
   uint64_t nonce;  // the acceptor's published nonce: proves the dialler read our address
 };
 static_assert(sizeof(Hello) == 24);
+
+// Set-up of shared-memory rings between two ranks of one host, right after
+// the hello: the lower rank offers a segment (its name follows; name_size 0:
+// no offer), the higher rank replies whether it mapped it.
+inline constexpr uint32_t kShmOfferMagic = 0x54445331;  // "TDS1"
+inline constexpr uint32_t kShmReplyMagic = 0x54445231;  // "TDR1"
+inline constexpr uint32_t kMaxShmName = 255;
+struct ShmOffer {
+  uint32_t magic;
+  uint32_t name_size;
+  uint64_t ring_bytes;  // capacity of each direction's ring
+};
+static_assert(sizeof(ShmOffer) == 16);
+struct ShmReply {
+  uint32_t magic;
+  uint32_t accepted;  // 1: mapped, use the rings; 0: stay on TCP
+};
+static_assert(sizeof(ShmReply) == 8);
 
 // Largest message the receiver buffers before a matching receive is posted;
 // a header announcing more from a peer is a protocol error, not an allocation.

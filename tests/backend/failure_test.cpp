@@ -135,6 +135,7 @@ TEST(Failure, PeerClosingItsGroupFailsPendingReceive) {
 TEST(Failure, DestroyingAGroupFailsItsPendingWorkAtOnce) {
   auto store = std::make_shared<HashStore>();
   std::shared_ptr<Work> pending;
+  std::atomic<bool> shut_down{false};
   run_in_threads(2, [&](int rank) {
     ProcessGroupOptions o;
     o.timeout = std::chrono::minutes(10);  // far beyond the test's own limit
@@ -144,8 +145,13 @@ TEST(Failure, DestroyingAGroupFailsItsPendingWorkAtOnce) {
       std::vector<int> v(4, 1);
       pending = pg.all_reduce(v);  // rank 1 never joins it
       pg.shutdown();
+      shut_down = true;
+    } else {
+      // Only after rank 0 is gone: a message of a different collective
+      // arriving first would fail the all_reduce as out of step instead.
+      while (!shut_down) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
-    pg.barrier();  // rank 1: issued, and failed or dropped when its group goes
+    pg.barrier();  // rank 1: fails when it hears that rank 0 gave up
   });
   try {
     pending->wait();

@@ -1,0 +1,106 @@
+// A single-producer single-consumer byte ring in shared memory: the data path
+// between two ranks of one host. The writer appends bytes, the reader consumes
+// them in order, so the transport's framing (header + payload) runs over it
+// unchanged. Each side keeps its own position in a separate cache line.
+//
+// Sleeping: a side that is about to block (in epoll) raises its flag, then
+// re-checks the ring; the other side checks the flag after moving its
+// position and, if raised, clears it and sends a doorbell over the pair's TCP
+// socket. The fences make it impossible for both to miss each other (the
+// classic store-then-load pattern, sequentially consistent on both sides).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace tdist {
+
+struct ShmRingControl {
+  alignas(64) std::atomic<uint64_t> head{0};  // bytes ever written (writer)
+  alignas(64) std::atomic<uint64_t> tail{0};  // bytes ever consumed (reader)
+  alignas(64) std::atomic<uint32_t> reader_sleeping{0};
+  alignas(64) std::atomic<uint32_t> writer_sleeping{0};
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings need address-free atomics");
+
+class ShmRing {
+ public:
+  ShmRing() = default;
+  ShmRing(ShmRingControl* control, char* data, size_t capacity)
+      : ctl_(control), data_(data), cap_(capacity),
+        head_(control->head.load(std::memory_order_relaxed)),
+        tail_(control->tail.load(std::memory_order_relaxed)) {}
+
+  // ---- writer side ----
+  // Copies up to n bytes in; returns how many fitted.
+  size_t write_some(const void* src, size_t n) {
+    uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
+    size_t k = std::min<size_t>(n, cap_ - static_cast<size_t>(head_ - tail));
+    if (k == 0) return 0;
+    copy_in(static_cast<const char*>(src), k);
+    head_ += k;
+    ctl_->head.store(head_, std::memory_order_release);
+    return k;
+  }
+  bool full() const { return head_ - ctl_->tail.load(std::memory_order_acquire) == cap_; }
+  // After writing: true when the reader may be asleep (the flag is cleared:
+  // the caller must ring the doorbell).
+  bool reader_needs_doorbell() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return ctl_->reader_sleeping.load(std::memory_order_relaxed) != 0 &&
+           ctl_->reader_sleeping.exchange(0, std::memory_order_acq_rel) != 0;
+  }
+  // Before blocking on a full ring: true if space appeared meanwhile.
+  bool writer_prepare_sleep() {
+    ctl_->writer_sleeping.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return !full();
+  }
+
+  // ---- reader side ----
+  size_t available() const { return static_cast<size_t>(ctl_->head.load(std::memory_order_acquire) - tail_); }
+  // Copies n bytes out (dst may be null: discard); n <= available().
+  void read(void* dst, size_t n) {
+    if (dst) copy_out(static_cast<char*>(dst), n);
+    tail_ += n;
+    ctl_->tail.store(tail_, std::memory_order_release);
+  }
+  // After reading: true when the writer waits for space (flag cleared).
+  bool writer_needs_doorbell() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return ctl_->writer_sleeping.load(std::memory_order_relaxed) != 0 &&
+           ctl_->writer_sleeping.exchange(0, std::memory_order_acq_rel) != 0;
+  }
+  // Before blocking: true if data arrived meanwhile (then do not sleep).
+  bool reader_prepare_sleep() {
+    ctl_->reader_sleeping.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return available() > 0;
+  }
+  void reader_awake() { ctl_->reader_sleeping.store(0, std::memory_order_relaxed); }
+
+ private:
+  void copy_in(const char* src, size_t n) {
+    size_t at = static_cast<size_t>(head_ % cap_);
+    size_t first = std::min(n, cap_ - at);
+    std::memcpy(data_ + at, src, first);
+    if (n > first) std::memcpy(data_, src + first, n - first);
+  }
+  void copy_out(char* dst, size_t n) {
+    size_t at = static_cast<size_t>(tail_ % cap_);
+    size_t first = std::min(n, cap_ - at);
+    std::memcpy(dst, data_ + at, first);
+    if (n > first) std::memcpy(dst + first, data_, n - first);
+  }
+
+  ShmRingControl* ctl_ = nullptr;
+  char* data_ = nullptr;
+  size_t cap_ = 0;
+  uint64_t head_ = 0;  // writer's own position
+  uint64_t tail_ = 0;  // reader's own position
+};
+
+}  // namespace tdist

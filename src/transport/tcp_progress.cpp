@@ -1,0 +1,223 @@
+// Making progress: who reads the sockets and rings, when, and how waiting
+// threads sleep.
+//
+// A thread that waits for a request drives the transport itself (under
+// rx_mu_): it polls for a short spin, then blocks in epoll with the rings'
+// sleep flags raised, so the message it waits for wakes it directly. Other
+// threads waiting meanwhile are bystanders: the driver completes their
+// requests, and pokes them when it leaves so one of them takes over.
+// The background thread only works while nobody drives: it parks for as long
+// as waits keep coming, which keeps it off the cores in tight loops.
+#include <sys/epoll.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <thread>
+
+#include "tdist/errors.h"
+#include "transport/tcp_peer.h"
+#include "transport/tcp_transport.h"
+#include "util/error_context.h"
+#include "util/logging.h"
+
+namespace tdist {
+
+namespace {
+constexpr int kMaxEvents = 64;
+// Blocking waits are sliced so that a missed doorbell can never stall anyone
+// for long, and so that a parked background thread rechecks its state.
+constexpr Millis kBlockSlice{100};
+constexpr auto kParkTick = std::chrono::milliseconds(1);
+// While spinning over rings only, the sockets (abort notices, closed peers)
+// are polled on every this-many-th round.
+constexpr unsigned kSocketPollEvery = 64;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+}  // namespace
+
+void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error) {
+  if (!request.done()) {
+    drive(request, deadline);
+    // Aborted meanwhile: abort() completes every request, at once.
+    if (!request.done() && stop_.load(std::memory_order_acquire)) request.wait_until(deadline);
+  }
+  if (!request.done()) {
+    bool send = request.kind() == Request::Kind::Send;
+    auto err = std::make_exception_ptr(DistBackendError(
+        std::string(send ? "sending " : "receiving ") + std::to_string(request.size()) + " bytes " +
+        (send ? "to " : "from ") + describe_peer(request.peer()) + " timed out after " +
+        format_ms(deadline.timeout()) + " (the peer may be stalled, dead, or in a different operation)"));
+    abort(err);
+    std::rethrow_exception(err);
+  }
+  if (request.error()) {
+    if (abort_on_error) abort(request.error());
+    std::rethrow_exception(request.error());
+  }
+}
+
+// Returns when the request is done, the transport stopped, or the deadline passed.
+void TcpTransport::drive(Request& request, Deadline deadline) {
+  drivers_.fetch_add(1, std::memory_order_acq_rel);
+  driver_epoch_.fetch_add(1, std::memory_order_release);
+  std::unique_lock<std::mutex> rx(rx_mu_, std::try_to_lock);
+  if (!rx.owns_lock() && wait_as_bystander(request, deadline)) rx.lock();
+  if (rx.owns_lock()) {
+    const auto spin_end = Clock::now() + spin_;
+    unsigned round = 0;
+    while (!request.done() && !stop_.load(std::memory_order_acquire)) {
+      poll_once(tcp_data_peers_ || ++round % kSocketPollEvery == 0);
+      if (request.done()) break;
+      auto now = Clock::now();
+      if (now < spin_end) {
+        cpu_relax();
+        continue;
+      }
+      if (now >= deadline.at()) break;
+      block_once(deadline);
+    }
+    drivers_.fetch_sub(1, std::memory_order_acq_rel);
+    let_go(rx);
+  } else {
+    drivers_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+// Releases rx_mu_ and hands over: a bystander may be waiting for a message
+// that nobody reads now.
+void TcpTransport::let_go(std::unique_lock<std::mutex>& rx) {
+  rx.unlock();
+  std::lock_guard<std::mutex> lock(bystanders_mu_);
+  for (Request* r : bystanders_) r->poke();
+}
+
+// Waits while another thread drives. Returns true when this thread should
+// take over (the driver left before the request completed).
+bool TcpTransport::wait_as_bystander(Request& request, Deadline deadline) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(bystanders_mu_);
+      bystanders_.push_back(&request);
+    }
+    // Registered first, then tried again: a driver leaving in between either
+    // lets this try succeed or pokes us.
+    bool take_over = rx_mu_.try_lock();
+    if (take_over) rx_mu_.unlock();
+    if (!take_over && !request.done() && !stop_.load(std::memory_order_acquire))
+      request.wait_done_or_poked(deadline.earlier(Deadline::after(kBlockSlice)));
+    {
+      std::lock_guard<std::mutex> lock(bystanders_mu_);
+      bystanders_.erase(std::find(bystanders_.begin(), bystanders_.end(), &request));
+    }
+    if (request.done() || stop_.load(std::memory_order_acquire) || deadline.expired()) return false;
+    if (take_over) return true;
+    if (rx_mu_.try_lock()) {
+      rx_mu_.unlock();
+      return true;
+    }
+  }
+}
+
+void TcpTransport::poll_rings() {
+  for (Peer* p : shm_peers_) {
+    if (p->failed) continue;
+    on_ring(*p);
+    std::unique_lock<std::mutex> tx(p->tx_mu, std::try_to_lock);
+    if (tx.owns_lock() && !p->txq.empty()) flush_locked(*p);
+  }
+}
+
+void TcpTransport::poll_once(bool sockets) {
+  poll_rings();
+  if (!sockets) return;
+  epoll_event events[kMaxEvents];
+  int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, 0);
+  if (n > 0) handle_events(events, n);
+}
+
+// Sleeps until a socket event, a doorbell, the deadline or the end of a slice.
+void TcpTransport::block_once(Deadline deadline) {
+  if (prepare_sleep()) return;
+  Deadline slice = deadline.earlier(Deadline::after(kBlockSlice));
+  epoll_event events[kMaxEvents];
+  int n = epoll_wait(epoll_fd_.get(), events, kMaxEvents, slice.poll_ms());
+  if (n > 0) handle_events(events, n);
+}
+
+// Raises the rings' sleep flags, then looks once more: a writer that moved
+// before seeing a flag has left data (or space) that would otherwise be
+// missed. True when there is something to do now (do not sleep).
+bool TcpTransport::prepare_sleep() {
+  bool ready = false;
+  for (Peer* p : shm_peers_) {
+    if (p->failed) continue;
+    if (p->shm->rx.reader_prepare_sleep()) ready = true;
+    std::lock_guard<std::mutex> tx(p->tx_mu);
+    if (!p->txq.empty() && p->shm->tx.writer_prepare_sleep()) ready = true;
+  }
+  return ready;
+}
+
+void TcpTransport::handle_events(const epoll_event* events, int n) {
+  for (int i = 0; i < n && !stop_.load(std::memory_order_relaxed); ++i) {
+    uint32_t id = events[i].data.u32;
+    if (id == kWakeEventId) continue;  // abort(): stop_ is set, the loops end
+    Peer& p = *peers_[id];
+    if (p.failed) continue;
+    if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(p);
+    if (p.failed) continue;
+    if (p.shm) {
+      on_ring(p);  // a doorbell: data arrived, or space to write
+      std::lock_guard<std::mutex> tx(p.tx_mu);
+      if (!p.failed && !p.txq.empty()) flush_locked(p);
+    } else if (events[i].events & EPOLLOUT) {
+      on_writable(p);
+    }
+  }
+}
+
+// Returns once no thread has driven for a whole tick (or on stop).
+void TcpTransport::park_while_driven() {
+  for (;;) {
+    if (stop_.load(std::memory_order_acquire)) return;
+    uint64_t epoch = driver_epoch_.load(std::memory_order_acquire);
+    if (drivers_.load(std::memory_order_acquire) == 0 && epoch == bg_epoch_) return;
+    bg_epoch_ = epoch;
+    std::unique_lock<std::mutex> lock(park_mu_);
+    park_cv_.wait_for(lock, kParkTick, [&] { return stop_.load(std::memory_order_acquire); });
+  }
+}
+
+void TcpTransport::progress_loop() {
+  epoll_event events[kMaxEvents];
+  while (!stop_.load(std::memory_order_acquire)) {
+    park_while_driven();
+    {
+      std::unique_lock<std::mutex> rx(rx_mu_, std::try_to_lock);
+      if (!rx.owns_lock()) continue;  // a driver: park again
+      poll_once(true);
+      bool ready = prepare_sleep();
+      let_go(rx);
+      if (ready) continue;
+    }
+    // Not holding rx_mu_ while asleep: a waiting thread can start driving at once.
+    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, shm_peers_.empty() ? -1 : int(kBlockSlice.count()));
+    if (n < 0 && errno != EINTR) {
+      TDIST_LOG(LogLevel::Error, options_.label << ": epoll_wait failed: " << errno_string(errno));
+      return;
+    }
+    std::unique_lock<std::mutex> rx(rx_mu_, std::try_to_lock);
+    if (rx.owns_lock()) {
+      if (n > 0) handle_events(events, n);
+      let_go(rx);
+    }
+  }
+}
+
+}  // namespace tdist

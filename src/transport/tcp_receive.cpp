@@ -1,0 +1,273 @@
+// Receiving: the framing state machine over a peer's socket or over its
+// shared-memory ring, and matching arrived messages with posted receives.
+// Everything here runs with rx_mu_ held.
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "tdist/backend.h"
+#include "tdist/errors.h"
+#include "transport/tcp_peer.h"
+#include "transport/tcp_transport.h"
+#include "transport/wire.h"
+#include "util/logging.h"
+
+namespace tdist {
+
+namespace {
+// Payload reads at least this large go straight into the destination buffer.
+constexpr size_t kDirectReadBytes = 16 * 1024;
+constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
+
+std::exception_ptr bad_header(const std::string& peer, const wire::MessageHeader& h) {
+  return std::make_exception_ptr(DistNetworkError("protocol error from " + peer + ": bad message header (magic " +
+                                                  std::to_string(h.magic) + ", size " + std::to_string(h.size) +
+                                                  ")"));
+}
+}  // namespace
+
+void TcpTransport::on_writable(Peer& p) {
+  std::exception_ptr error;
+  {
+    std::lock_guard<std::mutex> lock(p.tx_mu);
+    error = flush_locked(p);
+    if (!error && p.txq.empty() && p.out_armed) arm_output_locked(p, false);
+  }
+  if (error) fail_peer(p, error);
+}
+
+void TcpTransport::on_readable(Peer& p) {
+  if (p.shm) {
+    on_control_socket(p);
+    return;
+  }
+  constexpr size_t hsize = kHeaderBytes;
+  for (;;) {
+    size_t buffered = p.stage_end - p.stage_begin;
+    if (!p.in_payload) {
+      if (buffered >= hsize) {
+        std::memcpy(&p.header, p.staging.data() + p.stage_begin, hsize);
+        p.stage_begin += hsize;
+        if (p.header.magic == wire::kAbortMagic && p.header.size <= wire::kMaxAbortText) {
+          p.abort_text.resize(p.header.size);
+          p.in_payload = true;
+          p.payload_done = 0;
+          p.dst = p.abort_text.data();
+          continue;
+        }
+        if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
+          fail_peer(p, bad_header(describe_peer(p.rank), p.header));
+          return;
+        }
+        begin_payload(p);
+        if (p.failed) return;
+        continue;
+      }
+    } else {
+      size_t need = p.header.size - p.payload_done;
+      if (buffered > 0 && need > 0) {
+        size_t take = std::min(buffered, need);
+        if (p.dst) std::memcpy(p.dst + p.payload_done, p.staging.data() + p.stage_begin, take);
+        p.stage_begin += take;
+        p.payload_done += take;
+        need -= take;
+      }
+      if (need == 0) {
+        finish_payload(p);
+        if (p.failed) return;
+        continue;
+      }
+      if (p.dst && need >= kDirectReadBytes) {
+        if (!read_some(p, p.dst + p.payload_done, need, p.payload_done)) return;
+        continue;
+      }
+    }
+    // Refill the staging buffer.
+    if (p.stage_begin == p.stage_end) p.stage_begin = p.stage_end = 0;
+    if (p.stage_begin > 0 && p.staging.size() - p.stage_end < hsize) {
+      std::memmove(p.staging.data(), p.staging.data() + p.stage_begin, p.stage_end - p.stage_begin);
+      p.stage_end -= p.stage_begin;
+      p.stage_begin = 0;
+    }
+    if (!read_some(p, p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, p.stage_end)) return;
+  }
+}
+
+// One non-blocking read of up to n bytes into dst, adding what arrived to
+// `counter`. False when the socket has nothing more now, or the connection is
+// gone (then the peer is failed).
+bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
+  for (;;) {
+    ssize_t r = ::recv(p.fd.get(), dst, n, MSG_DONTWAIT);
+    if (r > 0) {
+      counter += static_cast<size_t>(r);
+      return true;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    fail_peer(p, std::make_exception_ptr(DistNetworkError(
+                     "connection to " + describe_peer(p.rank) + " lost: " +
+                     (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
+                             : errno_string(errno)))));
+    return false;
+  }
+}
+
+// A header arrived: find its receive, or buffer it as unexpected.
+void TcpTransport::begin_payload(Peer& p) {
+  p.in_payload = true;
+  p.payload_done = 0;
+  p.dst = nullptr;
+  const uint64_t tag = p.header.tag;
+  const size_t size = p.header.size;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
+    auto& r = **it;
+    if (r.tag() != tag || (r.peer() != kAnySource && r.peer() != p.rank)) continue;
+    auto req = *it;
+    posted_.erase(it);
+    if (req->size() != size) {
+      req->complete(size_mismatch(p.rank, tag, req->size(), size), p.rank);  // p.dst stays null: discard
+    } else {
+      p.rx_request = req;
+      p.dst = static_cast<char*>(req->data());
+    }
+    return;
+  }
+  // Receives waiting on this peer for another operation will never be served.
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    std::exception_ptr err = (*it)->peer() == p.rank ? out_of_step(p.rank, (*it)->tag(), tag) : nullptr;
+    if (err) {
+      (*it)->complete(err, p.rank);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  auto entry = std::make_shared<Unexpected>();
+  entry->peer = p.rank;
+  entry->tag = tag;
+  try {
+    entry->data.resize(size);
+  } catch (const std::bad_alloc&) {
+    // Cannot buffer it: discard the payload and fail whoever expects it.
+    TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << size << " bytes from " << describe_peer(p.rank));
+    return;
+  }
+  p.dst = entry->data.data();
+  p.rx_unexpected = entry;
+  unexpected_.push_back(std::move(entry));
+}
+
+void TcpTransport::finish_payload(Peer& p) {
+  p.in_payload = false;
+  p.dst = nullptr;
+  if (p.header.magic == wire::kAbortMagic) {
+    fail_peer(p, std::make_exception_ptr(
+                     DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
+    return;
+  }
+  if (auto req = std::move(p.rx_request)) {
+    p.rx_request.reset();
+    req->complete(nullptr, p.rank);
+    return;
+  }
+  if (auto entry = std::move(p.rx_unexpected)) {
+    p.rx_unexpected.reset();
+    std::lock_guard<std::mutex> lock(mu_);
+    entry->complete = true;
+    if (entry->waiter) {
+      if (!entry->data.empty()) std::memcpy(entry->waiter->data(), entry->data.data(), entry->data.size());
+      entry->waiter->complete(nullptr, p.rank);
+      entry->waiter.reset();
+    }
+  }
+}
+
+// The socket of a peer whose data comes through a ring carries only complete
+// small frames: doorbells (look at the ring) and an abort notice.
+void TcpTransport::on_control_socket(Peer& p) {
+  for (;;) {
+    while (p.stage_end - p.stage_begin >= kHeaderBytes) {
+      wire::MessageHeader h;
+      std::memcpy(&h, p.staging.data() + p.stage_begin, kHeaderBytes);
+      if (h.magic == wire::kDoorbellMagic && h.size == 0) {
+        p.stage_begin += kHeaderBytes;
+        continue;
+      }
+      if (h.magic != wire::kAbortMagic || h.size > wire::kMaxAbortText) {
+        fail_peer(p, bad_header(describe_peer(p.rank), h));
+        return;
+      }
+      if (p.stage_end - p.stage_begin < kHeaderBytes + h.size) break;  // the text is still on its way
+      std::string text(p.staging.data() + p.stage_begin + kHeaderBytes, h.size);
+      p.stage_begin += kHeaderBytes + h.size;
+      on_ring(p);  // what the peer sent before giving up still counts
+      if (!p.failed)
+        fail_peer(p, std::make_exception_ptr(
+                         DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + text)));
+      return;
+    }
+    if (p.stage_begin == p.stage_end) p.stage_begin = p.stage_end = 0;
+    if (p.stage_begin > 0) {
+      std::memmove(p.staging.data(), p.staging.data() + p.stage_begin, p.stage_end - p.stage_begin);
+      p.stage_end -= p.stage_begin;
+      p.stage_begin = 0;
+    }
+    ssize_t r = ::recv(p.fd.get(), p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, MSG_DONTWAIT);
+    if (r > 0) {
+      p.stage_end += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    int err = errno;
+    on_ring(p);  // a peer that sent and exited: its last messages are in the ring
+    if (!p.failed)
+      fail_peer(p, std::make_exception_ptr(DistNetworkError(
+                       "connection to " + describe_peer(p.rank) + " lost: " +
+                       (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
+                               : errno_string(err)))));
+    return;
+  }
+}
+
+// Consumes what the peer's ring holds: the same framing as on a socket, but
+// headers and payloads are copied straight from the ring to their place.
+void TcpTransport::on_ring(Peer& p) {
+  if (p.failed) return;
+  ShmRing& ring = p.shm->rx;
+  bool consumed = false;
+  for (;;) {
+    size_t avail = ring.available();
+    if (!p.in_payload) {
+      if (avail < kHeaderBytes) break;
+      ring.read(&p.header, kHeaderBytes);
+      consumed = true;
+      if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
+        fail_peer(p, bad_header(describe_peer(p.rank), p.header));
+        return;
+      }
+      begin_payload(p);
+      if (p.failed) return;
+    } else {
+      size_t take = std::min<size_t>(avail, p.header.size - p.payload_done);
+      if (take == 0 && p.payload_done < p.header.size) break;
+      ring.read(p.dst ? p.dst + p.payload_done : nullptr, take);
+      consumed = consumed || take > 0;
+      p.payload_done += take;
+    }
+    if (p.in_payload && p.payload_done == p.header.size) {
+      finish_payload(p);
+      if (p.failed) return;
+    }
+  }
+  if (consumed && ring.writer_needs_doorbell()) {
+    std::lock_guard<std::mutex> tx(p.tx_mu);
+    ring_doorbell_locked(p);
+  }
+}
+
+}  // namespace tdist

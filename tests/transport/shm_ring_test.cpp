@@ -1,0 +1,101 @@
+// The shared-memory byte ring on its own: order, wrap-around, full and empty
+// rings, and the sleep flags that decide when a doorbell is needed.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+#include <vector>
+
+#include "transport/shm_ring.h"
+
+namespace tdist::testing {
+namespace {
+
+struct Ring {
+  explicit Ring(size_t cap) : data(cap) {}
+  ShmRingControl control;
+  std::vector<char> data;
+  // The two ends, as the writer's and the reader's process see them.
+  ShmRing writer() { return ShmRing(&control, data.data(), data.size()); }
+  ShmRing reader() { return ShmRing(&control, data.data(), data.size()); }
+};
+
+TEST(ShmRing, BytesComeOutInOrderAcrossWrapAround) {
+  Ring r(64);
+  ShmRing w = r.writer(), rd = r.reader();
+  std::vector<char> in(1000), out;
+  std::iota(in.begin(), in.end(), 0);
+  size_t sent = 0;
+  // Odd chunk sizes so that the positions wrap at every offset.
+  for (size_t step = 1; out.size() < in.size(); step = step % 13 + 1) {
+    sent += w.write_some(in.data() + sent, std::min(step * 3, in.size() - sent));
+    size_t n = std::min(rd.available(), step * 2);
+    std::vector<char> got(n);
+    rd.read(got.data(), n);
+    out.insert(out.end(), got.begin(), got.end());
+  }
+  EXPECT_EQ(out, in);
+}
+
+TEST(ShmRing, AFullRingTakesNothingUntilTheReaderMakesRoom) {
+  Ring r(16);
+  ShmRing w = r.writer(), rd = r.reader();
+  char buf[40] = {};
+  EXPECT_EQ(w.write_some(buf, 40), 16u);
+  EXPECT_TRUE(w.full());
+  EXPECT_EQ(w.write_some(buf, 1), 0u);
+  rd.read(nullptr, 5);  // discard
+  EXPECT_FALSE(w.full());
+  EXPECT_EQ(w.write_some(buf, 40), 5u);
+  EXPECT_EQ(rd.available(), 16u);
+}
+
+TEST(ShmRing, ADoorbellIsNeededOnlyAfterTheOtherSideRaisedItsFlag) {
+  Ring r(32);
+  ShmRing w = r.writer(), rd = r.reader();
+  char c = 'x';
+  w.write_some(&c, 1);
+  EXPECT_FALSE(w.reader_needs_doorbell());  // the reader never went to sleep
+  rd.read(&c, 1);
+  EXPECT_FALSE(rd.reader_prepare_sleep());  // empty: may sleep
+  w.write_some(&c, 1);
+  EXPECT_TRUE(w.reader_needs_doorbell());
+  EXPECT_FALSE(w.reader_needs_doorbell());  // cleared by the first ring
+  EXPECT_TRUE(rd.reader_prepare_sleep());   // data waiting: do not sleep
+
+  char big[32] = {};
+  w.write_some(big, 32);
+  EXPECT_FALSE(w.writer_prepare_sleep());  // full: may sleep
+  rd.read(nullptr, 4);
+  EXPECT_TRUE(rd.writer_needs_doorbell());
+  EXPECT_FALSE(rd.writer_needs_doorbell());
+}
+
+TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
+  Ring r(4096);
+  std::vector<uint32_t> in(256 * 1024), out(in.size());
+  std::iota(in.begin(), in.end(), 7u);
+  const char* src = reinterpret_cast<const char*>(in.data());
+  char* dst = reinterpret_cast<char*>(out.data());
+  const size_t total = in.size() * sizeof(uint32_t);
+  std::thread writer([&] {
+    ShmRing w = r.writer();
+    for (size_t done = 0; done < total;) {
+      size_t k = w.write_some(src + done, std::min<size_t>(1000, total - done));
+      done += k;
+      if (k == 0) std::this_thread::yield();
+    }
+  });
+  ShmRing rd = r.reader();
+  for (size_t done = 0; done < total;) {
+    size_t k = std::min(rd.available(), total - done);
+    rd.read(dst + done, k);
+    done += k;
+    if (k == 0) std::this_thread::yield();
+  }
+  writer.join();
+  EXPECT_EQ(out, in);
+}
+
+}  // namespace
+}  // namespace tdist::testing
