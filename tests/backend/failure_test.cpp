@@ -157,9 +157,7 @@ TEST(Failure, DestroyingAGroupFailsItsPendingWorkAtOnce) {
     pending->wait();
     FAIL() << "the pending all_reduce succeeded";
   } catch (const DistError& e) {
-    // Either the destruction fails it, or (in the shared-memory arena, where
-    // it can run before the shutdown) rank 1's barrier meets it first.
-    EXPECT_TRUE(contains(e.what(), "destroyed") || contains(e.what(), "out of step")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "destroyed")) << e.what();
   }
 }
 
