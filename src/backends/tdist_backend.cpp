@@ -17,29 +17,32 @@ namespace {
 
 // The Work of a point-to-point operation: completes when its transport request
 // does; waiting enforces the group timeout counted from when it was issued.
+// Its error prefix is built only when an error is reported: a send of a few
+// bytes over shared memory takes about a microsecond, and the text would cost
+// a good part of that on every call.
 class P2PWork final : public Work {
  public:
-  P2PWork(std::string op, uint64_t seq, std::shared_ptr<Request> request,
-          std::shared_ptr<TdistBackend::State> state, Deadline deadline, std::string context)
-      : Work(std::move(op), seq), request_(std::move(request)), state_(std::move(state)),
-        deadline_(deadline), context_(std::move(context)) {}
+  P2PWork(bool is_send, uint64_t seq, const Tensor& tensor, int peer, int tag, std::shared_ptr<Request> request,
+          std::shared_ptr<TdistBackend::State> state, Deadline deadline)
+      : Work(is_send ? "send" : "recv", seq), is_send_(is_send), tensor_(tensor), peer_(peer), tag_(tag),
+        request_(std::move(request)), state_(std::move(state)), deadline_(deadline) {}
 
   bool is_completed() const override { return request_->done(); }
   bool is_success() const override { return request_->done() && !request_->error(); }
   std::exception_ptr exception() const override {
     if (!request_->done() || !request_->error()) return nullptr;
-    return with_context(request_->error(), context_);
+    return with_context(request_->error(), context());
   }
   int source_rank() const override { return request_->done() ? request_->source() : -1; }
   std::shared_ptr<Future> get_future() override {
-    throw DistBackendError(context_ + "get_future is not supported for point-to-point operations (as in Gloo)");
+    throw DistBackendError(context() + "get_future is not supported for point-to-point operations (as in Gloo)");
   }
 
   bool wait(std::chrono::milliseconds timeout) override {
     Deadline user = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
     if (user.at() < deadline_.at()) {
       if (!request_->wait_until(user))
-        throw DistBackendError(context_ + "Work::wait timed out after " + format_ms(timeout) +
+        throw DistBackendError(context() + "Work::wait timed out after " + format_ms(timeout) +
                                " (the operation is still in progress)");
     }
     try {
@@ -47,7 +50,7 @@ class P2PWork final : public Work {
       // transport itself gave up (timeout, lost peer): the user owns the buffers.
       state_->transport->wait(*request_, deadline_, /*abort_on_error=*/false);
     } catch (...) {
-      auto e = with_context(std::current_exception(), context_);
+      auto e = with_context(std::current_exception(), context());
       // A timeout or a lost connection breaks the group; a size mismatch
       // discarded its message cleanly and leaves the group usable.
       if (state_->transport->aborted()) state_->record_failure(e);
@@ -57,10 +60,20 @@ class P2PWork final : public Work {
   }
 
  private:
+  // "rank 0 in group default_pg: send #3 of int32[4] to rank 1 at 127.0.0.1:4567 (tag 0) failed: "
+  std::string context() const {
+    return state_->label + ": " + op_name() + " #" + std::to_string(sequence_number()) + " of " + tensor_.str() +
+           (is_send_ ? " to " : " from ") + state_->transport->describe_peer(peer_) + " (tag " +
+           std::to_string(tag_) + ") failed: ";
+  }
+
+  const bool is_send_;
+  const Tensor tensor_;  // for the message only: its shape and dtype
+  const int peer_;
+  const int tag_;
   std::shared_ptr<Request> request_;
   std::shared_ptr<TdistBackend::State> state_;
   Deadline deadline_;
-  std::string context_;
 };
 
 }  // namespace
@@ -199,18 +212,12 @@ std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& t
   check_tensor(tensor, op);
   if (is_send || peer != kAnySource) check_rank(peer, op, is_send ? "destination" : "source");
   if (peer == rank()) throw DistValueError(state_->label + ": " + op + ": the peer is this rank itself");
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> issue(issue_mu_);
-    seq = ++p2p_seq_;
-  }
-  std::string context = state_->label + ": " + op + " #" + std::to_string(seq) + " of " + tensor.str() +
-                        (is_send ? " to " : " from ") + state_->transport->describe_peer(peer) + " (tag " +
-                        std::to_string(tag) + ") failed: ";
+  uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (auto failed = state_->failure_of(op)) std::rethrow_exception(failed);
   auto req = is_send ? state_->transport->isend(peer, p2p_tag(tag), tensor.data(), tensor.nbytes())
                      : state_->transport->irecv(peer, p2p_tag(tag), tensor.data(), tensor.nbytes());
-  return std::make_shared<P2PWork>(op, seq, std::move(req), state_, Deadline::after(options_.timeout), context);
+  return std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, std::move(req), state_,
+                                   Deadline::after(options_.timeout));
 }
 
 std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag) {

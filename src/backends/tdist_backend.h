@@ -82,7 +82,7 @@ class TdistBackend final : public Backend {
   bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
   std::array<bool, 16> in_arena_{};  // by OpCode: see arena_for()
   uint64_t seq_ = 0;      // collectives issued
-  uint64_t p2p_seq_ = 0;  // point-to-point operations issued
+  std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   std::mutex issue_mu_;   // issuing is thread-safe; order is the caller's
   WorkQueue queue_;
 };
