@@ -54,7 +54,7 @@ void broadcast_scatter_allgather(CollectiveContext& ctx, const Tensor& t, int ro
 void broadcast_chain(CollectiveContext& ctx, const Tensor& t, int root) {
   const int n = ctx.size(), v = relative(ctx, root);
   const size_t count = static_cast<size_t>(t.numel()), esize = t.element_size();
-  const size_t S = segments_for(count, esize);
+  const size_t S = segments_for(count, esize, Pipeline::Chain);
   auto segment = [&](size_t k) {
     return Span{static_cast<char*>(t.data()) + part_begin(count, S, k) * esize, part_count(count, S, k)};
   };
@@ -77,7 +77,7 @@ void broadcast(CollectiveContext& ctx, const Tensor& t, int root) {
       {"chain", broadcast_chain},
   };
   const size_t count = static_cast<size_t>(t.numel());
-  Fn run = select_algorithm("broadcast", kAlgorithms, pick_broadcast(t.nbytes(), count, ctx.size()));
+  Fn run = select_algorithm("broadcast", kAlgorithms, pick_broadcast(shape_of(ctx, t.nbytes(), count)));
   if (ctx.size() > 1 && count > 0) run(ctx, t, root);
 }
 

@@ -97,10 +97,14 @@ void reduce_scatter_recursive_halving(CollectiveContext& ctx, const Tensor& outp
 void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
 
 // all_to_all: pairwise, bruck. outputs[i] gets rank i's inputs[rank()].
+// uniform: the caller guarantees that every block of every rank has one size
+// (all_to_all_single without split sizes); only then may the selector pick
+// bruck, which needs it.
 void all_to_all_pairwise(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                          const std::vector<Tensor>& inputs);
 void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                       const std::vector<Tensor>& inputs);
-void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                bool uniform = false);
 
 }  // namespace tdist

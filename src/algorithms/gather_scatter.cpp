@@ -98,7 +98,7 @@ void scatter_binomial(CollectiveContext& ctx, const Tensor& output, const std::v
 void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const Tensor&, int);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"linear", gather_linear}, {"binomial", gather_binomial}};
-  Fn run = select_algorithm("gather", kAlgorithms, pick_gather(input.nbytes(), ctx.size()));
+  Fn run = select_algorithm("gather", kAlgorithms, pick_gather(shape_of(ctx, input.nbytes())));
   if (ctx.size() == 1) return copy_bytes(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input, root);
 }
@@ -106,7 +106,7 @@ void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Te
 void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) {
   using Fn = void (*)(CollectiveContext&, const Tensor&, const std::vector<Tensor>&, int);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"linear", scatter_linear}, {"binomial", scatter_binomial}};
-  Fn run = select_algorithm("scatter", kAlgorithms, pick_scatter(output.nbytes(), ctx.size()));
+  Fn run = select_algorithm("scatter", kAlgorithms, pick_scatter(shape_of(ctx, output.nbytes())));
   if (ctx.size() == 1) return copy_bytes(output.data(), inputs[0].data(), output.nbytes());
   run(ctx, output, inputs, root);
 }

@@ -15,8 +15,9 @@ namespace tdist {
 namespace {
 
 // Receives (and sends) kept posted ahead. Each pending reducing receive holds
-// one scratch segment; four keep the link busy while one segment is reduced
-// (two measured a little slower, eight no faster).
+// one scratch segment. Measured (ring all_reduce, 1 MiB segments, 16 and 64
+// MiB, 2 and 4 ranks over TCP): windows of 1 or 2 were 10-30% slower than 4;
+// 8 was no clearly faster and doubles the scratch.
 constexpr size_t kWindow = 4;
 // Tag steps available to one stream (the tag's step field has 24 bits; the
 // top values are reserved for fixed steps such as butterfly folds).
@@ -24,10 +25,17 @@ constexpr size_t kMaxStreamSteps = size_t{1} << 23;
 
 }  // namespace
 
-size_t segment_bytes() {
-  static constexpr size_t kDefaultSegmentBytes = 512 * 1024;
+size_t segment_bytes(Pipeline kind) {
+  // Ring (all_reduce, 2 and 4 ranks, TCP on one host): 128-256 KiB segments
+  // were up to 2x slower than 1 MiB (every segment costs a wake-up of the
+  // waiting thread), 1-2 MiB best: 16M n=2 9.7 ms, unsegmented 22.6 ms. On
+  // 1 Gbit/s links 256K and 1M segments tied (4M n=4: 52.7 ms both).
+  // Chain (broadcast, 8 ranks on 1 Gbit/s links): 256 KiB segments 1.2-2x
+  // faster than 1 MiB (1M: 8.9 / 17.1 ms, 4M: 35.4 / 43.5 ms), 64 KiB no
+  // faster than 256 KiB.
+  static constexpr size_t kRingSegmentBytes = 1024 * 1024, kChainSegmentBytes = 256 * 1024;
   auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
-  if (!v) return kDefaultSegmentBytes;
+  if (!v) return kind == Pipeline::Ring ? kRingSegmentBytes : kChainSegmentBytes;
   char* end = nullptr;
   unsigned long long n = std::strtoull(v->c_str(), &end, 10);
   if (end == v->c_str() || *end != '\0' || n == 0)
@@ -35,8 +43,8 @@ size_t segment_bytes() {
   return static_cast<size_t>(n);
 }
 
-size_t segments_for(size_t max_count, size_t esize) {
-  size_t per = std::max<size_t>(1, segment_bytes() / esize);  // elements per segment
+size_t segments_for(size_t max_count, size_t esize, Pipeline kind) {
+  size_t per = std::max<size_t>(1, segment_bytes(kind) / esize);  // elements per segment
   return std::max<size_t>(1, (max_count + per - 1) / per);
 }
 
@@ -49,8 +57,9 @@ void run_stream(CollectiveContext& ctx, const SegmentStream& st) {
   Scratch slots = make_scratch(reduces ? kWindow * slot_bytes : 0);
   std::shared_ptr<Request> recvs[kWindow], sends[kWindow];
   const char* locals[kWindow] = {};
-  size_t r_posted = 0, r_done = st.from >= 0 ? 0 : U;
-  size_t s_posted = 0, s_done = st.to >= 0 ? 0 : U;
+  // A rank without a sender (or receiver) has all its receives (sends) done.
+  size_t r_posted = st.from >= 0 ? 0 : U, r_done = r_posted;
+  size_t s_posted = st.to >= 0 ? 0 : U, s_done = s_posted;
 
   auto post_recv = [&] {
     size_t u = r_posted++, w = u % kWindow;
@@ -87,7 +96,7 @@ void run_stream(CollectiveContext& ctx, const SegmentStream& st) {
   auto send_ready = [&] { return s_posted < U && (s_posted < st.lag || s_posted - st.lag < r_done); };
 
   abort_on_error(ctx.transport, [&] {
-    while (st.from >= 0 && r_posted < std::min(U, kWindow)) post_recv();
+    while (r_posted < std::min(U, kWindow)) post_recv();
     while (r_done < U || s_done < U) {
       while (s_done < s_posted && (!sends[s_done % kWindow] || sends[s_done % kWindow]->done())) finish_send();
       while (send_ready() && s_posted - s_done < kWindow) post_send();
@@ -108,7 +117,7 @@ void run_ring(CollectiveContext& ctx, const RingPlan& p) {
   const int steps = p.end - p.first;
   if (n <= 1 || steps <= 0) return;
   const size_t esize = p.work.esize;
-  size_t S = segments_for(p.work.max_count(), esize);
+  size_t S = segments_for(p.work.max_count(), esize, Pipeline::Ring);
   S = std::min(S, std::max<size_t>(1, kMaxStreamSteps / static_cast<size_t>(steps)));
   auto block = [&](int i) { return ((i % n) + n) % n; };
   // Step g of the ring sends block pos-g-1 and receives block pos-g-2 (mod n),

@@ -13,12 +13,17 @@
 
 namespace tdist {
 
+// A ring keeps every link busy whatever the segment size, so its segments
+// are large (fewer wake-ups); a chain's first segment crosses n-1 links
+// before the last rank starts, so its segments are smaller.
+enum class Pipeline { Ring, Chain };
+
 // Bytes per segment: TDIST_ALGO_SEGMENT_BYTES when set (benchmarks, tests),
-// else kDefaultSegmentBytes. See selector.cpp for the measurement.
-size_t segment_bytes();
+// else the pipeline's default (pipeline.cpp says why).
+size_t segment_bytes(Pipeline kind);
 
 // Number of segments to cut a block of `max_count` elements into.
-size_t segments_for(size_t max_count, size_t esize);
+size_t segments_for(size_t max_count, size_t esize, Pipeline kind);
 
 // One rank's part of a stream of `units` segment transfers: unit u receives a
 // segment from `from` and sends one to `to` (-1: none), with step tag

@@ -35,19 +35,39 @@ Fn select_algorithm(const char* collective, const Algorithm<Fn> (&table)[N], std
   throw_unknown_algorithm(collective, forced, valid + ", shm");
 }
 
-// The automatic picks. `bytes` is the size of the whole buffer unless said
-// otherwise; n the world size (> 1).
-std::string_view pick_all_reduce(size_t bytes, size_t count, int n);
-std::string_view pick_broadcast(size_t bytes, size_t count, int n);
-std::string_view pick_reduce(size_t bytes, size_t count, int n);
-// bytes: the whole output; equal: whether every rank's block has one size.
-std::string_view pick_all_gather(size_t bytes, bool equal, int n);
+// What the automatic picks look at. Every field is the same on every rank
+// (they must all pick the same algorithm).
+struct Shape {
+  size_t bytes = 0;  // the collective's size, as each pick says
+  size_t count = 0;  // elements, where it matters
+  int n = 1;         // world size
+  // Every rank of the group runs on this host: TCP over loopback, where a
+  // copy costs CPU time that the ranks share, rather than link time.
+  bool one_host = true;
+};
+
+// Whether every rank of the group is on this host. The same answer on every
+// rank: a group that spans hosts gives each rank a peer elsewhere.
+bool one_host(CollectiveContext& ctx);
+
+inline Shape shape_of(CollectiveContext& ctx, size_t bytes, size_t count = 0) {
+  return Shape{bytes, count, ctx.size(), one_host(ctx)};
+}
+
+// bytes: the whole buffer.
+std::string_view pick_all_reduce(const Shape& s);
+std::string_view pick_broadcast(const Shape& s);
+std::string_view pick_reduce(const Shape& s);
+// bytes: the whole output; equal: every rank's block has one size (all ranks
+// pass the same sizes, so all know it).
+std::string_view pick_all_gather(const Shape& s, bool equal);
 // bytes: the whole input (all blocks).
-std::string_view pick_reduce_scatter(size_t bytes, int n);
+std::string_view pick_reduce_scatter(const Shape& s);
 // bytes: one rank's block.
-std::string_view pick_gather(size_t block_bytes, int n);
-std::string_view pick_scatter(size_t block_bytes, int n);
-// bytes: one rank's whole send buffer; equal: all blocks of one size.
-std::string_view pick_all_to_all(size_t bytes, bool equal, int n);
+std::string_view pick_gather(const Shape& s);
+std::string_view pick_scatter(const Shape& s);
+// bytes: one rank's block; uniform: the caller guarantees that every block
+// of every rank has one size (a rank cannot tell on its own).
+std::string_view pick_all_to_all(const Shape& s, bool uniform);
 
 }  // namespace tdist
