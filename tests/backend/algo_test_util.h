@@ -39,10 +39,11 @@ inline const std::vector<size_t>& edge_sizes() {
 inline constexpr size_t kLargeCount = (size_t{1} << 18) + 3;
 inline constexpr const char* kSmallSegments = "16384";
 
-// A few dtypes of every kind, for collectives that move data without reducing.
+// One dtype of each element size, for collectives that move data without
+// reducing (only the size matters to them).
 inline const std::vector<DType>& move_dtypes() {
-  static const std::vector<DType> v = {DType::Bool,    DType::Int8,    DType::Float16,
-                                       DType::BFloat16, DType::Int32,  DType::Float64, DType::Complex128};
+  static const std::vector<DType> v = {DType::Bool, DType::BFloat16, DType::Int32, DType::Float64,
+                                       DType::Complex128};
   return v;
 }
 
