@@ -7,8 +7,8 @@
 namespace tdist {
 
 // Ring: in step s every rank forwards the block it received in step s-1 (its
-// own first) to the right, pipelined in segments. n-1 steps, each moving one
-// block per link; blocks may differ in size (uneven all_gather).
+// own first) to the right. n-1 steps, each moving one block per link (whole:
+// see run_ring); blocks may differ in size (uneven all_gather).
 void all_gather_ring(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
   const int n = ctx.size();
   copy_bytes(outputs[ctx.rank()].data(), input.data(), input.nbytes());

@@ -51,7 +51,7 @@ void run_stream(CollectiveContext& ctx, const SegmentStream& stream);
 
 // A ring of n positions (this rank at `pos`, receiving from the rank at
 // pos-1 and sending to the rank at pos+1) over n blocks, pipelined in
-// segments. Steps 0 .. n-2 are the reduce-scatter (step s sends block
+// segments when it reduces. Steps 0 .. n-2 are the reduce-scatter (step s sends block
 // pos-s-1, folds the incoming partial of block pos-s-2 into its own), after
 // which this rank holds the full reduction of block pos; steps n-1 .. 2n-3 are
 // the all-gather (step n-1+t sends block pos-t, receives block pos-t-1).

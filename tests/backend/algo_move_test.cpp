@@ -92,8 +92,8 @@ TEST_P(AllGatherAlgo, EveryDtypeEqualUnevenContiguousAndInPlace) {
   });
 }
 
-TEST_P(AllGatherAlgo, LargeInManySegments) {
-  ScopedEnv force("TDIST_ALGO_ALL_GATHER", algorithm()), segments("TDIST_ALGO_SEGMENT_BYTES", kSmallSegments);
+TEST_P(AllGatherAlgo, LargeEqualAndUneven) {
+  ScopedEnv force("TDIST_ALGO_ALL_GATHER", algorithm());
   with_thread_world(world(), [&](ProcessGroup& pg) {
     const int n = pg.size();
     check_all_gather(pg, DType::Float32, std::vector<size_t>(n, kLargeCount / n), label("large"), true);
