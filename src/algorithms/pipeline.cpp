@@ -15,9 +15,10 @@ namespace tdist {
 namespace {
 
 // Receives (and sends) kept posted ahead. Each pending reducing receive holds
-// one scratch segment. Measured (ring all_reduce, 1 MiB segments, 16 and 64
-// MiB, 2 and 4 ranks over TCP): windows of 1 or 2 were 10-30% slower than 4;
-// 8 was no clearly faster and doubles the scratch.
+// one scratch segment. Measured (ring all_reduce over TCP on one host,
+// median of 4 runs, ms): 64M n=2: window 4 71, 2 96, 1 102; 64M n=4: 147 /
+// 194 / 187; with 1 MiB segments 8 was no faster than 4 and doubles the
+// scratch.
 constexpr size_t kWindow = 4;
 // Tag steps available to one stream (the tag's step field has 24 bits; the
 // top values are reserved for fixed steps such as butterfly folds).
@@ -26,14 +27,15 @@ constexpr size_t kMaxStreamSteps = size_t{1} << 23;
 }  // namespace
 
 size_t segment_bytes(Pipeline kind) {
-  // Ring (all_reduce, 2 and 4 ranks, TCP on one host): 128-256 KiB segments
-  // were up to 2x slower than 1 MiB (every segment costs a wake-up of the
-  // waiting thread), 1-2 MiB best: 16M n=2 9.7 ms, unsegmented 22.6 ms. On
-  // 1 Gbit/s links 256K and 1M segments tied (4M n=4: 52.7 ms both).
+  // Ring (all_reduce over TCP on one host, best of 4 runs, ms): 64M n=2:
+  // 4 MiB segments 44, 1M 77, 8M 73, unsegmented 78; 64M n=4: 83 / 112 / 113
+  // / 133; 16M n=2: 10.2 / 13.7 / 20.8 / 14.2. Smaller segments cost a
+  // wake-up each (256K: 64M n=2 64 ms); larger ones leave the cache. On
+  // 1 Gbit/s links the size did not matter (4M n=4: 52.7 ms at 256K and 1M).
   // Chain (broadcast, 8 ranks on 1 Gbit/s links): 256 KiB segments 1.2-2x
   // faster than 1 MiB (1M: 8.9 / 17.1 ms, 4M: 35.4 / 43.5 ms), 64 KiB no
   // faster than 256 KiB.
-  static constexpr size_t kRingSegmentBytes = 1024 * 1024, kChainSegmentBytes = 256 * 1024;
+  static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kChainSegmentBytes = 256 * 1024;
   auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
   if (!v) return kind == Pipeline::Ring ? kRingSegmentBytes : kChainSegmentBytes;
   char* end = nullptr;

@@ -44,11 +44,12 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 // when n is not a power of two); the ring 2(n-1)/n in 2(n-1) rounds. Fewer
 // elements than ranks: recursive doubling (nothing to split).
 //   one host, µs:   256K n=2 RD 196 / ring 252, 1M ring 530 / RD 589;
-//                   512K n=4 RD 590 / Rab 818; 256K n=8 RD 2041 ~ Rab 2005;
-//                   1M n=4 Rab 1122 / ring 1648 / RD 2016; 4M n=4 Rab 5987 /
-//                   ring 7363; 16M n=4 ring 28158 / Rab 34071; 4M n=8 Rab
-//                   15623 / ring 17199; n=3 (fold): ring best from 1M (856 /
-//                   Rab 1033 / RD 1064), RD at 256K (305 / Rab 369).
+//                   n=4: 256K RD 489 / Rab 714 / ring 772, 512K RD 712 ~ Rab
+//                   706, 1M Rab 1178 / ring 1399 / RD 1989, 2M ring 2573 /
+//                   Rab 2802, 8M ring 11543 / Rab 12014; n=8: 256K RD 2041 ~
+//                   Rab 2005, 4M Rab 15623 / ring 17199 (the ring wins once
+//                   its chunks, bytes/n, pass ~512K); n=3 (fold): ring best
+//                   from 1M (856 / Rab 1033 / RD 1064), RD at 256K (305).
 //   several hosts:  16K n=4 RD 268 / Rab 490, 64K n=4 Rab 580 / ring 744 /
 //                   RD 996; 64K n=8 RD 1494 ~ Rab 1602; 256K-1M n=4,8 Rab ~
 //                   ring; 4M n=8 ring 61467 / Rab 82594; 16M n=4 ring 210694 /
@@ -58,7 +59,7 @@ std::string_view pick_all_reduce(const Shape& s) {
   const bool rabenseifner_fits = power_of_two(s.n) && s.n >= 4;  // n=2: it is the ring; else the fold costs
   if (s.one_host) {
     if (s.bytes < (s.n <= 4 ? 512 * KiB : 256 * KiB)) return "recursive_doubling";
-    if (rabenseifner_fits && s.bytes < 8 * MiB) return "rabenseifner";
+    if (rabenseifner_fits && s.bytes < static_cast<size_t>(s.n) * 512 * KiB) return "rabenseifner";
     return "ring";
   }
   if (s.bytes < 32 * KiB) return "recursive_doubling";

@@ -13,6 +13,8 @@ Shape across_hosts(size_t bytes, int n, size_t count = ~size_t{0}) { return Shap
 TEST(AlgorithmSelector, AllReduceBySizeWorldAndPlacement) {
   EXPECT_EQ(pick_all_reduce(on_one_host(256 * KiB, 4)), "recursive_doubling");
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 4)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(on_one_host(2 * MiB, 4)), "ring");
+  EXPECT_EQ(pick_all_reduce(on_one_host(2 * MiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 3)), "ring");  // not a power of two: no fold
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 2)), "ring");
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8)), "ring");
