@@ -123,7 +123,7 @@ void run_ring(CollectiveContext& ctx, const RingPlan& p) {
   // Segments pay off where a segment is reduced while still in cache (reduce-
   // scatter 64M, 2 ranks: 36 ms in 1 MiB segments, 79 ms whole); a ring that
   // only copies gains nothing from them (all_gather 64M, 2 ranks: 64 ms in
-  // segments, 39 ms whole), so it moves whole blocks.
+  // 1 MiB segments, 39 ms whole), so it moves whole blocks.
   size_t S = reduces ? segments_for(p.work.max_count(), esize, Pipeline::Ring) : 1;
   S = std::min(S, std::max<size_t>(1, kMaxStreamSteps / static_cast<size_t>(steps)));
   auto block = [&](int i) { return ((i % n) + n) % n; };

@@ -68,8 +68,9 @@ std::string_view pick_all_reduce(const Shape& s) {
 }
 
 // One host: the binomial tree moves n-1 buffers in all, the fewest copies,
-// and was best or tied at every size (n=4, µs: 64K 101 / chain 113 / vdG 397;
-// 1M 1061 ~ 1033 ~ 1100; 16M 13927 / vdG 19967 / chain 28699). Several
+// and was best or tied at every size but one (n=4, µs: 64K 143 ~ chain 138 /
+// vdG 427; 4M 3202 / vdG 4202 / chain 5705; 16M 13543 / 15520 / 28278; 1M
+// vdG 878 / 1234 in one run, tied with it in another). Several
 // hosts: the chain keeps every link busy (n=8: 64K chain 585 / binomial 1580
 // / vdG 1987; 1M 8808 / vdG 15033 / binomial 25940; 4M 35126 / vdG 70269 /
 // binomial 106933; 16K chain 444 ~ binomial 446). Scatter + all-gather (vdG)
@@ -79,8 +80,9 @@ std::string_view pick_broadcast(const Shape& s) {
   return s.bytes < 32 * KiB ? "binomial" : "chain";
 }
 
-// One host: the binomial tree was best or tied at every size (n=4, µs: 64K
-// 129 / Rab 338; 1M 2108 ~ 2585; 16M 37478 / 41635; n=2 better everywhere).
+// One host: the binomial tree was best or tied at every size (n=4, µs: 256K
+// 371 / Rab 471; 1M 1874 / 2503; 4M 10463 / 10796; 16M 41415 / 42011; n=2
+// better everywhere).
 // Several hosts, n=4 and 8: Rabenseifner from 64K (n=4 64K 624 / 1069; n=8
 // 256K 3621 / 6360, 4M 79617 / 106325; 16K binomial 247 / 1256). With n < 4
 // it moves as much as the tree in more rounds.
