@@ -1,5 +1,5 @@
 // Helpers shared by the algorithms: how a buffer is cut into parts, the
-// blocks that circulate in a collective, scratch memory, and the rule that a
+// blocks that circulate in a collective, and the rule that a
 // collective aborts its transport before it frees buffers a receive may still
 // write into.
 #pragma once
@@ -8,10 +8,10 @@
 #include <cstddef>
 #include <cstring>
 #include <exception>
-#include <memory>
 #include <vector>
 
 #include "tdist/tensor.h"
+#include "algorithms/scratch.h"
 #include "transport/transport.h"
 
 namespace tdist {
@@ -25,10 +25,6 @@ inline size_t part_begin(size_t count, size_t parts, size_t i) {
 inline size_t part_count(size_t count, size_t parts, size_t i) {
   return part_begin(count, parts, i + 1) - part_begin(count, parts, i);
 }
-
-// Scratch memory, not zero-filled (it is always written before it is read).
-using Scratch = std::unique_ptr<char[]>;
-inline Scratch make_scratch(size_t bytes) { return std::make_unique_for_overwrite<char[]>(bytes); }
 
 // A contiguous range of elements.
 struct Span {
