@@ -1,6 +1,13 @@
 // The selector: forced algorithms and the automatic picks with their
-// thresholds. Measurements: tdist-bench over TCP on one host (TDIST_SHM=0),
-// forced algorithms compared back to back; see each pick.
+// thresholds. Every threshold comes from tdist-bench (in place, float32 SUM,
+// the slowest rank's mean time; forced algorithms run back to back, the best
+// or median of 3-5 runs quoted) on a 2-core VM shared with other work, so
+// only clear differences were acted on:
+//  - one host: TCP over loopback (TDIST_SHM=0), 2, 3, 4 and 8 ranks. The
+//    ranks share the cores: every copy costs, links do not.
+//  - several hosts: each rank in its own network namespace, every link
+//    limited to 1 Gbit/s each way (tc tbf), 4 and 8 ranks: an emulated
+//    1 GbE cluster where links cost and copies hardly do.
 #include "algorithms/selector.h"
 
 #include <algorithm>
@@ -41,29 +48,23 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 
 // Recursive doubling moves log2(n) whole buffers in log2(n) rounds;
 // Rabenseifner 2(n-1)/n of it in 2 log2(n) rounds (plus a whole-buffer fold
-// when n is not a power of two); the ring 2(n-1)/n in 2(n-1) rounds. Fewer
-// elements than ranks: recursive doubling (nothing to split).
-//   one host, µs:   256K n=2 RD 196 / ring 252, 1M ring 530 / RD 589;
-//                   n=4: 256K RD 489 / Rab 714 / ring 772, 512K RD 712 ~ Rab
-//                   706, 1M Rab 1178 / ring 1399 / RD 1989, 2M ring 2573 /
-//                   Rab 2802, 8M ring 11543 / Rab 12014; n=8: 256K RD 2041 ~
-//                   Rab 2005, 4M Rab 15623 / ring 17199 (the ring wins once
-//                   its chunks, bytes/n, pass ~512K); n=3 (fold): ring best
-//                   from 1M (856 / Rab 1033 / RD 1064), RD at 256K (305).
+// when n is not a power of two: there the ring is better); the ring 2(n-1)/n
+// in 2(n-1) rounds. Fewer elements than ranks: recursive doubling.
+//   one host, µs:   n=2: 256K Rab 133 ~ RD 142 / ring 159, 512K Rab 192 /
+//                   RD 227, 1M Rab 296 / ring 368 / RD 611, 4M Rab 2134 ~
+//                   ring 2235, 16M ring 9112 / Rab 10323; n=4: 256K RD 605 /
+//                   Rab 684 / ring 786, 512K Rab 840 / RD 903, 1M Rab 1129 /
+//                   ring 1726, 4M Rab 6352 / ring 7123, 16M ring 21106 / Rab
+//                   24456; n=8: 4M Rab 15623 / ring 17199; n=3: 256K RD 277 /
+//                   Rab 417 / ring 443, 1M ring 845 / RD 1115 / Rab 1161.
 //   several hosts:  16K n=4 RD 268 / Rab 490, 64K n=4 Rab 580 / ring 744 /
 //                   RD 996; 64K n=8 RD 1494 ~ Rab 1602; 256K-1M n=4,8 Rab ~
 //                   ring; 4M n=8 ring 61467 / Rab 82594; 16M n=4 ring 210694 /
 //                   Rab 240568.
 std::string_view pick_all_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "recursive_doubling";
-  const bool rabenseifner_fits = power_of_two(s.n) && s.n >= 4;  // n=2: it is the ring; else the fold costs
-  if (s.one_host) {
-    if (s.bytes < (s.n <= 4 ? 512 * KiB : 256 * KiB)) return "recursive_doubling";
-    if (rabenseifner_fits && s.bytes < static_cast<size_t>(s.n) * 512 * KiB) return "rabenseifner";
-    return "ring";
-  }
-  if (s.bytes < 32 * KiB) return "recursive_doubling";
-  if (rabenseifner_fits && s.bytes < 512 * KiB) return "rabenseifner";
+  if (s.bytes < (s.one_host ? 512 * KiB : 32 * KiB)) return "recursive_doubling";
+  if (power_of_two(s.n) && s.bytes < (s.one_host ? 8 * MiB : 512 * KiB)) return "rabenseifner";
   return "ring";
 }
 
@@ -72,7 +73,7 @@ std::string_view pick_all_reduce(const Shape& s) {
 // vdG 427; 4M 3202 / vdG 4202 / chain 5705; 16M 13543 / 15520 / 28278; 1M
 // vdG 878 / 1234 in one run, tied with it in another). Several
 // hosts: the chain keeps every link busy (n=8: 64K chain 585 / binomial 1580
-// / vdG 1987; 1M 8808 / vdG 15033 / binomial 25940; 4M 35126 / vdG 70269 /
+// / vdG 1987; 1M 8906 / vdG 15033 / binomial 25940; 4M 35419 / vdG 70269 /
 // binomial 106933; 16K chain 444 ~ binomial 446). Scatter + all-gather (vdG)
 // was never the fastest: it stays available by name.
 std::string_view pick_broadcast(const Shape& s) {
@@ -80,28 +81,30 @@ std::string_view pick_broadcast(const Shape& s) {
   return s.bytes < 32 * KiB ? "binomial" : "chain";
 }
 
-// One host: the binomial tree was best or tied at every size (n=4, µs: 256K
-// 371 / Rab 471; 1M 1874 / 2503; 4M 10463 / 10796; 16M 41415 / 42011; n=2
-// better everywhere).
-// Several hosts, n=4 and 8: Rabenseifner from 64K (n=4 64K 624 / 1069; n=8
-// 256K 3621 / 6360, 4M 79617 / 106325; 16K binomial 247 / 1256). With n < 4
-// it moves as much as the tree in more rounds.
+// Rabenseifner sends about 2x the buffer per rank where the tree sends up to
+// log2(n)x, in more rounds; with n < 4 it moves as much as the tree.
+//   one host, n=4, µs: 256K binomial 299 / Rab 537; 1M Rab 956 / 1471
+//                      (medians 1335 / 1558); 4M 5265 ~ 5516; 16M 21780 / 23127.
+//   several hosts:     n=4 16K binomial 101 / Rab 317, 64K Rab 624 / 1069;
+//                      n=8 256K 3621 / 6360, 4M 79617 / 106325.
 std::string_view pick_reduce(const Shape& s) {
-  if (s.count < static_cast<size_t>(s.n) || s.n < 4 || s.one_host) return "binomial";
-  return s.bytes < 64 * KiB ? "binomial" : "rabenseifner";
+  if (s.count < static_cast<size_t>(s.n) || s.n < 4) return "binomial";
+  return s.bytes < (s.one_host ? 1 * MiB : 64 * KiB) ? "binomial" : "rabenseifner";
 }
 
-// Bruck: ceil(log2 n) rounds instead of n-1 (n=4 one host, µs: 16K 190 /
-// ring 289; several hosts n=8: 64K 901 / 1638); tied from 256K (n=8 1760 ~
-// 1703) where the ring's pipelining takes over. Uneven blocks: ring.
+// Bruck: ceil(log2 n) rounds instead of n-1, the same volume, plus one copy
+// of the whole output (one host, n=4, µs: 64K 266 / ring 450, 1M 872 /
+// 1023, 4M ring 3923 / 4245, 16M 13279 / 19022; several hosts n=8: 64K 901 /
+// 1638, tied from 256K). Uneven blocks: ring.
 std::string_view pick_all_gather(const Shape& s, bool equal) {
-  return equal && s.bytes < 256 * KiB ? "bruck" : "ring";
+  return equal && s.bytes < 2 * MiB ? "bruck" : "ring";
 }
 
-// Recursive halving: log2(n) rounds (n=2 one host, µs: 64K 28 / ring 81;
-// n=4: 64K 213 / 315; several hosts n=8: 64K 842 / 1625); the ring from
-// 256K (n=2 one host 125 / 229; n=8 several hosts 1M 7562 / 11788).
-std::string_view pick_reduce_scatter(const Shape& s) { return s.bytes < 128 * KiB ? "recursive_halving" : "ring"; }
+// Recursive halving: log2(n) rounds (one host n=4, µs: 128K 251 / ring 422,
+// 256K 451 ~ 456, 512K 619 ~ 587, 1M ring 855 / 1001, 4M 4217 / 5001; n=2
+// within 20% either way; several hosts n=8: 64K 842 / 1625, 1M ring 7562 /
+// 11788).
+std::string_view pick_reduce_scatter(const Shape& s) { return s.bytes < 256 * KiB ? "recursive_halving" : "ring"; }
 
 // The binomial gather was never faster than the linear one, where the root
 // takes every block at once (µs, 1K blocks: n=4 19 / 32, n=8 59 / 58, n=16

@@ -13,10 +13,8 @@ Shape across_hosts(size_t bytes, int n, size_t count = ~size_t{0}) { return Shap
 TEST(AlgorithmSelector, AllReduceBySizeWorldAndPlacement) {
   EXPECT_EQ(pick_all_reduce(on_one_host(256 * KiB, 4)), "recursive_doubling");
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 4)), "rabenseifner");
-  EXPECT_EQ(pick_all_reduce(on_one_host(2 * MiB, 4)), "ring");
-  EXPECT_EQ(pick_all_reduce(on_one_host(2 * MiB, 8)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 2)), "rabenseifner");
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 3)), "ring");  // not a power of two: no fold
-  EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 2)), "ring");
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8)), "ring");
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8, 7)), "recursive_doubling");  // fewer elements than ranks
   EXPECT_EQ(pick_all_reduce(across_hosts(16 * KiB, 8)), "recursive_doubling");
@@ -29,7 +27,8 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_broadcast(across_hosts(16 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 8)), "chain");
   EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 2)), "binomial");
-  EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "binomial");
+  EXPECT_EQ(pick_reduce(on_one_host(256 * KiB, 8)), "binomial");
+  EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "binomial");
@@ -42,7 +41,7 @@ TEST(AlgorithmSelector, RootedCollectives) {
 TEST(AlgorithmSelector, BlockCollectives) {
   EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 4), true), "bruck");
   EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 4), false), "ring");  // uneven blocks
-  EXPECT_EQ(pick_all_gather(across_hosts(1 * MiB, 8), true), "ring");
+  EXPECT_EQ(pick_all_gather(across_hosts(4 * MiB, 8), true), "ring");
   EXPECT_EQ(pick_reduce_scatter(on_one_host(64 * KiB, 4)), "recursive_halving");
   EXPECT_EQ(pick_reduce_scatter(across_hosts(1 * MiB, 8)), "ring");
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), true), "bruck");
