@@ -27,11 +27,12 @@ constexpr size_t kMaxStreamSteps = size_t{1} << 23;
 }  // namespace
 
 size_t segment_bytes(Pipeline kind) {
-  // Ring (all_reduce over TCP on one host, best of 4 runs, ms): 64M n=2:
-  // 4 MiB segments 44, 1M 77, 8M 73, unsegmented 78; 64M n=4: 83 / 112 / 113
-  // / 133; 16M n=2: 10.2 / 13.7 / 20.8 / 14.2. Smaller segments cost a
-  // wake-up each (256K: 64M n=2 64 ms); larger ones leave the cache. On
-  // 1 Gbit/s links the size did not matter (4M n=4: 52.7 ms at 256K and 1M).
+  // Ring (all_reduce over TCP on one host, best of 3-5 runs, ms): 64M n=2:
+  // 4 MiB segments 38, 1 MiB 57, unsegmented 58; 16M n=2: 7.0 / 10.0 / 7.5;
+  // 16M n=4: 20.7 / 24.3 / 23.4; but 64M n=4: 89 / 119 / 77. Smaller
+  // segments cost a wake-up each (256K was slower still), larger ones (8M)
+  // leave the cache. On 1 Gbit/s links the size did not matter (4M n=4: 52.7
+  // ms at 256K and 1M).
   // Chain (broadcast, 8 ranks on 1 Gbit/s links): 256 KiB segments 1.2-2x
   // faster than 1 MiB (1M: 8.9 / 17.1 ms, 4M: 35.4 / 43.5 ms), 64 KiB no
   // faster than 256 KiB.
