@@ -1,14 +1,21 @@
+// all_to_all: pairwise exchange; Bruck for small equal blocks.
 #include <cstring>
+#include <string>
+#include <vector>
 
+#include "tdist/errors.h"
+#include "algorithms/blocks.h"
 #include "algorithms/collective.h"
+#include "algorithms/selector.h"
 
 namespace tdist {
 
 // Pairwise exchange: in step s a rank sends to rank+s and receives from
 // rank-s, so every link carries one block per step and no rank is hot.
-void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
-  const int n = ctx.size();
-  const int rank = ctx.rank();
+// Blocks may differ in size.
+void all_to_all_pairwise(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                         const std::vector<Tensor>& inputs) {
+  const int n = ctx.size(), rank = ctx.rank();
   if (outputs[rank].nbytes() > 0 && outputs[rank].data() != inputs[rank].data())
     std::memmove(outputs[rank].data(), inputs[rank].data(), outputs[rank].nbytes());
   for (int s = 1; s < n; ++s) {
@@ -16,6 +23,47 @@ void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
     ctx.send_recv(to, inputs[to].data(), inputs[to].nbytes(), from, outputs[from].data(), outputs[from].nbytes(),
                   static_cast<uint32_t>(s));
   }
+}
+
+// Bruck: ceil(log2 n) rounds instead of n-1. Blocks sit in slots rotated by
+// the rank (slot i: the block for rank + i); round d sends every slot with
+// bit d set to rank + d and takes the same slots from rank - d; at the end
+// slot i holds the block from rank - i. Each block travels up to log2(n)
+// times: only for small blocks, and only blocks of one size on every rank
+// (each rank can check only its own).
+void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                      const std::vector<Tensor>& inputs) {
+  const int n = ctx.size(), r = ctx.rank();
+  const size_t block = inputs[0].nbytes();
+  for (int i = 0; i < n; ++i)
+    if (inputs[i].nbytes() != block || outputs[i].nbytes() != block)
+      throw DistValueError("all_to_all: the bruck algorithm needs blocks of one size; this rank's differ (" +
+                           std::to_string(inputs[i].nbytes()) + " and " + std::to_string(outputs[i].nbytes()) +
+                           " bytes to and from rank " + std::to_string(i) + ", " + std::to_string(block) +
+                           " to rank 0): use pairwise");
+  Scratch slots = make_scratch(block * n), packed = make_scratch(block * n), incoming = make_scratch(block * n);
+  for (int i = 0; i < n; ++i) copy_bytes(slots.get() + block * i, inputs[(r + i) % n].data(), block);
+  abort_on_error(ctx.transport, [&] {
+    uint32_t step = 0;
+    for (int d = 1; d < n; d <<= 1, ++step) {
+      size_t k = 0;
+      for (int i = d; i < n; ++i)
+        if (i & d) copy_bytes(packed.get() + block * k++, slots.get() + block * i, block);
+      ctx.send_recv((r + d) % n, packed.get(), block * k, (r - d + n) % n, incoming.get(), block * k, step);
+      k = 0;
+      for (int i = d; i < n; ++i)
+        if (i & d) copy_bytes(slots.get() + block * i, incoming.get() + block * k++, block);
+    }
+  });
+  for (int i = 0; i < n; ++i) copy_bytes(outputs[(r - i + n) % n].data(), slots.get() + block * i, block);
+}
+
+void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                bool uniform) {
+  using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const std::vector<Tensor>&);
+  static constexpr Algorithm<Fn> kAlgorithms[] = {{"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}};
+  Fn run = select_algorithm("all_to_all", kAlgorithms, pick_all_to_all(shape_of(ctx, inputs[0].nbytes()), uniform));
+  run(ctx, outputs, inputs);
 }
 
 }  // namespace tdist

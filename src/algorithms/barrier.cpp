@@ -4,25 +4,12 @@
 #include <vector>
 
 #include "tdist/errors.h"
+#include "algorithms/blocks.h"
 #include "algorithms/collective.h"
 
 namespace tdist {
 
 namespace {
-
-// Runs `body`, whose receives land in buffers local to it; if it throws while
-// such a receive may still be posted (a send failed first), the transport is
-// aborted before the buffers go out of scope, so no late message is written
-// into freed memory (abort joins the progress thread and fails every request).
-template <typename F>
-void abort_on_error(Transport& transport, F&& body) {
-  try {
-    body();
-  } catch (...) {
-    transport.abort(std::current_exception());
-    throw;
-  }
-}
 
 // The global rank of group rank r, read from the transport's description of
 // it ("rank 3 (group rank 2) at ..."); r itself when the description has none.

@@ -40,13 +40,20 @@ struct CollectiveContext {
 // every rank's call when they differ.
 void check_fingerprint(CollectiveContext& ctx, const std::string& signature);
 
-// Algorithms may be forced with TDIST_ALGO_<COLLECTIVE> (e.g. TDIST_ALGO_ALL_REDUCE=ring).
+// Algorithms may be forced with TDIST_ALGO_<COLLECTIVE> (e.g. TDIST_ALGO_ALL_REDUCE=ring):
+// the lower-cased value, "" when unset. Each collective below picks with the
+// selector (selector.h) and accepts the names listed with it.
 std::string forced_algorithm(const char* collective);
 
+// broadcast: binomial, scatter_allgather, chain.
 void broadcast_binomial(CollectiveContext& ctx, const Tensor& t, int root);
+void broadcast_scatter_allgather(CollectiveContext& ctx, const Tensor& t, int root);
+void broadcast_chain(CollectiveContext& ctx, const Tensor& t, int root);
 void broadcast(CollectiveContext& ctx, const Tensor& t, int root);
 
+// all_reduce: recursive_doubling, rabenseifner, ring.
 void all_reduce_recursive_doubling(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
+void all_reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
 void all_reduce_ring(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
 void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op);
 
@@ -55,18 +62,49 @@ void barrier_dissemination(CollectiveContext& ctx);
 // error names the ranks that did not arrive (all, or the first).
 void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks);
 
-// Result on root only (in place); other ranks' tensors are left unchanged.
+// reduce: binomial, rabenseifner. Result on root only (in place); other
+// ranks' tensors are left unchanged.
+void reduce_binomial_tree(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
+void reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
+void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
+// The same as reduce(): the name the backend calls it by (it predates the
+// selector). To be retired once the backend calls reduce().
 void reduce_binomial(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
-// outputs[i] gets rank i's input; sizes may differ per rank but every rank
-// passes the same sizes. outputs[rank] may alias input.
+
+// all_gather: ring, bruck. outputs[i] gets rank i's input; sizes may differ
+// per rank (bruck then runs the ring) but every rank passes the same sizes.
+// outputs[rank] may alias input.
+void all_gather_ring(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input);
+void all_gather_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input);
 void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input);
-// outputs only on the root.
+
+// gather, scatter: linear, binomial. Every rank's block has the same size.
+// gather: outputs only on the root.
+void gather_linear(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root);
+void gather_binomial(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root);
 void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root);
-// inputs only on the root.
+// scatter: inputs only on the root.
+void scatter_linear(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root);
+void scatter_binomial(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root);
 void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root);
-// output = op over every rank's inputs[rank()]; inputs[i] has rank i's output size.
+
+// reduce_scatter: ring, recursive_halving. output = op over every rank's
+// inputs[rank()]; inputs[i] has rank i's output size (sizes may differ).
+void reduce_scatter_ring(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                         ReduceOp op);
+void reduce_scatter_recursive_halving(CollectiveContext& ctx, const Tensor& output,
+                                      const std::vector<Tensor>& inputs, ReduceOp op);
 void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
-// outputs[i] gets rank i's inputs[rank()].
-void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+
+// all_to_all: pairwise, bruck. outputs[i] gets rank i's inputs[rank()].
+// uniform: the caller guarantees that every block of every rank has one size
+// (all_to_all_single without split sizes); only then may the selector pick
+// bruck, which needs it.
+void all_to_all_pairwise(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                         const std::vector<Tensor>& inputs);
+void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                      const std::vector<Tensor>& inputs);
+void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                bool uniform = false);
 
 }  // namespace tdist

@@ -31,8 +31,8 @@ void check_fingerprint(CollectiveContext& ctx, const std::string& signature) {
   std::string text;
   for (auto& [sig, ranks] : calls) {
     std::string list;
-    for (size_t i = 0; i < ranks.size(); ++i) list += (i ? "," : "") + std::to_string(ranks[i]);
-    text += (text.empty() ? "" : "; ") + std::string("ranks [") + list + "] called " + sig;
+    for (size_t i = 0; i < ranks.size(); ++i) list.append(i ? "," : "").append(std::to_string(ranks[i]));
+    text.append(text.empty() ? "" : "; ").append("ranks [").append(list).append("] called ").append(sig);
   }
   throw DistBackendError("the ranks disagree on this collective: " + text);
 }

@@ -1,37 +1,85 @@
-#include <cstring>
-#include <vector>
-
+// reduce: binomial tree (small), Rabenseifner (large). The result lands on
+// the root only; the other ranks work in scratch so their tensors stay as
+// given.
+#include "algorithms/binomial.h"
+#include "algorithms/blocks.h"
+#include "algorithms/butterfly.h"
 #include "algorithms/collective.h"
+#include "algorithms/selector.h"
 #include "reduce/reduce.h"
 
 namespace tdist {
 
-// Binomial tree toward the root: in round k a rank whose relative rank has
-// bit k set sends its partial result to the rank 2^k below and leaves. The
-// partial result lives in a scratch buffer so non-root tensors stay as given.
-void reduce_binomial(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
-  const int n = ctx.size();
-  const size_t bytes = t.nbytes();
-  const size_t count = static_cast<size_t>(t.numel());
-  const int vrank = (ctx.rank() - root + n) % n;
-  const bool is_root = vrank == 0;
-  std::vector<char> scratch(is_root ? 0 : bytes);
-  char* acc = is_root ? static_cast<char*>(t.data()) : scratch.data();
-  if (!is_root && bytes > 0) std::memcpy(acc, t.data(), bytes);
-  std::vector<char> incoming(bytes);
-  uint32_t step = 0;
-  for (int mask = 1; mask < n; mask <<= 1, ++step) {
-    if (vrank & mask) {
-      ctx.send((vrank - mask + root) % n, step, acc, bytes);
-      break;
-    }
-    if (vrank + mask < n) {
-      ctx.recv((vrank + mask + root) % n, step, incoming.data(), bytes);
-      // The child's partial covers higher relative ranks: it is the right operand.
-      reduction::combine(op, t.dtype(), acc, acc, incoming.data(), count);
-    }
+namespace {
+// Where a rank reduces: the root's tensor itself, else a scratch copy.
+struct Accumulator {
+  Scratch scratch;
+  char* data;
+  Accumulator(const Tensor& t, bool is_root)
+      : scratch(make_scratch(is_root ? 0 : t.nbytes())),
+        data(is_root ? static_cast<char*>(t.data()) : scratch.get()) {
+    if (!is_root) copy_bytes(data, t.data(), t.nbytes());
   }
-  if (is_root && reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), acc, count, n);
+};
+}  // namespace
+
+// Binomial tree toward the root: a rank receives the partial results of its
+// children (nearest first), folds each in, and sends its own to its parent.
+// log2(n) rounds, each moving the whole buffer.
+void reduce_binomial_tree(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
+  const int n = ctx.size();
+  const size_t bytes = t.nbytes(), count = static_cast<size_t>(t.numel());
+  BinomialTree tree(n, (ctx.rank() - root + n) % n);
+  Accumulator acc(t, tree.is_root());
+  Scratch incoming = make_scratch(bytes);
+  abort_on_error(ctx.transport, [&] {
+    for (int c : tree.children()) {
+      ctx.recv((c + root) % n, static_cast<uint32_t>(c - tree.v), incoming.get(), bytes);
+      // The child's partial covers higher relative ranks: it is the right operand.
+      reduction::combine(op, t.dtype(), acc.data, acc.data, incoming.get(), count);
+    }
+    if (!tree.is_root()) ctx.send((tree.parent() + root) % n, static_cast<uint32_t>(tree.low), acc.data, bytes);
+  });
 }
+
+// Rabenseifner: recursive-halving reduce-scatter, then the parts are gathered
+// on the root along a binomial tree. Each rank sends about 2x the buffer
+// instead of log2(n)x. When the root is a folded-out rank, its partner
+// collects the result and hands it over.
+void reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
+  const size_t count = static_cast<size_t>(t.numel());
+  Butterfly bf(ctx, op, t.dtype());
+  const size_t parts = static_cast<size_t>(bf.pof2());
+  auto bound = [&](int i) { return part_begin(count, parts, static_cast<size_t>(i)); };
+  const bool is_root = ctx.rank() == root;
+  Accumulator acc(t, is_root);
+  Scratch tmp = make_scratch(t.nbytes());
+  const int collector = bf.participant_of(root);
+  abort_on_error(ctx.transport, [&] {
+    bf.fold_in(acc.data, count, tmp.get());
+    if (bf.participant() >= 0) {
+      bf.reduce_scatter_halving(acc.data, bound, tmp.get());
+      bf.gather_parts(acc.data, bound, collector);
+    }
+    // Rank 2i+1 collected for root 2i: hand the result over.
+    if (bf.rank_of(collector) != root && (ctx.rank() == root || ctx.rank() == bf.rank_of(collector)))
+      bf.fold_out(acc.data, acc.data, t.nbytes());
+  });
+}
+
+void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
+  using Fn = void (*)(CollectiveContext&, const Tensor&, int, ReduceOp);
+  static constexpr Algorithm<Fn> kAlgorithms[] = {
+      {"binomial", reduce_binomial_tree},
+      {"rabenseifner", reduce_rabenseifner},
+  };
+  const int n = ctx.size();
+  const size_t count = static_cast<size_t>(t.numel());
+  Fn run = select_algorithm("reduce", kAlgorithms, pick_reduce(shape_of(ctx, t.nbytes(), count)));
+  if (n > 1 && count > 0) run(ctx, t, root, op);
+  if (ctx.rank() == root && reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), count, n);
+}
+
+void reduce_binomial(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) { reduce(ctx, t, root, op); }
 
 }  // namespace tdist

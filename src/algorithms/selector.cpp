@@ -1,8 +1,20 @@
+// The selector: forced algorithms and the automatic picks with their
+// thresholds. Every threshold comes from tdist-bench (in place, float32 SUM,
+// the slowest rank's mean time; forced algorithms run back to back, the best
+// or median of 3-5 runs quoted) on a 2-core VM shared with other work, so
+// only clear differences were acted on:
+//  - one host: TCP over loopback (TDIST_SHM=0), 2, 3, 4 and 8 ranks. The
+//    ranks share the cores: every copy costs, links do not.
+//  - several hosts: each rank in its own network namespace, every link
+//    limited to 1 Gbit/s each way (tc tbf), 4 and 8 ranks: an emulated
+//    1 GbE cluster where links cost and copies hardly do.
+#include "algorithms/selector.h"
+
 #include <algorithm>
 #include <cctype>
 #include <string>
 
-#include "algorithms/collective.h"
+#include "tdist/errors.h"
 #include "util/env.h"
 
 namespace tdist {
@@ -15,6 +27,106 @@ std::string forced_algorithm(const char* collective) {
   std::string out = *v;
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
   return out;
+}
+
+void throw_unknown_algorithm(const char* collective, const std::string& name, const std::string& valid) {
+  std::string var = std::string("TDIST_ALGO_") + collective;
+  std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });
+  throw DistValueError(var + "=" + name + " is not a " + collective + " algorithm (valid: " + valid + ")");
+}
+
+bool one_host(CollectiveContext& ctx) {
+  for (int peer = 0; peer < ctx.size(); ++peer)
+    if (!ctx.transport.same_host(peer)) return false;
+  return true;
+}
+
+namespace {
+constexpr size_t KiB = 1024, MiB = 1024 * KiB;
+bool power_of_two(int n) { return (n & (n - 1)) == 0; }
+}  // namespace
+
+// Recursive doubling moves log2(n) whole buffers in log2(n) rounds;
+// Rabenseifner 2(n-1)/n of it in 2 log2(n) rounds (plus a whole-buffer fold
+// when n is not a power of two: there the ring is better); the ring 2(n-1)/n
+// in 2(n-1) rounds. Fewer elements than ranks: recursive doubling.
+//   one host, µs:   n=2: 256K Rab 133 ~ RD 142 / ring 159, 512K Rab 192 /
+//                   RD 227, 1M Rab 296 / ring 368 / RD 611, 4M Rab 2134 ~
+//                   ring 2235, 16M ring 9112 / Rab 10323; n=4: 256K RD 605 /
+//                   Rab 684 / ring 786, 512K Rab 840 / RD 903, 1M Rab 1129 /
+//                   ring 1726, 4M Rab 6352 / ring 7123, 16M ring 21106 / Rab
+//                   24456; n=8: 4M Rab 15623 / ring 17199; n=3: 256K RD 277 /
+//                   Rab 417 / ring 443, 1M ring 845 / RD 1115 / Rab 1161.
+//   several hosts:  16K n=4 RD 268 / Rab 490, 64K n=4 Rab 580 / ring 744 /
+//                   RD 996; 64K n=8 RD 1494 ~ Rab 1602; 256K-1M n=4,8 Rab ~
+//                   ring; 4M n=8 ring 61467 / Rab 82594; 16M n=4 ring 210694 /
+//                   Rab 240568.
+std::string_view pick_all_reduce(const Shape& s) {
+  if (s.count < static_cast<size_t>(s.n)) return "recursive_doubling";
+  if (s.bytes < (s.one_host ? 512 * KiB : 32 * KiB)) return "recursive_doubling";
+  if (power_of_two(s.n) && s.bytes < (s.one_host ? 8 * MiB : 512 * KiB)) return "rabenseifner";
+  return "ring";
+}
+
+// One host: the binomial tree moves n-1 buffers in all, the fewest copies,
+// and was best or tied at every size but one (n=4, µs: 64K 143 ~ chain 138 /
+// vdG 427; 4M 3202 / vdG 4202 / chain 5705; 16M 13543 / 15520 / 28278; 1M
+// vdG 878 / 1234 in one run, tied with it in another). Several
+// hosts: the chain keeps every link busy (n=8: 64K chain 585 / binomial 1580
+// / vdG 1987; 1M 8906 / vdG 15033 / binomial 25940; 4M 35419 / vdG 70269 /
+// binomial 106933; 16K chain 444 ~ binomial 446). Scatter + all-gather (vdG)
+// was never the fastest: it stays available by name.
+std::string_view pick_broadcast(const Shape& s) {
+  if (s.n < 3 || s.count < static_cast<size_t>(s.n) || s.one_host) return "binomial";
+  return s.bytes < 32 * KiB ? "binomial" : "chain";
+}
+
+// Rabenseifner sends about 2x the buffer per rank where the tree sends up to
+// log2(n)x, in more rounds; with n < 4 it moves as much as the tree.
+//   one host, n=4, µs: 256K binomial 299 / Rab 537; 1M Rab 956 / 1471
+//                      (medians 1335 / 1558); 4M 5265 ~ 5516; 16M 21780 / 23127.
+//   several hosts:     n=4 16K binomial 101 / Rab 317, 64K Rab 624 / 1069;
+//                      n=8 256K 3621 / 6360, 4M 79617 / 106325.
+std::string_view pick_reduce(const Shape& s) {
+  if (s.count < static_cast<size_t>(s.n) || s.n < 4) return "binomial";
+  return s.bytes < (s.one_host ? 1 * MiB : 64 * KiB) ? "binomial" : "rabenseifner";
+}
+
+// Bruck: ceil(log2 n) rounds instead of n-1, the same volume, plus one copy
+// of the whole output (one host, n=4, µs: 64K 266 / ring 450, 1M 872 /
+// 1023, 4M ring 3923 / 4245, 16M 13279 / 19022; several hosts n=8: 64K 901 /
+// 1638, tied from 256K). Uneven blocks: ring.
+std::string_view pick_all_gather(const Shape& s, bool equal) {
+  return equal && s.bytes < 2 * MiB ? "bruck" : "ring";
+}
+
+// Recursive halving: log2(n) rounds (one host n=4, µs: 128K 251 / ring 422,
+// 256K 451 ~ 456, 512K 619 ~ 587, 1M ring 855 / 1001, 4M 4217 / 5001; n=2
+// within 20% either way; several hosts n=8: 64K 842 / 1625, 1M ring 7562 /
+// 11788).
+std::string_view pick_reduce_scatter(const Shape& s) { return s.bytes < 256 * KiB ? "recursive_halving" : "ring"; }
+
+// The binomial gather was never faster than the linear one, where the root
+// takes every block at once (µs, 1K blocks: n=4 19 / 32, n=8 59 / 58, n=16
+// 195 / 199, 4K n=16 216 / 284; several hosts n=8 4K 259 / 231 at best): it
+// stays available by name.
+std::string_view pick_gather(const Shape&) { return "linear"; }
+
+// The binomial scatter halves the root's sends per round: 2x faster for
+// small blocks from 8 ranks (one host, µs, 1K blocks: n=8 98 / linear 207,
+// n=16 187 / 364; 4K n=16 272 / 453), tied at 4 ranks and from 64K blocks,
+// slower from 256K (n=4 453 / 323).
+std::string_view pick_scatter(const Shape& s) {
+  return s.n >= 8 && s.bytes < 16 * KiB ? "binomial" : "linear";
+}
+
+// Bruck: log2(n) rounds, each block forwarded up to log2(n) times: 2x faster
+// for small blocks (µs, whole buffer per rank: n=4 one host 16K 211 /
+// pairwise 345, several hosts 16K 287 / 469; n=8 one host 64K 958 / 1442).
+// At n=4 one host 64K (16K blocks) pairwise was ahead (370 / 416). Only when
+// the caller knows every block of every rank has one size.
+std::string_view pick_all_to_all(const Shape& s, bool uniform) {
+  return uniform && s.n > 2 && s.bytes <= 8 * KiB ? "bruck" : "pairwise";
 }
 
 }  // namespace tdist

@@ -63,7 +63,7 @@ TEST_P(AllReduce, LargeEveryDtype) {
 
 // Each algorithm forced, on sizes around its edge cases (fewer elements than ranks, odd splits).
 TEST_P(AllReduce, EveryAlgorithmForced) {
-  for (const char* algo : {"ring", "recursive_doubling"}) {
+  for (const char* algo : {"ring", "recursive_doubling", "rabenseifner"}) {
     setenv("TDIST_ALGO_ALL_REDUCE", algo, 1);
     with_thread_world(GetParam(), [](ProcessGroup& pg) {
       for (size_t count : {size_t{1}, size_t{3}, size_t{8}, size_t{13}, size_t{4097}}) {

@@ -1,0 +1,174 @@
+#include "algorithms/pipeline.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tdist/errors.h"
+#include "reduce/reduce.h"
+#include "util/env.h"
+
+namespace tdist {
+
+namespace {
+
+// Receives (and sends) kept posted ahead. Each pending reducing receive holds
+// one scratch segment. Measured (ring all_reduce over TCP on one host,
+// median of 4 runs, ms): 64M n=2: window 4 71, 2 96, 1 102; 64M n=4: 147 /
+// 194 / 187; with 1 MiB segments 8 was no faster than 4 and doubles the
+// scratch.
+constexpr size_t kWindow = 4;
+// Tag steps available to one stream (the tag's step field has 24 bits; the
+// top values are reserved for fixed steps such as butterfly folds).
+constexpr size_t kMaxStreamSteps = size_t{1} << 23;
+
+}  // namespace
+
+size_t segment_bytes(Pipeline kind) {
+  // Ring (all_reduce over TCP on one host, best of 3-5 runs, ms): 64M n=2:
+  // 4 MiB segments 38, 1 MiB 57, unsegmented 58; 16M n=2: 7.0 / 10.0 / 7.5;
+  // 16M n=4: 20.7 / 24.3 / 23.4; but 64M n=4: 89 / 119 / 77. Smaller
+  // segments cost a wake-up each (256K was slower still), larger ones (8M)
+  // leave the cache. On 1 Gbit/s links the size did not matter (4M n=4: 52.7
+  // ms at 256K and 1M).
+  // Chain (broadcast, 8 ranks on 1 Gbit/s links): 256 KiB segments 1.2-2x
+  // faster than 1 MiB (1M: 8.9 / 17.1 ms, 4M: 35.4 / 43.5 ms), 64 KiB no
+  // faster than 256 KiB.
+  static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kChainSegmentBytes = 256 * 1024;
+  auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
+  if (!v) return kind == Pipeline::Ring ? kRingSegmentBytes : kChainSegmentBytes;
+  char* end = nullptr;
+  unsigned long long n = std::strtoull(v->c_str(), &end, 10);
+  if (end == v->c_str() || *end != '\0' || n == 0)
+    throw DistValueError("TDIST_ALGO_SEGMENT_BYTES=" + *v + " is not a positive number of bytes");
+  return static_cast<size_t>(n);
+}
+
+size_t segments_for(size_t max_count, size_t esize, Pipeline kind) {
+  size_t per = std::max<size_t>(1, segment_bytes(kind) / esize);  // elements per segment
+  return std::max<size_t>(1, (max_count + per - 1) / per);
+}
+
+void run_stream(CollectiveContext& ctx, const SegmentStream& st) {
+  const size_t U = st.units;
+  if (U > kMaxStreamSteps)
+    throw DistBackendError("internal error: a segment stream of " + std::to_string(U) + " units has too many steps");
+  const bool reduces = static_cast<bool>(st.local);
+  const size_t slot_bytes = st.max_segment_count * st.esize;
+  Scratch slots = make_scratch(reduces ? kWindow * slot_bytes : 0);
+  std::shared_ptr<Request> recvs[kWindow], sends[kWindow];
+  const char* locals[kWindow] = {};
+  // A rank without a sender (or receiver) has all its receives (sends) done.
+  size_t r_posted = st.from >= 0 ? 0 : U, r_done = r_posted;
+  size_t s_posted = st.to >= 0 ? 0 : U, s_done = s_posted;
+
+  auto post_recv = [&] {
+    size_t u = r_posted++, w = u % kWindow;
+    Span seg = st.recv(u);
+    recvs[w].reset();
+    if (seg.count == 0) return;
+    locals[w] = reduces ? st.local(u) : nullptr;
+    char* dst = locals[w] ? slots.get() + w * slot_bytes : seg.data;
+    recvs[w] = ctx.transport.irecv(st.from, step_tag(ctx.tag, st.first_step + static_cast<uint32_t>(u)), dst,
+                                   seg.count * st.esize);
+  };
+  auto finish_recv = [&] {
+    size_t u = r_done++, w = u % kWindow;
+    if (recvs[w]) {
+      ctx.transport.wait(*recvs[w], ctx.deadline);
+      if (locals[w]) {
+        Span seg = st.recv(u);
+        reduction::combine(st.op, st.dtype, seg.data, slots.get() + w * slot_bytes, locals[w], seg.count);
+      }
+    }
+    if (r_posted < U) post_recv();
+  };
+  auto post_send = [&] {
+    size_t u = s_posted++, w = u % kWindow;
+    Span seg = st.send(u);
+    sends[w] = seg.count == 0 ? nullptr
+                              : ctx.transport.isend(st.to, step_tag(ctx.tag, st.first_step + static_cast<uint32_t>(u)),
+                                                    seg.data, seg.count * st.esize);
+  };
+  auto finish_send = [&] {
+    size_t w = s_done++ % kWindow;
+    if (sends[w]) ctx.transport.wait(*sends[w], ctx.deadline);
+  };
+  auto send_ready = [&] { return s_posted < U && (s_posted < st.lag || s_posted - st.lag < r_done); };
+
+  abort_on_error(ctx.transport, [&] {
+    while (r_posted < std::min(U, kWindow)) post_recv();
+    while (r_done < U || s_done < U) {
+      while (s_done < s_posted && (!sends[s_done % kWindow] || sends[s_done % kWindow]->done())) finish_send();
+      while (send_ready() && s_posted - s_done < kWindow) post_send();
+      // With the send window full and a send ready, wait for a send first: it
+      // completes whatever the peer does (its transport buffers early
+      // messages), whereas waiting for a receive could close a cycle of ranks
+      // each holding back the send the next one waits for.
+      if (r_done < U && !(send_ready() && s_posted - s_done == kWindow))
+        finish_recv();
+      else
+        finish_send();
+    }
+  });
+}
+
+void run_ring(CollectiveContext& ctx, const RingPlan& p) {
+  const int n = static_cast<int>(p.work.size());
+  const int steps = p.end - p.first;
+  if (n <= 1 || steps <= 0) return;
+  const size_t esize = p.work.esize;
+  const bool reduces = p.local && p.first < n - 1;
+  // Segments pay off where a segment is reduced while still in cache (reduce-
+  // scatter 64M, 2 ranks: 36 ms in 1 MiB segments, 79 ms whole); a ring that
+  // only copies gains nothing from them (all_gather 64M, 2 ranks: 64 ms in
+  // 1 MiB segments, 39 ms whole), so it moves whole blocks.
+  size_t S = reduces ? segments_for(p.work.max_count(), esize, Pipeline::Ring) : 1;
+  S = std::min(S, std::max<size_t>(1, kMaxStreamSteps / static_cast<size_t>(steps)));
+  auto block = [&](int i) { return ((i % n) + n) % n; };
+  // Step g of the ring sends block pos-g-1 and receives block pos-g-2 (mod n),
+  // in both phases (see pipeline.h).
+  auto segment = [&](const Blocks& b, int blk, size_t k) {
+    const Span& s = b.span[blk];
+    return Span{s.data + part_begin(s.count, S, k) * esize, part_count(s.count, S, k)};
+  };
+  SegmentStream st;
+  st.from = p.left;
+  st.to = p.right;
+  st.units = static_cast<size_t>(steps) * S;
+  st.lag = S;  // the block received in step g is the one sent in step g+1
+  st.first_step = p.first_step;
+  st.esize = esize;
+  st.send = [&](size_t u) {
+    int g = p.first + static_cast<int>(u / S);
+    // A reduce-scatter starts from this rank's own contribution.
+    const Blocks& from = (g == 0 && p.local) ? *p.local : p.work;
+    return segment(from, block(p.pos - g - 1), u % S);
+  };
+  st.recv = [&](size_t u) { return segment(p.work, block(p.pos - (p.first + static_cast<int>(u / S)) - 2), u % S); };
+  if (reduces) {
+    st.local = [&](size_t u) -> const char* {
+      int g = p.first + static_cast<int>(u / S);
+      if (g >= n - 1) return nullptr;  // all-gather: lands in place
+      return segment(*p.local, block(p.pos - g - 2), u % S).data;
+    };
+    st.op = p.op;
+    st.dtype = p.dtype;
+    st.max_segment_count = (p.work.max_count() + S - 1) / S;
+  }
+  run_stream(ctx, st);
+}
+
+RingPlan rank_ring(CollectiveContext& ctx, Blocks work) {
+  const int n = ctx.size(), r = ctx.rank();
+  RingPlan p;
+  p.pos = r;
+  p.left = (r - 1 + n) % n;
+  p.right = (r + 1) % n;
+  p.work = std::move(work);
+  return p;
+}
+
+}  // namespace tdist

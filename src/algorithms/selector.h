@@ -1,0 +1,73 @@
+// Which algorithm runs a collective: the one TDIST_ALGO_<COLLECTIVE> names
+// (for benchmarks and bug reports), else the selector's pick by message size
+// and world size. The thresholds and the measurements behind them are in
+// selector.cpp.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "algorithms/collective.h"
+
+namespace tdist {
+
+template <typename Fn>
+struct Algorithm {
+  std::string_view name;
+  Fn run;
+};
+
+// DistValueError: "TDIST_ALGO_<COLLECTIVE>=<name> is not a <collective> algorithm (valid: ...)".
+[[noreturn]] void throw_unknown_algorithm(const char* collective, const std::string& name, const std::string& valid);
+
+// The algorithm of `table` to run. "shm" names the backend's shared-memory
+// path; when it reaches the algorithms (a group that is not on one host) the
+// selector picks as if nothing were forced.
+template <typename Fn, size_t N>
+Fn select_algorithm(const char* collective, const Algorithm<Fn> (&table)[N], std::string_view automatic) {
+  std::string forced = forced_algorithm(collective);
+  std::string_view want = forced.empty() || forced == "shm" ? automatic : std::string_view(forced);
+  for (const auto& a : table)
+    if (a.name == want) return a.run;
+  std::string valid;
+  for (const auto& a : table) valid += (valid.empty() ? "" : ", ") + std::string(a.name);
+  throw_unknown_algorithm(collective, forced, valid + ", shm");
+}
+
+// What the automatic picks look at. Every field is the same on every rank
+// (they must all pick the same algorithm).
+struct Shape {
+  size_t bytes = 0;  // the collective's size, as each pick says
+  size_t count = 0;  // elements, where it matters
+  int n = 1;         // world size
+  // Every rank of the group runs on this host: TCP over loopback, where a
+  // copy costs CPU time that the ranks share, rather than link time.
+  bool one_host = true;
+};
+
+// Whether every rank of the group is on this host. The same answer on every
+// rank: a group that spans hosts gives each rank a peer elsewhere.
+bool one_host(CollectiveContext& ctx);
+
+inline Shape shape_of(CollectiveContext& ctx, size_t bytes, size_t count = 0) {
+  return Shape{bytes, count, ctx.size(), one_host(ctx)};
+}
+
+// bytes: the whole buffer.
+std::string_view pick_all_reduce(const Shape& s);
+std::string_view pick_broadcast(const Shape& s);
+std::string_view pick_reduce(const Shape& s);
+// bytes: the whole output; equal: every rank's block has one size (all ranks
+// pass the same sizes, so all know it).
+std::string_view pick_all_gather(const Shape& s, bool equal);
+// bytes: the whole input (all blocks).
+std::string_view pick_reduce_scatter(const Shape& s);
+// bytes: one rank's block.
+std::string_view pick_gather(const Shape& s);
+std::string_view pick_scatter(const Shape& s);
+// bytes: one rank's block; uniform: the caller guarantees that every block
+// of every rank has one size (a rank cannot tell on its own).
+std::string_view pick_all_to_all(const Shape& s, bool uniform);
+
+}  // namespace tdist
