@@ -67,9 +67,6 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks);
 void reduce_binomial_tree(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 void reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
-// The same as reduce(): the name the backend calls it by (it predates the
-// selector). To be retired once the backend calls reduce().
-void reduce_binomial(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 
 // all_gather: ring, bruck. outputs[i] gets rank i's input; sizes may differ
 // per rank (bruck then runs the ring) but every rank passes the same sizes.

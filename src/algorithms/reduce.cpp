@@ -80,6 +80,5 @@ void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
   if (ctx.rank() == root && reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), count, n);
 }
 
-void reduce_binomial(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) { reduce(ctx, t, root, op); }
 
 }  // namespace tdist

@@ -307,7 +307,7 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root, ReduceOp op) {
-        a ? arena::reduce(*a, ctx, t, root, op) : tdist::reduce_binomial(ctx, t, root, op);
+        a ? arena::reduce(*a, ctx, t, root, op) : tdist::reduce(ctx, t, root, op);
       },
       arena_for(OpCode::Reduce), tensor, root, op);
 }
