@@ -1,7 +1,7 @@
 // Which algorithm runs a collective: the one TDIST_ALGO_<COLLECTIVE> names
-// (for benchmarks and bug reports), else the selector's pick by message size
-// and world size. The thresholds and the measurements behind them are in
-// selector.cpp.
+// (for benchmarks and bug reports), else the selector's pick by message size,
+// world size and placement (one host or several). The thresholds and the
+// measurements behind them are in selector.cpp.
 #pragma once
 
 #include <cstddef>
