@@ -66,8 +66,17 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
 void TcpTransport::drive(Request& request, Deadline deadline) {
   drivers_.fetch_add(1, std::memory_order_acq_rel);
   driver_epoch_.fetch_add(1, std::memory_order_release);
-  std::unique_lock<std::mutex> rx(rx_mu_, std::try_to_lock);
-  if (!rx.owns_lock() && wait_as_bystander(request, deadline)) rx.lock();
+  std::unique_lock<std::mutex> rx(rx_mu_, std::defer_lock);
+  while (!rx.try_lock()) {
+    // The background thread holds rx_mu_ only for moments (it never sleeps
+    // holding it) and leaves as soon as it sees a driver: wait for it here
+    // rather than sleeping as a bystander, which would cost a wake-up.
+    if (bg_holds_.load(std::memory_order_acquire)) {
+      cpu_relax();
+      continue;
+    }
+    if (!wait_as_bystander(request, deadline)) break;  // done, stopped or expired
+  }
   if (rx.owns_lock()) {
     const auto spin_end = Clock::now() + spin_;
     unsigned round = 0;
@@ -201,8 +210,10 @@ void TcpTransport::progress_loop() {
     {
       std::unique_lock<std::mutex> rx(rx_mu_, std::try_to_lock);
       if (!rx.owns_lock()) continue;  // a driver: park again
+      bg_holds_.store(true, std::memory_order_release);
       poll_once(true);
       bool ready = prepare_sleep();
+      bg_holds_.store(false, std::memory_order_release);
       let_go(rx);
       if (ready) continue;
     }
@@ -212,9 +223,13 @@ void TcpTransport::progress_loop() {
       TDIST_LOG(LogLevel::Error, options_.label << ": epoll_wait failed: " << errno_string(errno));
       return;
     }
+    // A thread that started waiting meanwhile handles these events itself.
+    if (drivers_.load(std::memory_order_acquire) > 0) continue;
     std::unique_lock<std::mutex> rx(rx_mu_, std::try_to_lock);
     if (rx.owns_lock()) {
+      bg_holds_.store(true, std::memory_order_release);
       if (n > 0) handle_events(events, n);
+      bg_holds_.store(false, std::memory_order_release);
       let_go(rx);
     }
   }

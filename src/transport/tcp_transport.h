@@ -120,7 +120,8 @@ class TcpTransport final : public Transport {
   std::mutex rx_mu_;  // receive state of every peer; held by whoever makes progress
   std::atomic<int> drivers_{0};          // threads inside wait()
   std::atomic<uint64_t> driver_epoch_{0};  // bumped by each wait(): the background thread stays parked
-  uint64_t bg_epoch_ = 0;                  // the epoch the background thread last saw (its own)
+  uint64_t bg_epoch_ = 0;
+  std::atomic<bool> bg_holds_{false};  // the background thread holds rx_mu_ (for moments only)                  // the epoch the background thread last saw (its own)
   std::mutex park_mu_;
   std::condition_variable park_cv_;
   std::mutex bystanders_mu_;
