@@ -18,20 +18,13 @@
 
 #include "arena/arena.h"
 #include "tdist/errors.h"
+#include "util/cpu_relax.h"
 #include "util/error_context.h"
 #include "util/futex.h"
 
 namespace tdist::arena {
 
 namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
 
 // Sleeps are cut into slices so that a waiter re-checks the deadline, the
 // transport (a lost peer) and the abort block at least this often.

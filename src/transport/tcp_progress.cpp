@@ -17,6 +17,7 @@
 #include "tdist/errors.h"
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"
+#include "util/cpu_relax.h"
 #include "util/error_context.h"
 #include "util/logging.h"
 
@@ -32,13 +33,6 @@ constexpr auto kParkTick = std::chrono::milliseconds(1);
 // are polled on every this-many-th round.
 constexpr unsigned kSocketPollEvery = 64;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 }  // namespace
 
 void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error) {
