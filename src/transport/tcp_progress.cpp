@@ -8,6 +8,7 @@
 // requests, and pokes them when it leaves so one of them takes over.
 // The background thread only works while nobody drives: it parks for as long
 // as waits keep coming, which keeps it off the cores in tight loops.
+#include <sched.h>
 #include <sys/epoll.h>
 
 #include <algorithm>
@@ -32,6 +33,9 @@ constexpr auto kParkTick = std::chrono::milliseconds(1);
 // While spinning over rings only, the sockets (abort notices, closed peers)
 // are polled on every this-many-th round.
 constexpr unsigned kSocketPollEvery = 64;
+// How long a spinning waiter polls with pauses only, before it polls with
+// yields (a reply on its way over shared memory comes within a microsecond).
+constexpr std::chrono::nanoseconds kPauseOnly = std::chrono::microseconds(10);
 
 }  // namespace
 
@@ -72,14 +76,21 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
     if (!wait_as_bystander(request, deadline)) break;  // done, stopped or expired
   }
   if (rx.owns_lock()) {
-    const auto spin_end = Clock::now() + spin_;
+    const auto start = Clock::now();
+    const auto spin_end = start + spin_;
+    const auto pause_end = start + std::min<std::chrono::nanoseconds>(spin_, kPauseOnly);
     unsigned round = 0;
     while (!request.done() && !stop_.load(std::memory_order_acquire)) {
       poll_once(tcp_data_peers_ || ++round % kSocketPollEvery == 0);
       if (request.done()) break;
       auto now = Clock::now();
       if (now < spin_end) {
-        cpu_relax();
+        // After a few microseconds, poll with yields: when the scheduler has
+        // put the peer on this core, it runs at once instead of after the spin.
+        if (now < pause_end)
+          cpu_relax();
+        else
+          sched_yield();
         continue;
       }
       if (now >= deadline.at()) break;
