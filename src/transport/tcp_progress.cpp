@@ -35,7 +35,7 @@ constexpr auto kParkTick = std::chrono::milliseconds(1);
 constexpr unsigned kSocketPollEvery = 64;
 // How long a spinning waiter polls with pauses only, before it polls with
 // yields (a reply on its way over shared memory comes within a microsecond).
-constexpr std::chrono::nanoseconds kPauseOnly = std::chrono::microseconds(10);
+constexpr std::chrono::nanoseconds kPauseOnly = std::chrono::microseconds(2);
 
 }  // namespace
 
