@@ -149,7 +149,9 @@ TEST(Failure, DestroyingAGroupFailsItsPendingWorkAtOnce) {
     } else {
       // Only after rank 0 is gone: a message of a different collective
       // arriving first would fail the all_reduce as out of step instead.
-      while (!shut_down) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (!shut_down && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
     pg.barrier();  // rank 1: fails when it hears that rank 0 gave up
   });

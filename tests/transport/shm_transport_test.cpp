@@ -151,7 +151,11 @@ TEST(ShmTransport, APeerThatSendsAndExitsIsStillHeard) {
       sent->store(1);
       return;  // exits without destroying its group: the socket closes
     }
-    while (sent->load() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (sent->load() == 0) {
+      require(std::chrono::steady_clock::now() < give_up, "rank 1 never finished sending");
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
     // Let the closed socket be seen first where it can (either order must work).
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     std::vector<uint8_t> a(100), b(200000);
