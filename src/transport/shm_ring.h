@@ -61,7 +61,11 @@ class ShmRing {
   }
 
   // ---- reader side ----
-  size_t available() const { return static_cast<size_t>(ctl_->head.load(std::memory_order_acquire) - tail_); }
+  // Clamped to the capacity: the peer's head lives in shared memory, and a
+  // corrupted value must not make the reader copy past the ring.
+  size_t available() const {
+    return std::min<size_t>(static_cast<size_t>(ctl_->head.load(std::memory_order_acquire) - tail_), cap_);
+  }
   // Copies n bytes out (dst may be null: discard); n <= available().
   void read(void* dst, size_t n) {
     if (dst) copy_out(static_cast<char*>(dst), n);
