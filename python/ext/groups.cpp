@@ -26,6 +26,16 @@ tdist::PeerRank peer_rank(std::optional<int> global, std::optional<int> in_group
                               "= (a rank in the group) is required");
 }
 
+std::optional<ms> to_timeout(py::handle obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  if (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr())) {
+    double seconds = obj.cast<double>();
+    if (!(seconds >= 0)) throw tdist::DistValueError(std::string(what) + ": timeout must be >= 0 seconds");
+    return ms(static_cast<int64_t>(seconds * 1000.0));
+  }
+  return obj.cast<ms>();  // datetime.timedelta
+}
+
 ms timeout_or_default(const std::optional<ms>& timeout) { return timeout.value_or(tdist::kDefaultTimeout); }
 
 void bind_groups(py::module_& m) {

@@ -11,6 +11,7 @@
 
 #include <tdist/store.h>
 
+#include "args.h"
 #include "common.h"
 
 namespace tdist_py {
@@ -92,7 +93,8 @@ void bind_stores(py::module_& m) {
            },
            py::arg("keys"), "True when every key exists; never waits.")
       .def("wait",
-           [](Store& s, const std::vector<std::string>& keys, std::optional<ms> timeout) {
+           [](Store& s, const std::vector<std::string>& keys, const py::object& timeout_arg) {
+             auto timeout = to_timeout(timeout_arg, "Store.wait");
              py::gil_scoped_release nogil;
              if (timeout) {
                s.wait(keys, *timeout);

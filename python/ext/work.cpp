@@ -15,6 +15,7 @@
 #include <tdist/errors.h>
 #include <tdist/future.h>
 
+#include "args.h"
 #include "errors.h"
 
 namespace tdist_py {
@@ -171,7 +172,8 @@ void bind_work(py::module_& m) {
       "The handle of an operation started with async_op=True (or isend/irecv). The arrays it uses must "
       "not be touched until wait() returns.")
       .def("wait",
-           [](PyWork& self, std::optional<std::chrono::milliseconds> timeout) {
+           [](PyWork& self, const py::object& timeout_arg) {
+             auto timeout = to_timeout(timeout_arg, "Work.wait");
              py::gil_scoped_release nogil;
              return self.work()->wait(timeout.value_or(tdist::kNoTimeout));
            },
