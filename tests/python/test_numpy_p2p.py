@@ -84,7 +84,8 @@ def test_point_to_point(world_size):
 
 
 def recv_timeout(rank, size, store_path):
-    init(timeout=timedelta(seconds=1))
+    # Short, so that the test is quick; long enough for the rendezvous on a loaded machine.
+    init(timeout=timedelta(seconds=3))
     store = dist.FileStore(store_path, 2)
     if rank == 0:
         with pytest.raises(dist.DistError) as err:
