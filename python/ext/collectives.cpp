@@ -1,0 +1,258 @@
+// The collectives with torch's names, argument order and keywords. Each one
+// converts its arrays (in place, no copies), starts the C++ operation and
+// either returns a Work (async_op=True) or waits for it with the GIL released.
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include <tdist/distributed.h>
+
+#include "args.h"
+#include "tensors.h"
+#include "work.h"
+
+namespace tdist_py {
+
+using tdist::Group;
+using tdist::ReduceOp;
+using ms = std::chrono::milliseconds;
+
+namespace {
+
+// Collects the arrays an operation uses (kept alive) and its outputs (the future's value).
+struct Args {
+  Keep keep;
+  TensorArg one(py::handle obj, const std::string& what, bool writable, bool output) {
+    TensorArg t = to_tensor(obj, what, writable);
+    keep.owners.append(t.owner);
+    if (output) keep.outputs.append(obj);
+    return t;
+  }
+  std::vector<tdist::Tensor> list(py::handle seq, const std::string& what, bool writable, bool output) {
+    std::vector<TensorArg> ts = to_tensors(seq, what, writable);
+    for (const auto& t : ts) keep.owners.append(t.owner);
+    if (output && !seq.is_none()) keep.outputs.append(seq);
+    return views(ts);
+  }
+};
+
+// The root of gather/scatter: torch's default is global rank 0.
+tdist::PeerRank root_or_zero(std::optional<int> global, std::optional<int> in_group, const std::string& op,
+                             const char* global_name, const char* group_name) {
+  if (!global && !in_group) return tdist::PeerRank(0);
+  return peer_rank(global, in_group, op, global_name, group_name, false);
+}
+
+std::vector<int64_t> splits(const std::optional<std::vector<int64_t>>& s) { return s.value_or(std::vector<int64_t>{}); }
+
+}  // namespace
+
+void bind_collectives(py::module_& m) {
+  m.def("broadcast",
+        [](py::handle tensor, std::optional<int> src, const Group& group, bool async_op, std::optional<int> group_src) {
+          auto root = peer_rank(src, group_src, "broadcast", "src", "group_src", false);
+          Args a;
+          auto t = a.one(tensor, "broadcast: tensor", true, true);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::broadcast(t.tensor, root, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
+        py::arg("group_src") = py::none(),
+        "Copies tensor of global rank src (or group_src) into tensor on every rank of group.");
+
+  m.def("all_reduce",
+        [](py::handle tensor, const ReduceOp& op, const Group& group, bool async_op) {
+          Args a;
+          auto t = a.one(tensor, "all_reduce: tensor", true, true);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_reduce(t.tensor, op, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("tensor"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
+        py::arg("async_op") = false,
+        "Reduces tensor over every rank of group with op; every rank gets the result in tensor.");
+
+  m.def("reduce",
+        [](py::handle tensor, std::optional<int> dst, const ReduceOp& op, const Group& group, bool async_op,
+           std::optional<int> group_dst) {
+          auto root = peer_rank(dst, group_dst, "reduce", "dst", "group_dst", false);
+          Args a;
+          auto t = a.one(tensor, "reduce: tensor", true, true);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::reduce(t.tensor, root, op, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("tensor"), py::arg("dst") = py::none(), py::arg("op") = ReduceOp(ReduceOp::SUM),
+        py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
+        "Reduces tensor over group with op; only rank dst gets the result (in tensor).");
+
+  m.def("all_gather",
+        [](py::handle tensor_list, py::handle tensor, const Group& group, bool async_op) {
+          Args a;
+          auto outs = a.list(tensor_list, "all_gather: tensor_list", true, true);
+          auto in = a.one(tensor, "all_gather: tensor", false, false);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_gather(outs, in.tensor, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("tensor_list"), py::arg("tensor"), py::arg("group") = py::none(), py::arg("async_op") = false,
+        "tensor_list[i] receives rank i's tensor (sizes may differ between ranks).");
+
+  m.def("all_gather_into_tensor",
+        [](py::handle output_tensor, py::handle input_tensor, const Group& group, bool async_op) {
+          Args a;
+          auto out = a.one(output_tensor, "all_gather_into_tensor: output_tensor", true, true);
+          auto in = a.one(input_tensor, "all_gather_into_tensor: input_tensor", false, false);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_gather_into_tensor(out.tensor, in.tensor, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = py::none(),
+        py::arg("async_op") = false,
+        "Gathers every rank's input_tensor into output_tensor: world_size x input, concatenated along the "
+        "first dimension or stacked.");
+
+  m.def("gather",
+        [](py::handle tensor, py::handle gather_list, std::optional<int> dst, const Group& group, bool async_op,
+           std::optional<int> group_dst) {
+          auto root = root_or_zero(dst, group_dst, "gather", "dst", "group_dst");
+          Args a;
+          auto in = a.one(tensor, "gather: tensor", false, false);
+          auto outs = a.list(gather_list, "gather: gather_list", true, true);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::gather(in.tensor, outs, root, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("tensor"), py::arg("gather_list") = py::none(), py::arg("dst") = py::none(),
+        py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
+        "Gathers every rank's tensor into gather_list on dst (default global rank 0); gather_list is None "
+        "elsewhere.");
+
+  m.def("scatter",
+        [](py::handle tensor, py::handle scatter_list, std::optional<int> src, const Group& group, bool async_op,
+           std::optional<int> group_src) {
+          auto root = root_or_zero(src, group_src, "scatter", "src", "group_src");
+          Args a;
+          auto out = a.one(tensor, "scatter: tensor", true, true);
+          auto ins = a.list(scatter_list, "scatter: scatter_list", false, false);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::scatter(out.tensor, ins, root, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("tensor"), py::arg("scatter_list") = py::none(), py::arg("src") = py::none(),
+        py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_src") = py::none(),
+        "Rank i receives scatter_list[i] of src (default global rank 0) into tensor; scatter_list is None "
+        "elsewhere.");
+
+  m.def("reduce_scatter",
+        [](py::handle output, py::handle input_list, const ReduceOp& op, const Group& group, bool async_op) {
+          Args a;
+          auto out = a.one(output, "reduce_scatter: output", true, true);
+          auto ins = a.list(input_list, "reduce_scatter: input_list", false, false);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::reduce_scatter(out.tensor, ins, op, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("output"), py::arg("input_list"), py::arg("op") = ReduceOp(ReduceOp::SUM),
+        py::arg("group") = py::none(), py::arg("async_op") = false,
+        "Rank i receives the reduction over every rank of input_list[i] into output.");
+
+  m.def("reduce_scatter_tensor",
+        [](py::handle output, py::handle input, const ReduceOp& op, const Group& group, bool async_op) {
+          Args a;
+          auto out = a.one(output, "reduce_scatter_tensor: output", true, true);
+          auto in = a.one(input, "reduce_scatter_tensor: input", false, false);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::reduce_scatter_tensor(out.tensor, in.tensor, op, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp(ReduceOp::SUM),
+        py::arg("group") = py::none(), py::arg("async_op") = false,
+        "input is world_size x output (concatenated or stacked); rank i receives the reduction of block i.");
+
+  m.def("all_to_all",
+        [](py::handle output_tensor_list, py::handle input_tensor_list, const Group& group, bool async_op) {
+          Args a;
+          auto outs = a.list(output_tensor_list, "all_to_all: output_tensor_list", true, true);
+          auto ins = a.list(input_tensor_list, "all_to_all: input_tensor_list", false, false);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_to_all(outs, ins, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("output_tensor_list"), py::arg("input_tensor_list"), py::arg("group") = py::none(),
+        py::arg("async_op") = false,
+        "Rank i sends input_tensor_list[j] to rank j, which receives it in output_tensor_list[i].");
+
+  m.def("all_to_all_single",
+        [](py::handle output, py::handle input, std::optional<std::vector<int64_t>> output_split_sizes,
+           std::optional<std::vector<int64_t>> input_split_sizes, const Group& group, bool async_op) {
+          Args a;
+          auto out = a.one(output, "all_to_all_single: output", true, true);
+          auto in = a.one(input, "all_to_all_single: input", false, false);
+          auto out_splits = splits(output_split_sizes), in_splits = splits(input_split_sizes);
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_to_all_single(out.tensor, in.tensor, out_splits, in_splits, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep));
+        },
+        py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
+        py::arg("input_split_sizes") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
+        "Splits input along its first dimension (input_split_sizes rows per rank; None: equal) and sends "
+        "split j to rank j; output receives rank i's split at block i (output_split_sizes rows).");
+
+  m.def("barrier",
+        [](const Group& group, bool async_op, py::object /*device_ids*/) {
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::barrier(group, true);
+          }
+          Keep none;
+          return finish(std::move(w), async_op, std::move(none));
+        },
+        py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("device_ids") = py::none(),
+        "Blocks until every rank of group has entered the barrier.");
+
+  m.def("monitored_barrier",
+        [](const Group& group, std::optional<ms> timeout, bool wait_all_ranks) {
+          py::gil_scoped_release nogil;
+          tdist::monitored_barrier(group, timeout.value_or(ms(0)), wait_all_ranks);
+        },
+        py::arg("group") = py::none(), py::arg("timeout") = py::none(), py::arg("wait_all_ranks") = false,
+        "A barrier whose rank 0 waits up to timeout (default: the group's) for every rank and raises "
+        "DistError naming the ranks that did not arrive (all of them with wait_all_ranks).");
+}
+
+}  // namespace tdist_py

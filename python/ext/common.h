@@ -1,0 +1,20 @@
+// Shared declarations of the _tdist extension: one bind_* function per file.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace py = pybind11;
+
+namespace tdist_py {
+
+void bind_errors(py::module_& m);        // errors.cpp
+void bind_reduce_op(py::module_& m);     // reduce_op.cpp
+void bind_stores(py::module_& m);        // stores.cpp
+void bind_work(py::module_& m);          // work.cpp
+void bind_groups(py::module_& m);        // groups.cpp: init, groups, rank helpers
+void bind_p2p(py::module_& m);           // p2p.cpp
+void bind_collectives(py::module_& m);   // collectives.cpp
+void bind_objects(py::module_& m);       // objects.cpp: object collectives on bytes
+void bind_device_mesh(py::module_& m);   // device_mesh.cpp
+
+}  // namespace tdist_py

@@ -1,0 +1,127 @@
+// init_process_group (every init method), destroy_process_group, the world
+// queries, ProcessGroup handles and new_group with its rank helpers.
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include <tdist/distributed.h>
+#include <tdist/errors.h>
+
+#include "args.h"
+#include "common.h"
+#include "work.h"
+
+namespace tdist_py {
+
+using ms = std::chrono::milliseconds;
+
+tdist::PeerRank peer_rank(std::optional<int> global, std::optional<int> in_group, const std::string& op,
+                          const char* global_name, const char* group_name, bool any_ok) {
+  if (global && in_group) {
+    throw tdist::DistValueError(op + ": pass either " + global_name + "= or " + group_name + "=, not both");
+  }
+  if (in_group) return tdist::PeerRank(*in_group, true);
+  if (global) return tdist::PeerRank(*global);
+  if (any_ok) return tdist::kAnyPeer;
+  throw tdist::DistValueError(op + ": " + global_name + "= (a global rank) or " + group_name +
+                              "= (a rank in the group) is required");
+}
+
+std::optional<ms> to_timeout(py::handle obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  if (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr())) {
+    double seconds = obj.cast<double>();
+    if (!(seconds >= 0)) throw tdist::DistValueError(std::string(what) + ": timeout must be >= 0 seconds");
+    return ms(static_cast<int64_t>(seconds * 1000.0));
+  }
+  return obj.cast<ms>();  // datetime.timedelta
+}
+
+ms timeout_or_default(const std::optional<ms>& timeout) { return timeout.value_or(tdist::kDefaultTimeout); }
+
+void bind_groups(py::module_& m) {
+  py::class_<tdist::ProcessGroup, std::shared_ptr<tdist::ProcessGroup>>(m, "ProcessGroup",
+      "A process group: made by init_process_group (the default group, group.WORLD) or new_group. "
+      "A rank outside a group gets a handle whose rank() is -1; operations on it do nothing.")
+      .def("rank", &tdist::ProcessGroup::rank, "This process's rank in the group (-1: not a member).")
+      .def("size", &tdist::ProcessGroup::size, "The number of ranks in the group.")
+      .def("name", &tdist::ProcessGroup::backend_name, "The backend's name.")
+      .def_property_readonly("group_name", &tdist::ProcessGroup::group_name)
+      .def_property_readonly("timeout", &tdist::ProcessGroup::timeout)
+      .def("is_member", &tdist::ProcessGroup::is_member)
+      .def("__repr__", [](const tdist::ProcessGroup& g) {
+        return "<tdist.ProcessGroup " + g.group_name() + " rank=" + std::to_string(g.rank()) +
+               " size=" + std::to_string(g.size()) + ">";
+      });
+
+  m.def("is_available", &tdist::is_available, "True: tdist is always available.");
+  m.def("is_initialized", &tdist::is_initialized, "Whether the default group has been initialized.");
+  m.def("is_torchelastic_launched", &tdist::is_torchelastic_launched,
+        "Whether this process was started by tdistrun/torchrun.");
+
+  m.def("init_process_group",
+        [](std::optional<std::string> backend, std::optional<std::string> init_method, std::optional<ms> timeout,
+           int world_size, int rank, std::shared_ptr<tdist::Store> store, std::string group_name,
+           py::object /*pg_options*/, py::object /*device_id*/) {
+          tdist::InitOptions o;
+          if (backend) o.backend = *backend;
+          if (init_method) o.init_method = *init_method;
+          o.timeout = timeout_or_default(timeout);
+          o.world_size = world_size;
+          o.rank = rank;
+          o.store = std::move(store);
+          o.group_name = std::move(group_name);
+          py::gil_scoped_release nogil;
+          tdist::init_process_group(o);
+        },
+        py::arg("backend") = py::none(), py::arg("init_method") = py::none(), py::arg("timeout") = py::none(),
+        py::arg("world_size") = -1, py::arg("rank") = -1, py::arg("store") = py::none(),
+        py::arg("group_name") = "", py::arg("pg_options") = py::none(), py::arg("device_id") = py::none(),
+        R"(Initializes the default process group; blocks (GIL released) until every rank has joined.
+
+backend: "tdist" (default); "gloo" is an alias so torch programs run unchanged.
+init_method: "env://" (default: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port",
+"file:///path"; or pass store= (a Store) with rank= and world_size= instead.
+timeout: datetime.timedelta (or seconds) for every operation of the group (default 30 min).
+pg_options and device_id are accepted for torch compatibility and ignored.)");
+
+  m.def("destroy_process_group",
+        [](std::shared_ptr<tdist::ProcessGroup> group) {
+          {
+            py::gil_scoped_release nogil;
+            tdist::destroy_process_group(group);
+          }
+          if (!group) clear_parked();  // every operation has ended
+          else prune_parked();
+        },
+        py::arg("group") = py::none(),
+        "Destroys the given group, or with None every group and the default one.");
+
+  m.def("_get_default_group", &tdist::group_world, "The default group (DistError when not initialized).");
+  m.def("get_rank", &tdist::get_rank, py::arg("group") = py::none(),
+        "This process's rank in group (default: the world); -1 when not a member.");
+  m.def("get_world_size", &tdist::get_world_size, py::arg("group") = py::none(),
+        "The number of ranks in group (default: the world).");
+  m.def("get_backend", &tdist::get_backend, py::arg("group") = py::none(), "The backend's name of group.");
+
+  m.def("new_group",
+        [](std::optional<std::vector<int>> ranks, std::optional<ms> timeout, std::optional<std::string> backend,
+           py::object /*pg_options*/, bool use_local_synchronization) {
+          py::gil_scoped_release nogil;
+          return tdist::new_group(ranks.value_or(std::vector<int>{}), timeout_or_default(timeout),
+                                  backend.value_or(""), use_local_synchronization);
+        },
+        py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("backend") = py::none(),
+        py::arg("pg_options") = py::none(), py::arg("use_local_synchronization") = false,
+        R"(Creates a group of the given global ranks (None: all). Every rank of the world calls it with the
+same ranks in the same order (unless use_local_synchronization: then only the members). A rank
+outside the group gets a handle on which operations do nothing, as in torch.)");
+
+  m.def("get_group_rank", &tdist::get_group_rank, py::arg("group"), py::arg("global_rank"),
+        "The rank in group of a global rank (DistValueError when it is not a member).");
+  m.def("get_global_rank", &tdist::get_global_rank, py::arg("group"), py::arg("group_rank"),
+        "The global rank of a rank in group.");
+  m.def("get_process_group_ranks", &tdist::get_process_group_ranks, py::arg("group"),
+        "The global ranks of group's members, in group-rank order.");
+}
+
+}  // namespace tdist_py

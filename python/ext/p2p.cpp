@@ -1,0 +1,108 @@
+// Point-to-point: send, recv (any source when src is None; returns the
+// sender's global rank), isend, irecv, and the core of batch_isend_irecv
+// (P2POp itself is in Python). Blocking calls release the GIL.
+#include <pybind11/stl.h>
+
+#include <tdist/distributed.h>
+
+#include "args.h"
+#include "tensors.h"
+#include "work.h"
+
+namespace tdist_py {
+
+using tdist::Group;
+
+namespace {
+
+Keep keep_of(const TensorArg& t) {
+  Keep k;
+  k.owners.append(t.owner);
+  return k;
+}
+
+}  // namespace
+
+void bind_p2p(py::module_& m) {
+  m.def("send",
+        [](py::handle tensor, std::optional<int> dst, const Group& group, int tag, std::optional<int> group_dst) {
+          auto peer = peer_rank(dst, group_dst, "send", "dst", "group_dst", false);
+          TensorArg t = to_tensor(tensor, "send: tensor", false);
+          prune_parked();
+          py::gil_scoped_release nogil;
+          tdist::send(t.tensor, peer, group, tag);
+        },
+        py::arg("tensor"), py::arg("dst") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
+        py::arg("group_dst") = py::none(),
+        "Sends tensor to global rank dst (or group_dst, a rank in group); blocks until it is sent.");
+
+  m.def("recv",
+        [](py::handle tensor, std::optional<int> src, const Group& group, int tag, std::optional<int> group_src) {
+          auto peer = peer_rank(src, group_src, "recv", "src", "group_src", true);
+          TensorArg t = to_tensor(tensor, "recv: tensor", true);
+          prune_parked();
+          py::gil_scoped_release nogil;
+          return tdist::recv(t.tensor, peer, group, tag);
+        },
+        py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
+        py::arg("group_src") = py::none(),
+        "Receives into tensor from global rank src (None: any rank); blocks (GIL released) until it has "
+        "arrived and returns the sender's global rank.");
+
+  m.def("isend",
+        [](py::handle tensor, std::optional<int> dst, const Group& group, int tag, std::optional<int> group_dst) {
+          auto peer = peer_rank(dst, group_dst, "isend", "dst", "group_dst", false);
+          TensorArg t = to_tensor(tensor, "isend: tensor", false);
+          std::shared_ptr<tdist::Work> work;
+          {
+            py::gil_scoped_release nogil;
+            work = tdist::isend(t.tensor, peer, group, tag);
+          }
+          return finish(std::move(work), true, keep_of(t));
+        },
+        py::arg("tensor"), py::arg("dst") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
+        py::arg("group_dst") = py::none(),
+        "Starts sending tensor to dst and returns a Work; do not modify tensor before work.wait().");
+
+  m.def("irecv",
+        [](py::handle tensor, std::optional<int> src, const Group& group, int tag, std::optional<int> group_src) {
+          auto peer = peer_rank(src, group_src, "irecv", "src", "group_src", true);
+          TensorArg t = to_tensor(tensor, "irecv: tensor", true);
+          std::shared_ptr<tdist::Work> work;
+          {
+            py::gil_scoped_release nogil;
+            work = tdist::irecv(t.tensor, peer, group, tag);
+          }
+          return finish(std::move(work), true, keep_of(t));
+        },
+        py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
+        py::arg("group_src") = py::none(),
+        "Starts receiving into tensor from src (None: any rank) and returns a Work; read tensor only after "
+        "work.wait(). work.source_rank() tells the sender (group rank).");
+
+  // ops: (is_send, tensor, peer, peer_is_group_rank, group, tag) tuples, built by tdist.batch_isend_irecv.
+  m.def("_batch_isend_irecv", [](const py::list& ops) {
+    std::vector<tdist::P2POp> cpp;
+    std::vector<TensorArg> args;
+    size_t i = 0;
+    for (py::handle h : ops) {
+      auto op = h.cast<py::tuple>();
+      bool is_send = op[0].cast<bool>();
+      std::string what = "batch_isend_irecv: p2p_op_list[" + std::to_string(i++) + "].tensor";
+      args.push_back(to_tensor(op[1], what, !is_send));
+      tdist::PeerRank peer(op[2].cast<int>(), op[3].cast<bool>());
+      cpp.emplace_back(is_send ? tdist::P2POp::ISEND : tdist::P2POp::IRECV, args.back().tensor, peer,
+                       op[4].is_none() ? Group() : op[4].cast<Group>(), op[5].cast<int>());
+    }
+    std::vector<std::shared_ptr<tdist::Work>> works;
+    {
+      py::gil_scoped_release nogil;
+      works = tdist::batch_isend_irecv(cpp);
+    }
+    py::list out;
+    for (size_t k = 0; k < works.size(); ++k) out.append(finish(works[k], true, keep_of(args[k])));
+    return out;
+  });
+}
+
+}  // namespace tdist_py

@@ -1,0 +1,180 @@
+// The key-value stores with torch's Python semantics: keys are str, values
+// are bytes (get returns bytes; set accepts str or bytes), timeouts are
+// datetime.timedelta (or seconds). Every call may block on the network or a
+// file lock, so each one releases the GIL.
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <tdist/store.h>
+
+#include "args.h"
+#include "common.h"
+
+namespace tdist_py {
+namespace {
+
+using ms = std::chrono::milliseconds;
+
+// str -> UTF-8, bytes/bytearray/memoryview -> their bytes.
+std::string to_bytes(py::handle v, const char* what) {
+  if (py::isinstance<py::str>(v)) return v.cast<std::string>();
+  if (py::isinstance<py::bytes>(v)) return v.cast<std::string>();
+  if (PyObject_CheckBuffer(v.ptr())) {
+    auto b = py::reinterpret_steal<py::object>(PyBytes_FromObject(v.ptr()));
+    if (!b) throw py::error_already_set();
+    return b.cast<std::string>();
+  }
+  throw py::type_error(std::string(what) + ": expected str or bytes, got " + py::str(py::type::of(v)).cast<std::string>());
+}
+
+std::vector<std::string> to_bytes_list(const py::sequence& values, const char* what) {
+  std::vector<std::string> out;
+  for (py::handle v : values) out.push_back(to_bytes(v, what));
+  return out;
+}
+
+}  // namespace
+
+void bind_stores(py::module_& m) {
+  using tdist::Store;
+  py::class_<Store, std::shared_ptr<Store>>(m, "Store", "Base of the key-value stores (torch.distributed.Store).")
+      .def("set",
+           [](Store& s, const std::string& key, py::handle value) {
+             std::string v = to_bytes(value, "Store.set value");
+             py::gil_scoped_release nogil;
+             s.set(key, v);
+           },
+           py::arg("key"), py::arg("value"), "Writes key = value (str or bytes), replacing any old value.")
+      .def("get",
+           [](Store& s, const std::string& key) {
+             std::string v;
+             {
+               py::gil_scoped_release nogil;
+               v = s.get(key);
+             }
+             return py::bytes(v);
+           },
+           py::arg("key"), "Waits (up to the store's timeout) until key exists and returns its value as bytes.")
+      .def("add",
+           [](Store& s, const std::string& key, int64_t amount) {
+             py::gil_scoped_release nogil;
+             return s.add(key, amount);
+           },
+           py::arg("key"), py::arg("amount"), "Adds amount to the counter key (created at 0); returns the new value.")
+      .def("append",
+           [](Store& s, const std::string& key, py::handle value) {
+             std::string v = to_bytes(value, "Store.append value");
+             py::gil_scoped_release nogil;
+             s.append(key, v);
+           },
+           py::arg("key"), py::arg("value"), "Appends value to key, creating it when missing.")
+      .def("compare_set",
+           [](Store& s, const std::string& key, py::handle expected, py::handle desired) {
+             std::string e = to_bytes(expected, "Store.compare_set expected_value");
+             std::string d = to_bytes(desired, "Store.compare_set desired_value");
+             std::string out;
+             {
+               py::gil_scoped_release nogil;
+               out = s.compare_set(key, e, d);
+             }
+             return py::bytes(out);
+           },
+           py::arg("key"), py::arg("expected_value"), py::arg("desired_value"),
+           "Sets key to desired_value if it holds expected_value (or is missing and expected_value is "
+           "empty); returns the value it holds afterwards.")
+      .def("check",
+           [](Store& s, const std::vector<std::string>& keys) {
+             py::gil_scoped_release nogil;
+             return s.check(keys);
+           },
+           py::arg("keys"), "True when every key exists; never waits.")
+      .def("wait",
+           [](Store& s, const std::vector<std::string>& keys, const py::object& timeout_arg) {
+             auto timeout = to_timeout(timeout_arg, "Store.wait");
+             py::gil_scoped_release nogil;
+             if (timeout) {
+               s.wait(keys, *timeout);
+             } else {
+               s.wait(keys);
+             }
+           },
+           py::arg("keys"), py::arg("timeout") = py::none(),
+           "Waits until every key exists; DistStoreError listing the missing keys after the timeout "
+           "(default: the store's).")
+      .def("delete_key",
+           [](Store& s, const std::string& key) {
+             py::gil_scoped_release nogil;
+             return s.delete_key(key);
+           },
+           py::arg("key"), "Removes key; returns whether it existed (FileStore: DistStoreError, as in torch).")
+      .def("num_keys",
+           [](Store& s) {
+             py::gil_scoped_release nogil;
+             return s.num_keys();
+           },
+           "The number of keys in the store.")
+      .def("multi_get",
+           [](Store& s, const std::vector<std::string>& keys) {
+             std::vector<std::string> values;
+             {
+               py::gil_scoped_release nogil;
+               values = s.multi_get(keys);
+             }
+             py::list out;
+             for (const auto& v : values) out.append(py::bytes(v));
+             return out;
+           },
+           py::arg("keys"), "Waits for every key like get; returns their values (bytes) in order.")
+      .def("multi_set",
+           [](Store& s, const std::vector<std::string>& keys, const py::sequence& values) {
+             std::vector<std::string> vs = to_bytes_list(values, "Store.multi_set values");
+             py::gil_scoped_release nogil;
+             s.multi_set(keys, vs);
+           },
+           py::arg("keys"), py::arg("values"), "Sets keys[i] = values[i] for every i.")
+      .def("has_extended_api", &Store::has_extended_api)
+      .def("set_timeout", &Store::set_timeout, py::arg("timeout"), "The default timeout of get and wait.")
+      .def_property_readonly("timeout", &Store::timeout, "The default timeout of get and wait (timedelta).");
+
+  py::class_<tdist::HashStore, Store, std::shared_ptr<tdist::HashStore>>(m, "HashStore",
+      "An in-memory store for the threads of one process.")
+      .def(py::init<>());
+
+  py::class_<tdist::FileStore, Store, std::shared_ptr<tdist::FileStore>>(m, "FileStore",
+      "A store in a file shared by processes (fcntl locks). The last of world_size users to close it "
+      "removes the file; world_size=-1 leaves it.")
+      .def(py::init([](const std::string& file_name, int world_size) {
+             py::gil_scoped_release nogil;
+             return std::make_shared<tdist::FileStore>(file_name, world_size);
+           }),
+           py::arg("file_name"), py::arg("world_size") = -1)
+      .def_property_readonly("path", &tdist::FileStore::path);
+
+  py::class_<tdist::TCPStore, Store, std::shared_ptr<tdist::TCPStore>>(m, "TCPStore",
+      "A store served over TCP by the instance with is_master=True (port 0 picks a free port: read it "
+      "back from .port). world_size counts the users; with wait_for_workers the master waits for them.")
+      .def(py::init([](const std::string& host_name, int port, std::optional<int> world_size, bool is_master,
+                       ms timeout, bool wait_for_workers, bool multi_tenant) {
+             if (port < 0 || port > 65535) throw py::value_error("TCPStore: port " + std::to_string(port) + " is out of range");
+             py::gil_scoped_release nogil;
+             return std::make_shared<tdist::TCPStore>(host_name, static_cast<uint16_t>(port), world_size, is_master,
+                                                      timeout, wait_for_workers, multi_tenant);
+           }),
+           py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
+           py::arg("timeout") = tdist::kDefaultStoreTimeout, py::arg("wait_for_workers") = true,
+           py::arg("multi_tenant") = false)
+      .def_property_readonly("host", &tdist::TCPStore::host)
+      .def_property_readonly("port", &tdist::TCPStore::port);
+
+  py::class_<tdist::PrefixStore, Store, std::shared_ptr<tdist::PrefixStore>>(m, "PrefixStore",
+      "Prepends \"prefix/\" to every key of another store.")
+      .def(py::init<std::string, std::shared_ptr<Store>>(), py::arg("prefix"), py::arg("store"))
+      .def_property_readonly("underlying_store", &tdist::PrefixStore::underlying_store)
+      .def_property_readonly("prefix", &tdist::PrefixStore::prefix);
+}
+
+}  // namespace tdist_py

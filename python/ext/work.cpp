@@ -1,0 +1,212 @@
+// Work (wait, is_completed, is_success, exception, source_rank, result,
+// get_future) and Future (wait, value, done, then, add_done_callback).
+// Every blocking wait releases the GIL. Callbacks run on the thread that
+// completes the operation; they take the GIL to call into Python.
+#include "work.h"
+
+#include <pybind11/chrono.h>
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include <tdist/errors.h>
+#include <tdist/future.h>
+
+#include "args.h"
+#include "errors.h"
+
+namespace tdist_py {
+namespace {
+
+// Arrays of pending operations whose Work was dropped. Never destroyed (a
+// static destructor would run after the interpreter is gone).
+auto& parked() {
+  static auto* list = new std::vector<std::pair<std::shared_ptr<tdist::Work>, py::object>>();
+  return *list;
+}
+
+// A Python object captured by a C++ callback, which may be destroyed on a
+// progress thread: its reference is released with the GIL held.
+class GilObject {
+ public:
+  explicit GilObject(py::object o) : obj_(new py::object(std::move(o))) {}
+  ~GilObject() {
+    if (!Py_IsInitialized()) return;  // interpreter gone: leak rather than crash
+    py::gil_scoped_acquire gil;
+    delete obj_;
+  }
+  GilObject(const GilObject&) = delete;
+  GilObject& operator=(const GilObject&) = delete;
+  const py::object& get() const { return *obj_; }
+
+ private:
+  py::object* obj_;
+};
+
+// The result a then-callback returned (torch: the chained future's value).
+struct Slot {
+  std::optional<std::shared_ptr<GilObject>> value;
+};
+
+class PyFuture {
+ public:
+  PyFuture(std::shared_ptr<tdist::Future> future, std::shared_ptr<GilObject> outputs, std::shared_ptr<Slot> slot)
+      : future_(std::move(future)), outputs_(std::move(outputs)), slot_(std::move(slot)) {}
+
+  bool done() const { return future_->completed(); }
+
+  py::object wait() {
+    {
+      py::gil_scoped_release nogil;
+      future_->wait();
+    }
+    return value_now();
+  }
+
+  py::object value() {
+    {
+      py::gil_scoped_release nogil;
+      future_->wait();  // rethrows the error
+    }
+    return value_now();
+  }
+
+  std::shared_ptr<PyFuture> then(py::function callback) {
+    auto cb = std::make_shared<GilObject>(std::move(callback));
+    auto self = std::make_shared<PyFuture>(future_, outputs_, slot_);
+    auto slot = std::make_shared<Slot>();
+    std::shared_ptr<tdist::Future> chained;
+    {
+      // The callback may run at once on this thread, or concurrently on the
+      // completing one: neither may wait for the GIL we hold.
+      py::gil_scoped_release nogil;
+      chained = future_->then([cb, self, slot](tdist::Future&) {
+        py::gil_scoped_acquire gil;
+        try {
+          py::object result = cb->get()(self);
+          slot->value = std::make_shared<GilObject>(std::move(result));
+        } catch (py::error_already_set& e) {
+          // Becomes the chained future's error.
+          throw tdist::DistError(std::string("Future.then callback raised: ") + e.what());
+        }
+      });
+    }
+    return std::make_shared<PyFuture>(std::move(chained), outputs_, slot);
+  }
+
+  void add_done_callback(py::function callback) {
+    auto cb = std::make_shared<GilObject>(std::move(callback));
+    auto self = std::make_shared<PyFuture>(future_, outputs_, slot_);
+    py::gil_scoped_release nogil;
+    future_->add_done_callback([cb, self](tdist::Future&) {
+      py::gil_scoped_acquire gil;
+      try {
+        cb->get()(self);
+      } catch (py::error_already_set& e) {
+        // No future to carry it: report like an unraisable exception.
+        e.discard_as_unraisable("tdist Future.add_done_callback");
+      }
+    });
+  }
+
+  py::object exception() const {
+    if (!future_->completed()) return py::none();
+    return exception_object(future_->exception());
+  }
+
+ private:
+  py::object value_now() const {
+    if (slot_ && slot_->value) return (*slot_->value)->get();
+    return outputs_->get();
+  }
+  std::shared_ptr<tdist::Future> future_;
+  std::shared_ptr<GilObject> outputs_;
+  std::shared_ptr<Slot> slot_;
+};
+
+}  // namespace
+
+PyWork::~PyWork() {
+  // Runs with the GIL (Python drops the handle). An operation still going on
+  // keeps its arrays parked until it completes.
+  if (work_ && !work_->is_completed() && keep_.owners.size() > 0) {
+    parked().emplace_back(work_, keep_.owners);
+  }
+}
+
+void prune_parked() {
+  auto& list = parked();
+  std::erase_if(list, [](const auto& entry) { return entry.first->is_completed(); });
+}
+
+void clear_parked() { parked().clear(); }
+
+py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep) {
+  prune_parked();
+  if (async_op) return py::cast(std::make_shared<PyWork>(std::move(work), std::move(keep)));
+  if (work) {
+    py::gil_scoped_release nogil;
+    work->wait();
+  }
+  return py::none();
+}
+
+void bind_work(py::module_& m) {
+  py::class_<PyFuture, std::shared_ptr<PyFuture>>(m, "Future",
+      "The future of an operation (Work.get_future()): its value is the list of the operation's "
+      "output arrays, or, for a future made by then(), what the callback returned.")
+      .def("done", &PyFuture::done, "Whether the operation has completed (successfully or not).")
+      .def("wait", &PyFuture::wait, "Blocks until complete (GIL released); raises its error; returns value().")
+      .def("value", &PyFuture::value, "The value; blocks until complete and raises the error if any.")
+      .def("then", &PyFuture::then, py::arg("callback"),
+           "Runs callback(future) once this completes (on the completing thread) and returns a Future whose "
+           "value is what callback returned; an exception in callback becomes its error.")
+      .def("add_done_callback", &PyFuture::add_done_callback, py::arg("callback"),
+           "Runs callback(future) once complete; its exceptions are reported, not raised.")
+      .def("exception", &PyFuture::exception, "The error of a completed future, or None.");
+
+  py::class_<PyWork, std::shared_ptr<PyWork>>(m, "Work",
+      "The handle of an operation started with async_op=True (or isend/irecv). The arrays it uses must "
+      "not be touched until wait() returns.")
+      .def("wait",
+           [](PyWork& self, const py::object& timeout_arg) {
+             auto timeout = to_timeout(timeout_arg, "Work.wait");
+             py::gil_scoped_release nogil;
+             return self.work()->wait(timeout.value_or(tdist::kNoTimeout));
+           },
+           py::arg("timeout") = py::none(),
+           "Blocks until the operation completes (GIL released) and raises its error. With a timeout "
+           "(datetime.timedelta or seconds), raises DistBackendError naming the operation if it is not done "
+           "by then (the operation goes on). Returns True.")
+      .def("is_completed", [](PyWork& self) { return self.work()->is_completed(); },
+           "Whether the operation has completed (successfully or not); never blocks.")
+      .def("is_success", [](PyWork& self) { return self.work()->is_success(); },
+           "Whether the operation completed without error.")
+      .def("exception", [](PyWork& self) { return exception_object(self.work()->exception()); },
+           "The error the operation ended with (a DistError), or None.")
+      .def("source_rank", [](PyWork& self) { return self.work()->source_rank(); },
+           "For irecv from any source: the group rank the message came from.")
+      .def("_source_rank", [](PyWork& self) { return self.work()->source_rank(); })
+      .def("result", [](PyWork& self) { return self.keep().outputs; },
+           "The output arrays of the operation (the arrays passed in, written in place).")
+      .def("get_future",
+           [](PyWork& self) {
+             std::shared_ptr<tdist::Future> future = self.work()->get_future();
+             auto outputs = std::make_shared<GilObject>(self.keep().outputs);
+             // The future's users may outlive this Work: they keep the arrays too.
+             auto keep = std::make_shared<GilObject>(self.keep().owners);
+             auto holder = std::shared_ptr<tdist::Future>(future.get(), [future, keep](tdist::Future*) {});
+             return std::make_shared<PyFuture>(holder, outputs, nullptr);
+           },
+           "A Future completing with the list of output arrays (collectives only; point-to-point "
+           "operations have none and raise DistBackendError, as with Gloo).")
+      .def("__repr__", [](PyWork& self) {
+        return "<tdist.Work " + self.work()->op_name() + " #" + std::to_string(self.work()->sequence_number()) +
+               (self.work()->is_completed() ? " completed>" : " pending>");
+      });
+}
+
+}  // namespace tdist_py

@@ -1,0 +1,99 @@
+"""tdist: torch.distributed's API over NumPy arrays (and any object with ``__dlpack__``).
+
+    import numpy as np
+    import tdist as dist
+
+    dist.init_process_group("gloo")          # "tdist"; env:// by default
+    t = np.ones(4, dtype=np.float32)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM)  # in place, no copy
+    dist.destroy_process_group()
+
+Arrays are used in place: results are written into the caller's arrays. They must be
+C-contiguous (and writable where the operation writes). Every blocking call releases the GIL.
+"""
+from datetime import timedelta as _timedelta
+
+from . import _tdist
+from ._tdist import (  # noqa: F401  (re-exported: the public API)
+    DistBackendError,
+    DistError,
+    DistNetworkError,
+    DistStoreError,
+    DistValueError,
+    DeviceMesh,
+    FileStore,
+    Future,
+    HashStore,
+    PrefixStore,
+    ProcessGroup,
+    ReduceOp,
+    Store,
+    TCPStore,
+    Work,
+    _get_default_group,
+    _make_nccl_premul_sum,
+    all_gather,
+    all_gather_into_tensor,
+    all_reduce,
+    all_to_all,
+    all_to_all_single,
+    barrier,
+    broadcast,
+    destroy_process_group,
+    gather,
+    get_backend,
+    get_global_rank,
+    get_group_rank,
+    get_process_group_ranks,
+    get_rank,
+    get_world_size,
+    init_device_mesh,
+    init_process_group,
+    irecv,
+    is_available,
+    is_initialized,
+    is_torchelastic_launched,
+    isend,
+    monitored_barrier,
+    new_group,
+    recv,
+    reduce,
+    reduce_scatter,
+    reduce_scatter_tensor,
+    scatter,
+    send,
+)
+from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration  # noqa: F401
+from .p2p import P2POp, batch_isend_irecv  # noqa: F401
+from .objects import (  # noqa: F401
+    all_gather_object,
+    broadcast_object_list,
+    gather_object,
+    recv_object_list,
+    scatter_object_list,
+    send_object_list,
+)
+from .spawn import ProcessContext, ProcessExitedException, ProcessRaisedException, spawn  # noqa: F401
+
+# torch's deprecated spelling of ReduceOp.
+reduce_op = ReduceOp
+
+
+class Backend(str):
+    """A backend name, as torch.distributed.Backend: Backend("gloo") == "tdist"'s alias."""
+
+    TDIST = "tdist"
+    GLOO = "gloo"
+    UNDEFINED = "undefined"
+
+    def __new__(cls, name: str):
+        if not isinstance(name, str):
+            raise ValueError(f"Backend name must be a string, got {type(name).__name__}")
+        return super().__new__(cls, name.lower())
+
+
+# torch's default timeouts (30 minutes for CPU backends; 5 for stores).
+default_pg_timeout = _timedelta(minutes=30)
+default_store_timeout = _timedelta(minutes=5)
+
+__version__ = _tdist.__dict__.get("__version__", "0.1.0")

@@ -1,0 +1,148 @@
+"""Init methods, groups and their helpers, non-members, subgroups, object collectives, DeviceMesh."""
+import os
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+import tdist as dist
+from conftest import WAIT_S, init, run_ranks
+
+
+def init_methods(rank, size, method, path):
+    t = timedelta(seconds=WAIT_S)
+    if method == "env":
+        dist.init_process_group(init_method="env://", timeout=t)
+    elif method == "tcp":
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{os.environ['MASTER_PORT']}",
+                                rank=rank, world_size=size, timeout=t)
+    elif method == "file":
+        dist.init_process_group("tdist", init_method="file://" + path, rank=rank, world_size=size, timeout=t)
+    elif method == "store":
+        store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), size, rank == 0, t)
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=t)
+    assert dist.get_rank() == rank and dist.get_world_size() == size and dist.get_backend() == "tdist"
+    assert dist.group.WORLD is not None and dist.GroupMember.WORLD.size() == size
+    t = np.array([rank], np.int64)
+    dist.all_reduce(t)
+    assert t[0] == size * (size - 1) // 2
+    dist.destroy_process_group()
+    assert dist.group.WORLD is None
+
+
+@pytest.mark.parametrize("method", ["env", "tcp", "file", "store"])
+def test_init_methods(method, tmp_path):
+    run_ranks(init_methods, 3, method, str(tmp_path / "init"))
+
+
+def groups(rank, size):
+    init()
+    evens = [r for r in range(size) if r % 2 == 0]
+    g = dist.new_group(evens)
+    assert dist.get_process_group_ranks(g) == evens
+    if rank in evens:
+        assert dist.get_rank(g) == evens.index(rank) and dist.get_world_size(g) == len(evens)
+        assert dist.get_group_rank(g, rank) == evens.index(rank)
+        assert dist.get_global_rank(g, 0) == 0
+        t = np.array([rank], np.float64)
+        dist.all_reduce(t, group=g)
+        assert t[0] == sum(evens)
+        t = np.array([rank], np.float64)
+        dist.broadcast(t, src=evens[-1], group=g)
+        assert t[0] == evens[-1]
+        outs = [np.zeros(1, np.float64) for _ in evens]
+        dist.all_gather(outs, np.array([rank * 2.0]), group=g)
+        assert [o[0] for o in outs] == [r * 2.0 for r in evens]
+    else:
+        # Not a member: rank -1, and operations do nothing.
+        assert dist.get_rank(g) == -1
+        t = np.array([rank], np.float64)
+        dist.all_reduce(t, group=g)
+        assert t[0] == rank
+    # Subgroups of 2 consecutive ranks, and by enumeration.
+    cur, subs = dist.new_subgroups(group_size=2)
+    assert len(subs) == size // 2 and dist.get_process_group_ranks(cur) == [rank - rank % 2, rank - rank % 2 + 1]
+    t = np.array([1], np.int32)
+    dist.all_reduce(t, group=cur)
+    assert t[0] == 2
+    cur, subs = dist.new_subgroups_by_enumeration([[0, size - 1], list(range(1, size - 1))])
+    assert rank in dist.get_process_group_ranks(cur)
+    with pytest.raises(ValueError):
+        dist.new_subgroups(group_size=3)
+    dist.destroy_process_group()
+
+
+def test_groups():
+    run_ranks(groups, 4)
+
+
+class Thing:
+    def __init__(self, rank):
+        self.rank = rank
+        self.payload = {"r": rank, "list": list(range(rank))}
+
+
+def objects(rank, size):
+    init()
+    objs = [Thing(0), "text", 42] if rank == 0 else [None, None, None]
+    dist.broadcast_object_list(objs, src=0)
+    assert objs[0].payload == {"r": 0, "list": []} and objs[1:] == ["text", 42]
+    gathered = [None] * size
+    dist.all_gather_object(gathered, {"rank": rank, "blob": b"x" * rank})
+    assert gathered == [{"rank": r, "blob": b"x" * r} for r in range(size)]
+    dst = size - 1
+    out = [None] * size if rank == dst else None
+    dist.gather_object(Thing(rank), out, dst=dst)
+    if rank == dst:
+        assert [t.rank for t in out] == list(range(size))
+    recv = [None]
+    dist.scatter_object_list(recv, [f"for {r}" for r in range(size)] if rank == 0 else None, src=0)
+    assert recv == [f"for {rank}"]
+    if rank == 0:
+        dist.send_object_list([{"a": 1}, (2, 3)], dst=1)
+    elif rank == 1:
+        got = [None, None]
+        assert dist.recv_object_list(got, src=0) == 0
+        assert got == [{"a": 1}, (2, 3)]
+    assert "pickle" in dist.broadcast_object_list.__doc__ and "trust" in dist.gather_object.__doc__
+    dist.destroy_process_group()
+
+
+def test_object_collectives():
+    run_ranks(objects, 3)
+
+
+def mesh(rank, size):
+    init()
+    m = dist.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+    assert m.shape == (2, 2) and m.ndim == 2 and m.mesh_dim_names == ("dp", "tp")
+    np.testing.assert_array_equal(m.mesh, [[0, 1], [2, 3]])
+    assert m.get_coordinate() == [rank // 2, rank % 2]
+    assert m.get_local_rank("tp") == rank % 2 and m.get_local_rank(0) == rank // 2
+    tp = m.get_group("tp")
+    assert dist.get_process_group_ranks(tp) == [rank - rank % 2, rank - rank % 2 + 1]
+    t = np.array([rank], np.int64)
+    dist.all_reduce(t, group=m.get_group("dp"))
+    assert t[0] == (rank % 2) * 2 + 2
+    sub = m["tp"]
+    assert sub.ndim == 1 and list(sub.mesh) == dist.get_process_group_ranks(tp)
+    assert "DeviceMesh" in repr(m) and m.size() == 4 and m.size(1) == 2
+    m2 = dist.DeviceMesh("cpu", [[0, 2], [1, 3]], mesh_dim_names=("a", "b"))
+    assert dist.get_process_group_ranks(m2.get_group("b")) == ([0, 2] if rank in (0, 2) else [1, 3])
+    with pytest.raises(dist.DistValueError):
+        dist.init_device_mesh("cpu", (3, 2))
+    dist.destroy_process_group()
+
+
+def test_device_mesh():
+    run_ranks(mesh, 4)
+
+
+def monitored(rank, size):
+    init()
+    dist.monitored_barrier(timeout=timedelta(seconds=WAIT_S), wait_all_ranks=True)
+    dist.destroy_process_group()
+
+
+def test_monitored_barrier():
+    run_ranks(monitored, 3)
