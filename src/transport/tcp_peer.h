@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/request.h"
@@ -23,6 +24,9 @@ inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 struct TcpTransport::Unexpected {
   int peer;
   uint64_t tag;
+  size_t size = 0;       // the message's size (data holds it unless this is a rendezvous)
+  bool rendezvous = false;  // only announced: the sender waits for our clear-to-send
+  uint32_t rendezvous_id = 0;
   std::vector<char> data;
   bool complete = false;
   std::shared_ptr<Request> waiter;  // a receive matched while the payload was still arriving
@@ -40,11 +44,16 @@ struct TcpTransport::Peer {
   // Sending: guarded by tx_mu.
   struct TxItem {
     wire::MessageHeader header;
-    std::shared_ptr<Request> request;
+    std::shared_ptr<Request> request;  // null for a control frame (clear-to-send)
     size_t sent = 0;  // header and payload bytes written
+    bool payload = true;  // false: the header alone (request-to-send, clear-to-send)
+    size_t bytes() const { return sizeof(header) + (payload && request ? request->size() : 0); }
   };
   std::mutex tx_mu;
   std::deque<TxItem> txq;
+  // Sends announced by a request-to-send, waiting for the peer's clear-to-send.
+  std::unordered_map<uint32_t, std::shared_ptr<Request>> awaiting_cts;
+  uint32_t next_rendezvous_id = 0;
   bool out_armed = false;
   bool tx_failed = false;
   std::exception_ptr tx_error;
@@ -58,6 +67,10 @@ struct TcpTransport::Peer {
   size_t payload_done = 0;
   std::shared_ptr<Request> rx_request;
   std::shared_ptr<Unexpected> rx_unexpected;
+  // Receives matched to the peer's requests-to-send, by its id, waiting for the
+  // data (guarded by the transport's mu_). A null request: discard the data
+  // (the receive failed, e.g. on a size mismatch, after the peer was cleared).
+  std::unordered_map<uint32_t, std::shared_ptr<Request>> rendezvous_rx;
   std::string abort_text;  // the reason a peer sent before closing
 };
 

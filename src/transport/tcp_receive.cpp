@@ -57,11 +57,17 @@ void TcpTransport::on_readable(Peer& p) {
           p.dst = p.abort_text.data();
           continue;
         }
-        if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
+        if (p.header.size > wire::kMaxUnexpectedBytes) {
           fail_peer(p, bad_header(describe_peer(p.rank), p.header));
           return;
         }
-        begin_payload(p);
+        switch (p.header.magic) {
+          case wire::kMessageMagic: begin_payload(p); break;
+          case wire::kRtsMagic: on_request_to_send(p); break;
+          case wire::kCtsMagic: on_clear_to_send(p); break;
+          case wire::kRdvDataMagic: begin_rendezvous_data(p); break;
+          default: fail_peer(p, bad_header(describe_peer(p.rank), p.header));
+        }
         if (p.failed) return;
         continue;
       }
@@ -136,19 +142,11 @@ void TcpTransport::begin_payload(Peer& p) {
     }
     return;
   }
-  // Receives waiting on this peer for another operation will never be served.
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    std::exception_ptr err = (*it)->peer() == p.rank ? out_of_step(p.rank, (*it)->tag(), tag) : nullptr;
-    if (err) {
-      (*it)->complete(err, p.rank);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  fail_out_of_step_locked(p.rank, tag);
   auto entry = std::make_shared<Unexpected>();
   entry->peer = p.rank;
   entry->tag = tag;
+  entry->size = size;
   try {
     entry->data.resize(size);
   } catch (const std::bad_alloc&) {
@@ -159,6 +157,19 @@ void TcpTransport::begin_payload(Peer& p) {
   p.dst = entry->data.data();
   p.rx_unexpected = entry;
   unexpected_.push_back(std::move(entry));
+}
+
+// Receives waiting on this peer for another operation will never be served.
+void TcpTransport::fail_out_of_step_locked(int peer, uint64_t arrived_tag) {
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    std::exception_ptr err = (*it)->peer() == peer ? out_of_step(peer, (*it)->tag(), arrived_tag) : nullptr;
+    if (err) {
+      (*it)->complete(err, peer);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void TcpTransport::finish_payload(Peer& p) {

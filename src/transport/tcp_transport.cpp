@@ -36,6 +36,14 @@ std::chrono::nanoseconds spin_time(int local_ranks) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return static_cast<unsigned>(local_ranks) <= cores ? std::chrono::microseconds(250) : std::chrono::microseconds(2);
 }
+
+// Socket messages from this size on go by rendezvous (wire.h). Below it, the
+// round trip it adds costs more than the copy it saves; above it, a receiver
+// that is not ready yet would allocate and copy the whole message.
+size_t rendezvous_threshold() {
+  if (auto v = get_env_int("TDIST_TCP_RENDEZVOUS_BYTES")) return *v > 0 ? static_cast<size_t>(*v) : 0;
+  return size_t{256} << 10;
+}
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, TcpTransportOptions options)
@@ -65,6 +73,7 @@ void TcpTransport::start() {
     epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
   }
   spin_ = spin_time(local_ranks);
+  rendezvous_bytes_ = rendezvous_threshold();
   progress_ = std::thread([this] { progress_loop(); });
 }
 
@@ -143,7 +152,14 @@ std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void*
       req->complete(p.tx_error, peer);
       return req;
     }
-    p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, req, 0});
+    if (uses_rendezvous(p, size)) {
+      // Announce it; the payload follows the peer's clear-to-send (on_clear_to_send).
+      uint32_t id = p.next_rendezvous_id++;
+      p.awaiting_cts.emplace(id, req);
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size}, req, 0, false});
+    } else {
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, req, 0});
+    }
     if (p.txq.size() == 1) error = flush_locked(p);
     if (!error && !p.shm && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
   }
@@ -165,9 +181,10 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
     iovec iov[2];
     int n = 0;
     constexpr size_t hsize = sizeof(wire::MessageHeader);
+    const size_t total = item.bytes();
     if (item.sent < hsize) {
       iov[n++] = iovec{reinterpret_cast<char*>(&item.header) + item.sent, hsize - item.sent};
-      if (item.request->size() > 0) iov[n++] = iovec{item.request->data(), item.request->size()};
+      if (total > hsize) iov[n++] = iovec{item.request->data(), item.request->size()};
     } else {
       size_t off = item.sent - hsize;
       iov[n++] = iovec{static_cast<char*>(item.request->data()) + off, item.request->size() - off};
@@ -183,13 +200,13 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
                                                           " failed: " + errno_string(errno)));
       p.tx_failed = true;
       p.tx_error = err;
-      for (auto& it : p.txq) it.request->complete(err, p.rank);
-      p.txq.clear();
+      fail_sends_locked(p, err);
       return err;
     }
     item.sent += static_cast<size_t>(w);
-    if (item.sent == hsize + item.request->size()) {
-      item.request->complete(nullptr, p.rank);
+    if (item.sent == total) {
+      // A request-to-send is written, but its send completes with the payload.
+      if (item.payload && item.request) item.request->complete(nullptr, p.rank);
       p.txq.pop_front();
     } else {
       return nullptr;  // partial write: the socket is full
@@ -242,29 +259,53 @@ void TcpTransport::arm_output_locked(Peer& p, bool on) {
 std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t size) {
   check_peer_arg(peer, "receive");
   auto req = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
-  std::lock_guard<std::mutex> lock(mu_);
+  Peer* clear_peer = nullptr;  // a matched request-to-send: answer it once mu_ is released
+  uint32_t clear_id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!match_unexpected_locked(req, clear_peer, clear_id)) posted_.push_back(req);
+  }
+  if (clear_peer) send_clear_to_send(*clear_peer, clear_id);
+  return req;
+}
+
+// Serves a new receive from what already arrived, or fails it at once when it
+// cannot be served. False when it must be posted. With mu_ held.
+bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer,
+                                           uint32_t& clear_id) {
+  const int peer = req->peer();
+  const uint64_t tag = req->tag();
+  const size_t size = req->size();
+  void* data = req->data();
   if (aborted_) {
     req->complete(aborted_, peer);
-    return req;
+    return true;
   }
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     auto& u = **it;
     if (u.tag != tag || (peer != kAnySource && u.peer != peer)) continue;
     auto entry = *it;
     unexpected_.erase(it);
-    if (entry->data.size() != size) {
-      req->complete(size_mismatch(entry->peer, tag, size, entry->data.size()), entry->peer);
+    if (entry->rendezvous) {
+      // The sender waits for our clear-to-send; on a size mismatch its data is discarded.
+      bool fits = entry->size == size;
+      if (!fits) req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
+      clear_peer = peers_[entry->peer].get();
+      clear_id = entry->rendezvous_id;
+      clear_peer->rendezvous_rx.emplace(clear_id, fits ? req : nullptr);
+    } else if (entry->size != size) {
+      req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
     } else if (entry->complete) {
       if (size > 0) std::memcpy(data, entry->data.data(), size);
       req->complete(nullptr, entry->peer);
     } else {
       entry->waiter = req;
     }
-    return req;
+    return true;
   }
   if (peer != kAnySource && peers_[peer]->failed) {
     req->complete(peers_[peer]->error, peer);
-    return req;
+    return true;
   }
   // A message from this peer for another operation already arrived: since a
   // peer's messages arrive in order, the one awaited here will never come.
@@ -273,12 +314,11 @@ std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data,
       if (u->peer != peer) continue;
       if (auto err = out_of_step(peer, tag, u->tag)) {
         req->complete(err, peer);
-        return req;
+        return true;
       }
     }
   }
-  posted_.push_back(req);
-  return req;
+  return false;
 }
 
 void TcpTransport::abort(std::exception_ptr cause) {
@@ -312,6 +352,9 @@ void TcpTransport::abort(std::exception_ptr cause) {
     if (p->rx_unexpected && p->rx_unexpected->waiter) p->rx_unexpected->waiter->complete(cause, p->rank);
     p->rx_request.reset();
     p->rx_unexpected.reset();
+    for (auto& [id, r] : p->rendezvous_rx)
+      if (r) r->complete(cause, p->rank);
+    p->rendezvous_rx.clear();
     std::lock_guard<std::mutex> tx(p->tx_mu);
     // Tell the peer why, when the stream is between two messages (best effort;
     // a ring peer's socket carries only whole control frames).
@@ -324,8 +367,7 @@ void TcpTransport::abort(std::exception_ptr cause) {
       msg.msg_iovlen = 2;
       [[maybe_unused]] ssize_t w = ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     }
-    for (auto& it : p->txq) it.request->complete(cause, p->rank);
-    p->txq.clear();
+    fail_sends_locked(*p, cause);
     p->tx_failed = true;
     p->tx_error = cause;
     if (p->fd.valid()) ::shutdown(p->fd.get(), SHUT_RDWR);
@@ -363,13 +405,24 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
     if (p.rx_unexpected && p.rx_unexpected->waiter) p.rx_unexpected->waiter->complete(error, p.rank);
     p.rx_request.reset();
     p.rx_unexpected.reset();
+    for (auto& [id, r] : p.rendezvous_rx)
+      if (r) r->complete(error, p.rank);
+    p.rendezvous_rx.clear();
     p.in_payload = false;
   }
   std::lock_guard<std::mutex> tx(p.tx_mu);
   p.tx_failed = true;
   p.tx_error = error;
-  for (auto& it : p.txq) it.request->complete(error, p.rank);
+  fail_sends_locked(p, error);
+}
+
+// Fails every send to p not yet written, announced ones included. With p.tx_mu held.
+void TcpTransport::fail_sends_locked(Peer& p, const std::exception_ptr& error) {
+  for (auto& it : p.txq)
+    if (it.request) it.request->complete(error, p.rank);
   p.txq.clear();
+  for (auto& [id, r] : p.awaiting_cts) r->complete(error, p.rank);
+  p.awaiting_cts.clear();
 }
 
 }  // namespace tdist

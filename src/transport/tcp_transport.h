@@ -3,7 +3,9 @@
 // socket then carries only doorbells and abort notices). Sends are written
 // straight from the caller when there is room; receives land directly in the
 // posted buffer when the receive was posted before the message arrived,
-// otherwise in an "unexpected" buffer that a later receive copies from.
+// otherwise in an "unexpected" buffer that a later receive copies from; large
+// socket messages wait for their receive (rendezvous), so they always land
+// straight in the posted buffer.
 //
 // Progress is driven by the waiting thread itself: wait() polls the rings
 // and sockets for a short spin and then blocks in epoll, so a reply reaches
@@ -89,7 +91,17 @@ class TcpTransport final : public Transport {
   bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
+  // Rendezvous (tcp_rendezvous_protocol.cpp): large socket messages wait for a receive.
+  bool uses_rendezvous(const Peer& p, size_t size) const;
+  void on_request_to_send(Peer& p);
+  void on_clear_to_send(Peer& p);
+  void begin_rendezvous_data(Peer& p);
+  void send_clear_to_send(Peer& p, uint32_t id);
+  // Fails the receives posted for `peer` that its message with `tag` proves out of step (mu_ held).
+  void fail_out_of_step_locked(int peer, uint64_t arrived_tag);
   void fail_peer(Peer& p, std::exception_ptr error);
+  void fail_sends_locked(Peer& p, const std::exception_ptr& error);  // with p.tx_mu held
+  bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
   std::exception_ptr flush_locked(Peer& p);
   void flush_ring_locked(Peer& p);
   void arm_output_locked(Peer& p, bool on);
@@ -116,6 +128,7 @@ class TcpTransport final : public Transport {
   std::vector<Peer*> shm_peers_;  // peers reached through rings
   bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
   std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
+  size_t rendezvous_bytes_ = 0;  // socket messages this large go by rendezvous (0: never)
 
   std::mutex rx_mu_;  // receive state of every peer; held by whoever makes progress
   std::atomic<int> drivers_{0};          // threads inside wait()

@@ -53,6 +53,16 @@ struct ShmReply {
 };
 static_assert(sizeof(ShmReply) == 8);
 
+// Large messages between sockets go by rendezvous, so that they land straight
+// in the receive buffer instead of an "unexpected" buffer the receiver would
+// allocate (page faults) and copy from: the sender announces the message with
+// a request-to-send (tag, size; `reserved` carries the sender's id for it),
+// the receiver answers clear-to-send (that id) once a receive matches, and the
+// sender then streams the payload framed as rendezvous data (that id, tag, size).
+inline constexpr uint32_t kRtsMagic = 0x54445131;      // "TDQ1"
+inline constexpr uint32_t kCtsMagic = 0x54444331;      // "TDC1"
+inline constexpr uint32_t kRdvDataMagic = 0x54445631;  // "TDV1"
+
 // Largest message the receiver buffers before a matching receive is posted;
 // a header announcing more from a peer is a protocol error, not an allocation.
 inline constexpr uint64_t kMaxUnexpectedBytes = uint64_t{1} << 38;  // 256 GiB

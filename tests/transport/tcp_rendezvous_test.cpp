@@ -1,0 +1,171 @@
+// Large messages over sockets go by rendezvous (src/transport/wire.h): the
+// sender announces, the receiver clears once a receive matches, the payload
+// lands straight in the receive's buffer. These tests force sockets
+// (TDIST_SHM=0) and a 1 KiB threshold, and check the cases the protocol adds:
+// receives posted late or out of order, announced and eager messages mixed
+// under one tag, receives from any rank, a size mismatch (the stream must stay
+// in step), and a peer that dies while a send waits for its clearance.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <string>
+#include <vector>
+
+#include "backend/process_world.h"
+#include "backend/world.h"
+
+namespace tdist::testing {
+namespace {
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+// Sockets only, and every message of 1 KiB or more announced.
+struct RendezvousOverTcp {
+  ScopedEnv shm{"TDIST_SHM", "0"};
+  ScopedEnv threshold{"TDIST_TCP_RENDEZVOUS_BYTES", "1024"};
+};
+
+std::vector<uint8_t> pattern(size_t n, int seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 13 + seed * 101 + (i >> 9));
+  return v;
+}
+
+Tensor bytes(std::vector<uint8_t>& v) { return Tensor(v.data(), static_cast<int64_t>(v.size())); }
+
+TEST(TcpRendezvous, AReceivePostedAfterTheAnnouncementGetsTheMessage) {
+  RendezvousOverTcp env;
+  with_thread_world(2, [](ProcessGroup& pg) {
+    auto msg = pattern(300001, 1);
+    if (pg.rank() == 0) {
+      auto s = pg.send(bytes(msg), 1, 4);
+      pg.barrier()->wait();  // the announcement is there before rank 1 posts its receive
+      s->wait();
+    } else {
+      pg.barrier()->wait();
+      std::vector<uint8_t> in(msg.size());
+      pg.recv(bytes(in), 0, 4)->wait();
+      EXPECT_EQ(in, msg);
+    }
+  });
+}
+
+TEST(TcpRendezvous, ReceivesInReverseOrderOfLargeAndSmallMessagesUnderOneTag) {
+  RendezvousOverTcp env;
+  with_thread_world(2, [](ProcessGroup& pg) {
+    // Under one tag, messages match in the order sent, whichever way each goes.
+    const std::vector<size_t> sizes = {5000, 10, 70000, 1023, 1024, 0, 200000};
+    if (pg.rank() == 0) {
+      std::vector<std::vector<uint8_t>> out;
+      std::vector<std::shared_ptr<Work>> works;
+      for (size_t k = 0; k < sizes.size(); ++k) out.push_back(pattern(sizes[k], static_cast<int>(k)));
+      for (size_t k = 0; k < sizes.size(); ++k) works.push_back(pg.send(bytes(out[k]), 1, 9));
+      for (size_t k = 0; k < sizes.size(); ++k) works.push_back(pg.send(bytes(out[k]), 1, 20 + static_cast<int>(k)));
+      for (auto& w : works) w->wait();
+    } else {
+      std::vector<std::vector<uint8_t>> same_tag, own_tag;
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        same_tag.emplace_back(sizes[k]);
+        own_tag.emplace_back(sizes[k]);
+      }
+      std::vector<std::shared_ptr<Work>> works;
+      for (size_t k = sizes.size(); k-- > 0;)  // distinct tags: received last to first
+        works.push_back(pg.recv(bytes(own_tag[k]), 0, 20 + static_cast<int>(k)));
+      for (size_t k = 0; k < sizes.size(); ++k) works.push_back(pg.recv(bytes(same_tag[k]), 0, 9));
+      for (auto& w : works) w->wait();
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        EXPECT_EQ(same_tag[k], pattern(sizes[k], static_cast<int>(k))) << "tag 9, message " << k;
+        EXPECT_EQ(own_tag[k], pattern(sizes[k], static_cast<int>(k))) << "tag " << 20 + k;
+      }
+    }
+  });
+}
+
+TEST(TcpRendezvous, EveryRankSendsAndReceivesLargeMessagesAtOnce) {
+  RendezvousOverTcp env;
+  for (int n : {2, 3, 5}) {
+    with_thread_world(n, [](ProcessGroup& pg) {
+      const int right = (pg.rank() + 1) % pg.size(), left = (pg.rank() + pg.size() - 1) % pg.size();
+      auto out = pattern(1 << 20, pg.rank());
+      std::vector<uint8_t> in(out.size());
+      auto s = pg.send(bytes(out), right, 1);  // every rank sends first: nobody may wait for another's receive
+      auto r = pg.recv(bytes(in), left, 1);
+      s->wait();
+      r->wait();
+      EXPECT_EQ(in, pattern(1 << 20, left));
+    });
+  }
+}
+
+TEST(TcpRendezvous, AReceiveFromAnyRankTakesAnnouncedMessages) {
+  RendezvousOverTcp env;
+  with_thread_world(3, [](ProcessGroup& pg) {
+    if (pg.rank() != 0) {
+      auto out = pattern(50000, pg.rank());
+      pg.send(bytes(out), 0, 3)->wait();
+      return;
+    }
+    std::vector<bool> seen(3, false);
+    for (int k = 0; k < 2; ++k) {
+      std::vector<uint8_t> in(50000);
+      auto w = pg.recv(bytes(in), kAnySource, 3);
+      w->wait();
+      int from = w->source_rank();
+      ASSERT_TRUE(from == 1 || from == 2) << from;
+      EXPECT_EQ(in, pattern(50000, from));
+      seen[from] = true;
+    }
+    EXPECT_TRUE(seen[1] && seen[2]);
+  });
+}
+
+TEST(TcpRendezvous, ASizeMismatchFailsTheReceiveAndNamesBothSizes) {
+  RendezvousOverTcp env;
+  with_thread_world(2, [](ProcessGroup& pg) {
+    auto msg = pattern(40000, 2);
+    if (pg.rank() == 0) {
+      pg.send(bytes(msg), 1, 1)->wait();  // cleared, then discarded by the receiver
+    } else {
+      std::vector<uint8_t> in(30000);
+      try {
+        pg.recv(bytes(in), 0, 1)->wait();
+        FAIL() << "a 40000-byte message was received into 30000 bytes";
+      } catch (const DistBackendError& e) {
+        std::string m = e.what();
+        EXPECT_TRUE(contains(m, "30000 bytes") && contains(m, "40000 bytes") && contains(m, "rank 0")) << m;
+      }
+    }
+  });
+}
+
+TEST(TcpRendezvous, ASendWaitingForClearanceFailsWhenThePeerDies) {
+  RendezvousOverTcp env;
+  Shared<PortBoard> board;
+  auto results = run_in_processes(2, [&](int rank) {
+    init_process_world(*board, rank, 2, std::chrono::seconds(60));
+    if (rank == 1) {
+      barrier();
+      _exit(0);  // never posts the receive; its sockets close
+    }
+    auto msg = pattern(100000, 3);
+    auto w = isend(bytes(msg), PeerRank(1), nullptr, 1);
+    barrier();
+    try {
+      w->wait();
+      throw std::runtime_error("a send to a rank that exited without receiving succeeded");
+    } catch (const DistError& e) {
+      if (!contains(e.what(), "rank 1")) throw std::runtime_error(std::string("the error does not name rank 1: ") + e.what());
+    }
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+}  // namespace
+}  // namespace tdist::testing
