@@ -11,15 +11,15 @@ namespace tdist_torch {
 
 namespace {
 
-[[noreturn]] void invalid(const char* op, const std::string& what) {
+[[noreturn]] void invalid(const std::string& op, const std::string& what) {
   // tdist's own error for bad arguments; it reaches Python as RuntimeError,
   // as Gloo's TORCH_CHECKs do, so code written for Gloo catches it.
-  throw tdist::DistValueError(std::string("tdist (torch backend): ") + op + ": " + what);
+  throw tdist::DistValueError("tdist (torch backend), " + op + ": " + what);
 }
 
 }  // namespace
 
-tdist::DType to_dtype(c10::ScalarType type, const char* op) {
+tdist::DType to_dtype(c10::ScalarType type, const std::string& op) {
   switch (type) {
     case c10::ScalarType::Bool: return tdist::DType::Bool;
     case c10::ScalarType::Byte: return tdist::DType::UInt8;
@@ -40,7 +40,7 @@ tdist::DType to_dtype(c10::ScalarType type, const char* op) {
   }
 }
 
-tdist::Tensor to_view(const at::Tensor& t, const char* op, const std::string& what) {
+tdist::Tensor to_view(const at::Tensor& t, const std::string& op, const std::string& what) {
   if (!t.defined()) invalid(op, what + " is undefined");
   if (t.layout() != c10::kStrided) invalid(op, what + " is not dense (sparse tensors are not supported)");
   if (!t.device().is_cpu())
@@ -53,14 +53,15 @@ tdist::Tensor to_view(const at::Tensor& t, const char* op, const std::string& wh
   return tdist::Tensor(t.data_ptr(), to_dtype(t.scalar_type(), op), std::move(shape));
 }
 
-std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const char* op, const std::string& what) {
+std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op,
+                                    const std::string& what) {
   std::vector<tdist::Tensor> views;
   views.reserve(ts.size());
   for (size_t i = 0; i < ts.size(); ++i) views.push_back(to_view(ts[i], op, what + " " + std::to_string(i)));
   return views;
 }
 
-tdist::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const char* operation) {
+tdist::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const std::string& operation) {
   switch (op.op_) {
     case c10d::ReduceOp::SUM: return tdist::ReduceOp::SUM;
     case c10d::ReduceOp::AVG: return tdist::ReduceOp::AVG;

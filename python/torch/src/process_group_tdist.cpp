@@ -13,8 +13,6 @@ namespace {
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 using Works = std::vector<std::shared_ptr<tdist::Work>>;
 
-std::string prefix(const char* op) { return std::string("tdist (torch backend): ") + op + ": "; }
-
 std::shared_ptr<tdist::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                 std::chrono::milliseconds timeout, std::string group_name,
                                                 std::vector<int> global_ranks) {
@@ -60,85 +58,96 @@ uint64_t ProcessGroupTdist::getSequenceNumberForGroup() {
   return collectives_;
 }
 
-const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tensors, const char* op,
+const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tensors, const std::string& op,
                                             const char* what) const {
   if (tensors.size() != 1)
-    throw tdist::DistValueError(prefix(op) + "expects exactly one " + what + " per process, got " +
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects exactly one " + what + " per process, got " +
                                 std::to_string(tensors.size()));
   return tensors.front();
 }
 
-int ProcessGroupTdist::root(int64_t rank, const char* op, const char* what) const {
+std::string ProcessGroupTdist::where(const char* op) const {
+  return "rank " + std::to_string(rank_) + " in group " + pg_->group_name() + ": " + op;
+}
+
+int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* what) const {
   if (rank < 0 || rank >= size_)
-    throw tdist::DistValueError(prefix(op) + what + " rank " + std::to_string(rank) + " is outside [0, " +
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + what + " rank " + std::to_string(rank) + " is outside [0, " +
                                 std::to_string(size_) + ")");
   return static_cast<int>(rank);
 }
 
 WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
-  const char* op = "broadcast";
+  const char* name = "broadcast";
+  const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  if (opts.rootTensor != 0) throw tdist::DistValueError(prefix(op) + "rootTensor must be 0");
+  if (opts.rootTensor != 0) throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "rootTensor must be 0");
   auto w = pg_->broadcast(to_view(t, op), root(opts.rootRank, op, "source"));
-  return track(c10d::OpType::BROADCAST, op, {w}, tensors);
+  return track(c10d::OpType::BROADCAST, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
-  const char* op = "all_reduce";
+  const char* name = "all_reduce";
+  const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   auto w = pg_->all_reduce(to_view(t, op), to_reduce_op(opts.reduceOp, op));
-  return track(c10d::OpType::ALLREDUCE, op, {w}, tensors);
+  return track(c10d::OpType::ALLREDUCE, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                const c10d::AllreduceCoalescedOptions& opts) {
-  const char* op = "all_reduce_coalesced";
-  if (tensors.empty()) throw tdist::DistValueError(prefix(op) + "no tensors given");
+  const char* name = "all_reduce_coalesced";
+  const std::string op = where(name);
+  if (tensors.empty()) throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "no tensors given");
   auto reduce_op = to_reduce_op(opts.reduceOp, op);
   auto views = to_views(tensors, op, "tensor");  // all checked before any is issued
   // One all_reduce per tensor, issued back to back: the same result as
   // Gloo's flattened buffer, without copying into one.
   Works works;
   for (auto& v : views) works.push_back(pg_->all_reduce(v, reduce_op));
-  return track(c10d::OpType::ALLREDUCE_COALESCED, op, std::move(works), tensors);
+  return track(c10d::OpType::ALLREDUCE_COALESCED, name, std::move(works), tensors);
 }
 
 WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
-  const char* op = "reduce";
+  const char* name = "reduce";
+  const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  if (opts.rootTensor != 0) throw tdist::DistValueError(prefix(op) + "rootTensor must be 0");
+  if (opts.rootTensor != 0) throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "rootTensor must be 0");
   auto w = pg_->reduce(to_view(t, op), root(opts.rootRank, op, "destination"), to_reduce_op(opts.reduceOp, op));
-  return track(c10d::OpType::REDUCE, op, {w}, tensors);
+  return track(c10d::OpType::REDUCE, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                      const c10d::AllgatherOptions&) {
-  const char* op = "all_gather";
+  const char* name = "all_gather";
+  const std::string op = where(name);
   const at::Tensor& in = single(inputs, op, "input tensor");
   if (outputs.size() != 1)
-    throw tdist::DistValueError(prefix(op) + "expects exactly one output list per process, got " +
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects exactly one output list per process, got " +
                                 std::to_string(outputs.size()));
   auto w = pg_->all_gather(to_views(outputs[0], op, "output tensor"), to_view(in, op, "input tensor"));
-  return track(c10d::OpType::ALLGATHER, op, {w}, outputs[0], inputs);
+  return track(c10d::OpType::ALLGATHER, name, {w}, outputs[0], inputs);
 }
 
 WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
-  const char* op = "all_gather_into_tensor";
+  const char* name = "all_gather_into_tensor";
+  const std::string op = where(name);
   auto w = pg_->all_gather_into_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"));
-  return track(c10d::OpType::_ALLGATHER_BASE, op, {w}, {output}, {input});
+  return track(c10d::OpType::_ALLGATHER_BASE, name, {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
                                                std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
-  const char* op = "all_gather_coalesced";
+  const char* name = "all_gather_coalesced";
+  const std::string op = where(name);
   // output_lists[r][j] receives input j of rank r: one all_gather per input j.
   if (output_lists.size() != static_cast<size_t>(size_))
-    throw tdist::DistValueError(prefix(op) + "expects one output list per rank (" + std::to_string(size_) +
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects one output list per rank (" + std::to_string(size_) +
                                 "), got " + std::to_string(output_lists.size()));
   std::vector<std::vector<tdist::Tensor>> per_input(inputs.size());
   for (size_t r = 0; r < output_lists.size(); ++r) {
     if (output_lists[r].size() != inputs.size())
-      throw tdist::DistValueError(prefix(op) + "output list " + std::to_string(r) + " has " +
+      throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "output list " + std::to_string(r) + " has " +
                                   std::to_string(output_lists[r].size()) + " tensors for " +
                                   std::to_string(inputs.size()) + " inputs");
     for (size_t j = 0; j < inputs.size(); ++j)
@@ -150,101 +159,110 @@ WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tenso
   for (size_t j = 0; j < inputs.size(); ++j) works.push_back(pg_->all_gather(per_input[j], in_views[j]));
   std::vector<at::Tensor> outputs;
   for (auto& list : output_lists) outputs.insert(outputs.end(), list.begin(), list.end());
-  return track(c10d::OpType::ALLGATHER_COALESCED, op, std::move(works), std::move(outputs), inputs);
+  return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(works), std::move(outputs), inputs);
 }
 
 WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                   const c10d::GatherOptions& opts) {
-  const char* op = "gather";
+  const char* name = "gather";
+  const std::string op = where(name);
   const at::Tensor& in = single(inputs, op, "input tensor");
   int r = root(opts.rootRank, op, "destination");
   std::vector<at::Tensor> out;
   if (r == rank_) {
     if (outputs.size() != 1)
-      throw tdist::DistValueError(prefix(op) + "the destination expects exactly one output list, got " +
+      throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "the destination expects exactly one output list, got " +
                                   std::to_string(outputs.size()));
     out = outputs[0];
   } else if (!outputs.empty() && !outputs[0].empty()) {
-    throw tdist::DistValueError(prefix(op) + "only the destination (rank " + std::to_string(r) +
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "only the destination (rank " + std::to_string(r) +
                                 ") passes an output list");
   }
   auto w = pg_->gather(to_views(out, op, "output tensor"), to_view(in, op, "input tensor"), r);
-  return track(c10d::OpType::GATHER, op, {w}, out, inputs);
+  return track(c10d::OpType::GATHER, name, {w}, out, inputs);
 }
 
 WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                    const c10d::ScatterOptions& opts) {
-  const char* op = "scatter";
+  const char* name = "scatter";
+  const std::string op = where(name);
   const at::Tensor& out = single(outputs, op, "output tensor");
   int r = root(opts.rootRank, op, "source");
   std::vector<at::Tensor> in;
   if (r == rank_) {
     if (inputs.size() != 1)
-      throw tdist::DistValueError(prefix(op) + "the source expects exactly one input list, got " +
+      throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "the source expects exactly one input list, got " +
                                   std::to_string(inputs.size()));
     in = inputs[0];
   } else if (!inputs.empty() && !inputs[0].empty()) {
-    throw tdist::DistValueError(prefix(op) + "only the source (rank " + std::to_string(r) + ") passes an input list");
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "only the source (rank " + std::to_string(r) + ") passes an input list");
   }
   auto w = pg_->scatter(to_view(out, op, "output tensor"), to_views(in, op, "input tensor"), r);
-  return track(c10d::OpType::SCATTER, op, {w}, outputs, in);
+  return track(c10d::OpType::SCATTER, name, {w}, outputs, in);
 }
 
 WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
                                           std::vector<std::vector<at::Tensor>>& inputs,
                                           const c10d::ReduceScatterOptions& opts) {
-  const char* op = "reduce_scatter";
+  const char* name = "reduce_scatter";
+  const std::string op = where(name);
   const at::Tensor& out = single(outputs, op, "output tensor");
   if (inputs.size() != 1)
-    throw tdist::DistValueError(prefix(op) + "expects exactly one input list per process, got " +
+    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects exactly one input list per process, got " +
                                 std::to_string(inputs.size()));
   auto w = pg_->reduce_scatter(to_view(out, op, "output tensor"), to_views(inputs[0], op, "input tensor"),
                                to_reduce_op(opts.reduceOp, op));
-  return track(c10d::OpType::REDUCE_SCATTER, op, {w}, outputs, inputs[0]);
+  return track(c10d::OpType::REDUCE_SCATTER, name, {w}, outputs, inputs[0]);
 }
 
 WorkPtr ProcessGroupTdist::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                 const c10d::ReduceScatterOptions& opts) {
-  const char* op = "reduce_scatter_tensor";
+  const char* name = "reduce_scatter_tensor";
+  const std::string op = where(name);
   auto w = pg_->reduce_scatter_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
                                       to_reduce_op(opts.reduceOp, op));
-  return track(c10d::OpType::_REDUCE_SCATTER_BASE, op, {w}, {output}, {input});
+  return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
                                          std::vector<int64_t>& input_splits, const c10d::AllToAllOptions&) {
-  const char* op = "all_to_all_single";
+  const char* name = "all_to_all_single";
+  const std::string op = where(name);
   auto w = pg_->all_to_all_single(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
                                   output_splits, input_splits);
-  return track(c10d::OpType::ALLTOALL_BASE, op, {w}, {output}, {input});
+  return track(c10d::OpType::ALLTOALL_BASE, name, {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                     const c10d::AllToAllOptions&) {
-  const char* op = "all_to_all";
+  const char* name = "all_to_all";
+  const std::string op = where(name);
   auto w = pg_->all_to_all(to_views(outputs, op, "output tensor"), to_views(inputs, op, "input tensor"));
-  return track(c10d::OpType::ALLTOALL, op, {w}, outputs, inputs);
+  return track(c10d::OpType::ALLTOALL, name, {w}, outputs, inputs);
 }
 
 WorkPtr ProcessGroupTdist::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
-  const char* op = "send";
+  const char* name = "send";
+  const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   auto w = pg_->send(to_view(t, op), root(dst, op, "destination"), tag);
-  return track(c10d::OpType::SEND, op, {w}, {}, tensors);
+  return track(c10d::OpType::SEND, name, {w}, {}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
-  const char* op = "recv";
+  const char* name = "recv";
+  const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   auto w = pg_->recv(to_view(t, op), root(src, op, "source"), tag);
-  return track(c10d::OpType::RECV, op, {w}, tensors);
+  return track(c10d::OpType::RECV, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  const char* op = "recv";
+  const char* name = "recv";
+  const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   auto w = pg_->recv(to_view(t, op), tdist::kAnySource, tag);
-  return track(c10d::OpType::RECVANYSOURCE, op, {w}, tensors);
+  return track(c10d::OpType::RECVANYSOURCE, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::barrier(const c10d::BarrierOptions&) {

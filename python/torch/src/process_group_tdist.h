@@ -78,8 +78,10 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
                                        std::vector<std::shared_ptr<tdist::Work>> works,
                                        std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs = {});
   // The one tensor of `tensors` (torch passes lists; CPU backends take one per process).
-  const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op, const char* what) const;
-  int root(int64_t rank, const char* op, const char* what) const;
+  const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& op, const char* what) const;
+  int root(int64_t rank, const std::string& op, const char* what) const;
+  // The context errors start with: "rank 1 in group 0: all_reduce".
+  std::string where(const char* op) const;
 
   std::mutex mu_;
   std::vector<c10::intrusive_ptr<WorkTdist>> in_flight_;

@@ -36,7 +36,9 @@ std::exception_ptr WorkTdist::exception() const {
 }
 
 int WorkTdist::sourceRank() const {
-  if (works_.size() != 1) throw tdist::DistValueError("tdist (torch backend): " + op_ + " has no source rank");
+  if (works_.size() != 1)
+    throw tdist::DistValueError("tdist (torch backend), rank " + std::to_string(rank_) + ": " + op_ +
+                                " has no source rank");
   return works_.front()->source_rank();
 }
 
@@ -58,7 +60,7 @@ bool WorkTdist::wait(std::chrono::milliseconds timeout) {
 }
 
 void WorkTdist::abort() {
-  throw tdist::DistBackendError("tdist (torch backend): " + op_ +
+  throw tdist::DistBackendError("tdist (torch backend), rank " + std::to_string(rank_) + ": " + op_ +
                                 ": Work.abort is not supported (destroy the process group to fail pending operations)");
 }
 
@@ -70,7 +72,7 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkTdist::getFuture() {
   std::lock_guard<std::mutex> lock(future_mu_);
   if (future_) return future_;
   if (is_point_to_point())
-    throw tdist::DistBackendError("tdist (torch backend): " + op_ +
+    throw tdist::DistBackendError("tdist (torch backend), rank " + std::to_string(rank_) + ": " + op_ +
                                   " has no future (point-to-point operations do not, as with Gloo); use wait()");
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
   // Completes once every part has: with the outputs, or the first error.
