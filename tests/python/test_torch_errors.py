@@ -67,3 +67,19 @@ def absent_peer(rank, world):
 
 def test_absent_peer_is_named():
     torch_harness.run_ranks(absent_peer, 2)
+
+
+def mismatched_sizes(rank, world):
+    # In a subgroup of their own, so that the failed group is not the default one.
+    sub = dist.new_group([0, 1], backend="tdist", timeout=datetime.timedelta(seconds=30))
+    if rank == 0:
+        dist.send(torch.ones(4), 1, group=sub)
+    else:
+        raises(lambda: dist.recv(torch.zeros(3), 0, group=sub), "recv", "rank 0", "size mismatch")
+    t = torch.ones(4 if rank == 0 else 3)
+    raises(lambda: dist.all_reduce(t, group=sub), "all_reduce", "rank %d" % (1 - rank), "size")
+    dist.barrier()
+
+
+def test_mismatched_sizes_name_the_peer():
+    torch_harness.run_ranks(mismatched_sizes, 2)

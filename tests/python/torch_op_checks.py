@@ -118,6 +118,11 @@ def check_reductions(c, dtype):
         got = x.clone()
         dist.all_reduce(got, op=R.AVG)
         c.close(got, want, "all_reduce AVG %s" % dtype, 1e-2 if x.element_size() == 2 else 1e-6)
+        # PREMUL_SUM (torch 1.13 names its maker after NCCL): sum of factor * x.
+        want = c.gloo_all_reduce(x * 2, R.SUM)
+        got = x.clone()
+        dist.all_reduce(got, op=dist._make_nccl_premul_sum(2.0))
+        c.same(got, want, "all_reduce PREMUL_SUM(2) %s" % dtype)
     for root in range(world):
         for op in reduce_ops(dtype)[:2]:
             x = make((4, 2), dtype, rank, 10 + root, op)
