@@ -14,7 +14,12 @@ CPU tensors. Errors of tdist reach Python as RuntimeError with tdist's message
 import torch
 import torch.distributed as _dist
 
-from tdist import _tdist_torch
+try:
+    from tdist import _tdist_torch
+except ImportError as e:  # built only where libtorch-dev was found
+    raise ImportError("tdist.torch: the extension tdist._tdist_torch is missing or does not load (%s); "
+                      "it is built when Debian's libtorch-dev, python3-torch and pybind11-dev are installed"
+                      % (e,)) from e
 
 ProcessGroupTdist = _tdist_torch.ProcessGroupTdist
 

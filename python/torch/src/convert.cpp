@@ -53,8 +53,7 @@ tdist::Tensor to_view(const at::Tensor& t, const std::string& op, const std::str
   return tdist::Tensor(t.data_ptr(), to_dtype(t.scalar_type(), op), std::move(shape));
 }
 
-std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op,
-                                    const std::string& what) {
+std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op, const std::string& what) {
   std::vector<tdist::Tensor> views;
   views.reserve(ts.size());
   for (size_t i = 0; i < ts.size(); ++i) views.push_back(to_view(ts[i], op, what + " " + std::to_string(i)));
@@ -82,8 +81,7 @@ tdist::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const std::string& operat
       }
       return tdist::ReduceOp::premul_sum(s->double_factor);
     }
-    default:
-      invalid(operation, "reduce op " + std::to_string(int(op.op_)) + " is not supported");
+    default: invalid(operation, "reduce op " + std::to_string(int(op.op_)) + " is not supported");
   }
 }
 

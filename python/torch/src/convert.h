@@ -25,8 +25,7 @@ tdist::DType to_dtype(c10::ScalarType type, const std::string& op);
 // A view of `t`'s memory. `t` must be a dense, contiguous CPU tensor; otherwise
 // tdist::DistValueError naming `op`, `what` ("tensor", "output tensor 2") and the problem.
 tdist::Tensor to_view(const at::Tensor& t, const std::string& op, const std::string& what = "tensor");
-std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op,
-                                    const std::string& what);
+std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op, const std::string& what);
 
 // tdist's operator for `op` (SUM..BXOR, AVG, PREMUL_SUM with its factor).
 tdist::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const std::string& operation);

@@ -27,9 +27,8 @@ PYBIND11_MODULE(_tdist_torch, m) {
   // class below derives from the former, and create() takes the latter.
   py::module_::import("torch.distributed");
 
-  py::class_<tdist_torch::ProcessGroupTdist, c10::intrusive_ptr<tdist_torch::ProcessGroupTdist>,
-             c10d::ProcessGroup>(m, "ProcessGroupTdist",
-                                 "A torch.distributed process group whose operations run on the tdist library")
+  py::class_<tdist_torch::ProcessGroupTdist, c10::intrusive_ptr<tdist_torch::ProcessGroupTdist>, c10d::ProcessGroup>(
+      m, "ProcessGroupTdist", "A torch.distributed process group whose operations run on the tdist library")
       .def_property_readonly("group_name", &tdist_torch::ProcessGroupTdist::groupName);
 
   // The GIL is released while the ranks meet: the store may be a Python

@@ -13,6 +13,11 @@ namespace {
 using WorkPtr = c10::intrusive_ptr<c10d::Work>;
 using Works = std::vector<std::shared_ptr<tdist::Work>>;
 
+// A bad argument, found before anything is sent (the group stays usable).
+[[noreturn]] void invalid(const std::string& op, const std::string& what) {
+  throw tdist::DistValueError("tdist (torch backend), " + op + ": " + what);
+}
+
 std::shared_ptr<tdist::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                                 std::chrono::milliseconds timeout, std::string group_name,
                                                 std::vector<int> global_ranks) {
@@ -43,8 +48,7 @@ ProcessGroupTdist::~ProcessGroupTdist() {
 c10::intrusive_ptr<c10d::Work> ProcessGroupTdist::track(c10d::OpType type, const char* op, Works works,
                                                         std::vector<at::Tensor> outputs,
                                                         std::vector<at::Tensor> inputs) {
-  auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs),
-                                             std::move(inputs));
+  auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs), std::move(inputs));
   std::lock_guard<std::mutex> lock(mu_);
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](auto& w) { return w->isCompleted(); }),
                    in_flight_.end());
@@ -61,8 +65,7 @@ uint64_t ProcessGroupTdist::getSequenceNumberForGroup() {
 const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tensors, const std::string& op,
                                             const char* what) const {
   if (tensors.size() != 1)
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects exactly one " + what + " per process, got " +
-                                std::to_string(tensors.size()));
+    invalid(op, "expects exactly one " + std::string(what) + " per process, got " + std::to_string(tensors.size()));
   return tensors.front();
 }
 
@@ -72,8 +75,7 @@ std::string ProcessGroupTdist::where(const char* op) const {
 
 int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* what) const {
   if (rank < 0 || rank >= size_)
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + what + " rank " + std::to_string(rank) + " is outside [0, " +
-                                std::to_string(size_) + ")");
+    invalid(op, std::string(what) + " rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size_) + ")");
   return static_cast<int>(rank);
 }
 
@@ -81,7 +83,7 @@ WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10
   const char* name = "broadcast";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  if (opts.rootTensor != 0) throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "rootTensor must be 0");
+  if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
   auto w = pg_->broadcast(to_view(t, op), root(opts.rootRank, op, "source"));
   return track(c10d::OpType::BROADCAST, name, {w}, tensors);
 }
@@ -98,7 +100,7 @@ WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                const c10d::AllreduceCoalescedOptions& opts) {
   const char* name = "all_reduce_coalesced";
   const std::string op = where(name);
-  if (tensors.empty()) throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "no tensors given");
+  if (tensors.empty()) invalid(op, "no tensors given");
   auto reduce_op = to_reduce_op(opts.reduceOp, op);
   auto views = to_views(tensors, op, "tensor");  // all checked before any is issued
   // One all_reduce per tensor, issued back to back: the same result as
@@ -112,7 +114,7 @@ WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::
   const char* name = "reduce";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  if (opts.rootTensor != 0) throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "rootTensor must be 0");
+  if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
   auto w = pg_->reduce(to_view(t, op), root(opts.rootRank, op, "destination"), to_reduce_op(opts.reduceOp, op));
   return track(c10d::OpType::REDUCE, name, {w}, tensors);
 }
@@ -123,8 +125,7 @@ WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outpu
   const std::string op = where(name);
   const at::Tensor& in = single(inputs, op, "input tensor");
   if (outputs.size() != 1)
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects exactly one output list per process, got " +
-                                std::to_string(outputs.size()));
+    invalid(op, "expects exactly one output list per process, got " + std::to_string(outputs.size()));
   auto w = pg_->all_gather(to_views(outputs[0], op, "output tensor"), to_view(in, op, "input tensor"));
   return track(c10d::OpType::ALLGATHER, name, {w}, outputs[0], inputs);
 }
@@ -142,14 +143,13 @@ WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tenso
   const std::string op = where(name);
   // output_lists[r][j] receives input j of rank r: one all_gather per input j.
   if (output_lists.size() != static_cast<size_t>(size_))
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects one output list per rank (" + std::to_string(size_) +
-                                "), got " + std::to_string(output_lists.size()));
+    invalid(op, "expects one output list per rank (" + std::to_string(size_) + "), got " +
+                    std::to_string(output_lists.size()));
   std::vector<std::vector<tdist::Tensor>> per_input(inputs.size());
   for (size_t r = 0; r < output_lists.size(); ++r) {
     if (output_lists[r].size() != inputs.size())
-      throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "output list " + std::to_string(r) + " has " +
-                                  std::to_string(output_lists[r].size()) + " tensors for " +
-                                  std::to_string(inputs.size()) + " inputs");
+      invalid(op, "output list " + std::to_string(r) + " has " + std::to_string(output_lists[r].size()) +
+                      " tensors for " + std::to_string(inputs.size()) + " inputs");
     for (size_t j = 0; j < inputs.size(); ++j)
       per_input[j].push_back(
           to_view(output_lists[r][j], op, "output tensor [" + std::to_string(r) + "][" + std::to_string(j) + "]"));
@@ -171,12 +171,10 @@ WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs,
   std::vector<at::Tensor> out;
   if (r == rank_) {
     if (outputs.size() != 1)
-      throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "the destination expects exactly one output list, got " +
-                                  std::to_string(outputs.size()));
+      invalid(op, "the destination expects exactly one output list, got " + std::to_string(outputs.size()));
     out = outputs[0];
   } else if (!outputs.empty() && !outputs[0].empty()) {
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "only the destination (rank " + std::to_string(r) +
-                                ") passes an output list");
+    invalid(op, "only the destination (rank " + std::to_string(r) + ") passes an output list");
   }
   auto w = pg_->gather(to_views(out, op, "output tensor"), to_view(in, op, "input tensor"), r);
   return track(c10d::OpType::GATHER, name, {w}, out, inputs);
@@ -191,11 +189,10 @@ WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector
   std::vector<at::Tensor> in;
   if (r == rank_) {
     if (inputs.size() != 1)
-      throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "the source expects exactly one input list, got " +
-                                  std::to_string(inputs.size()));
+      invalid(op, "the source expects exactly one input list, got " + std::to_string(inputs.size()));
     in = inputs[0];
   } else if (!inputs.empty() && !inputs[0].empty()) {
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "only the source (rank " + std::to_string(r) + ") passes an input list");
+    invalid(op, "only the source (rank " + std::to_string(r) + ") passes an input list");
   }
   auto w = pg_->scatter(to_view(out, op, "output tensor"), to_views(in, op, "input tensor"), r);
   return track(c10d::OpType::SCATTER, name, {w}, outputs, in);
@@ -208,8 +205,7 @@ WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
   const std::string op = where(name);
   const at::Tensor& out = single(outputs, op, "output tensor");
   if (inputs.size() != 1)
-    throw tdist::DistValueError("tdist (torch backend), " + op + ": " + "expects exactly one input list per process, got " +
-                                std::to_string(inputs.size()));
+    invalid(op, "expects exactly one input list per process, got " + std::to_string(inputs.size()));
   auto w = pg_->reduce_scatter(to_view(out, op, "output tensor"), to_views(inputs[0], op, "input tensor"),
                                to_reduce_op(opts.reduceOp, op));
   return track(c10d::OpType::REDUCE_SCATTER, name, {w}, outputs, inputs[0]);

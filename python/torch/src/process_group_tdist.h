@@ -22,8 +22,8 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
  public:
   // Blocks until every rank of the group has joined (or `timeout` passes).
   // `global_ranks`: the group's members as ranks of the default group (empty: 0..size-1).
-  ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                    std::chrono::milliseconds timeout, std::string group_name, std::vector<int> global_ranks);
+  ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+                    std::string group_name, std::vector<int> global_ranks);
   ~ProcessGroupTdist() override;
 
   const std::string getBackendName() const override { return "tdist"; }
@@ -44,10 +44,9 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
-                                        std::vector<at::Tensor>& inputs, const c10d::GatherOptions& opts) override;
-  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
-                                         std::vector<std::vector<at::Tensor>>& inputs,
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
                                          const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
                                                 std::vector<std::vector<at::Tensor>>& inputs,
@@ -75,8 +74,8 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
   // Wraps the tdist Works of one operation, remembers it until it completes
   // (so its tensors outlive a dropped handle), and counts collectives.
   c10::intrusive_ptr<c10d::Work> track(c10d::OpType type, const char* op,
-                                       std::vector<std::shared_ptr<tdist::Work>> works,
-                                       std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs = {});
+                                       std::vector<std::shared_ptr<tdist::Work>> works, std::vector<at::Tensor> outputs,
+                                       std::vector<at::Tensor> inputs = {});
   // The one tensor of `tensors` (torch passes lists; CPU backends take one per process).
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& op, const char* what) const;
   int root(int64_t rank, const std::string& op, const char* what) const;
