@@ -1,0 +1,274 @@
+#include "process_group_tdist.h"
+
+#include <algorithm>
+
+#include "convert.h"
+#include "store_adapter.h"
+#include "tdist/errors.h"
+
+namespace tdist_torch {
+
+namespace {
+
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+using Works = std::vector<std::shared_ptr<tdist::Work>>;
+
+// A bad argument, found before anything is sent (the group stays usable).
+[[noreturn]] void invalid(const std::string& op, const std::string& what) {
+  throw tdist::DistValueError("tdist (torch backend), " + op + ": " + what);
+}
+
+std::shared_ptr<tdist::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                                std::chrono::milliseconds timeout, std::string group_name,
+                                                std::vector<int> global_ranks) {
+  tdist::ProcessGroupOptions options;
+  options.backend = "tdist";
+  options.timeout = timeout;
+  options.group_name = std::move(group_name);
+  options.global_ranks = std::move(global_ranks);
+  return std::make_shared<tdist::ProcessGroup>(std::make_shared<C10dStoreAdapter>(store), rank, size,
+                                               std::move(options));
+}
+
+}  // namespace
+
+ProcessGroupTdist::ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                     std::chrono::milliseconds timeout, std::string group_name,
+                                     std::vector<int> global_ranks)
+    : c10d::ProcessGroup(rank, size),
+      pg_(make_group(store, rank, size, timeout, std::move(group_name), std::move(global_ranks))) {
+  init();  // torch's logging hook for process groups
+}
+
+ProcessGroupTdist::~ProcessGroupTdist() {
+  // Fail what is still pending, then let go of its tensors (in_flight_ dies after pg_).
+  pg_->shutdown();
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupTdist::track(c10d::OpType type, const char* op, Works works,
+                                                        std::vector<at::Tensor> outputs,
+                                                        std::vector<at::Tensor> inputs) {
+  auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs), std::move(inputs));
+  std::lock_guard<std::mutex> lock(mu_);
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](auto& w) { return w->isCompleted(); }),
+                   in_flight_.end());
+  if (!work->isCompleted()) in_flight_.push_back(work);
+  if (!c10d::isP2POp(type)) ++collectives_;
+  return work;
+}
+
+uint64_t ProcessGroupTdist::getSequenceNumberForGroup() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return collectives_;
+}
+
+const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tensors, const std::string& op,
+                                            const char* what) const {
+  if (tensors.size() != 1)
+    invalid(op, "expects exactly one " + std::string(what) + " per process, got " + std::to_string(tensors.size()));
+  return tensors.front();
+}
+
+std::string ProcessGroupTdist::where(const char* op) const {
+  return "rank " + std::to_string(rank_) + " in group " + pg_->group_name() + ": " + op;
+}
+
+int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* what) const {
+  if (rank < 0 || rank >= size_)
+    invalid(op, std::string(what) + " rank " + std::to_string(rank) + " is outside [0, " + std::to_string(size_) + ")");
+  return static_cast<int>(rank);
+}
+
+WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
+  const char* name = "broadcast";
+  const std::string op = where(name);
+  const at::Tensor& t = single(tensors, op, "tensor");
+  if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
+  auto w = pg_->broadcast(to_view(t, op), root(opts.rootRank, op, "source"));
+  return track(c10d::OpType::BROADCAST, name, {w}, tensors);
+}
+
+WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const char* name = "all_reduce";
+  const std::string op = where(name);
+  const at::Tensor& t = single(tensors, op, "tensor");
+  auto w = pg_->all_reduce(to_view(t, op), to_reduce_op(opts.reduceOp, op));
+  return track(c10d::OpType::ALLREDUCE, name, {w}, tensors);
+}
+
+WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                               const c10d::AllreduceCoalescedOptions& opts) {
+  const char* name = "all_reduce_coalesced";
+  const std::string op = where(name);
+  if (tensors.empty()) invalid(op, "no tensors given");
+  auto reduce_op = to_reduce_op(opts.reduceOp, op);
+  auto views = to_views(tensors, op, "tensor");  // all checked before any is issued
+  // One all_reduce per tensor, issued back to back: the same result as
+  // Gloo's flattened buffer, without copying into one.
+  Works works;
+  for (auto& v : views) works.push_back(pg_->all_reduce(v, reduce_op));
+  return track(c10d::OpType::ALLREDUCE_COALESCED, name, std::move(works), tensors);
+}
+
+WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
+  const char* name = "reduce";
+  const std::string op = where(name);
+  const at::Tensor& t = single(tensors, op, "tensor");
+  if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
+  auto w = pg_->reduce(to_view(t, op), root(opts.rootRank, op, "destination"), to_reduce_op(opts.reduceOp, op));
+  return track(c10d::OpType::REDUCE, name, {w}, tensors);
+}
+
+WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                     const c10d::AllgatherOptions&) {
+  const char* name = "all_gather";
+  const std::string op = where(name);
+  const at::Tensor& in = single(inputs, op, "input tensor");
+  if (outputs.size() != 1)
+    invalid(op, "expects exactly one output list per process, got " + std::to_string(outputs.size()));
+  auto w = pg_->all_gather(to_views(outputs[0], op, "output tensor"), to_view(in, op, "input tensor"));
+  return track(c10d::OpType::ALLGATHER, name, {w}, outputs[0], inputs);
+}
+
+WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+  const char* name = "all_gather_into_tensor";
+  const std::string op = where(name);
+  auto w = pg_->all_gather_into_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"));
+  return track(c10d::OpType::_ALLGATHER_BASE, name, {w}, {output}, {input});
+}
+
+WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                               std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+  const char* name = "all_gather_coalesced";
+  const std::string op = where(name);
+  // output_lists[r][j] receives input j of rank r: one all_gather per input j.
+  if (output_lists.size() != static_cast<size_t>(size_))
+    invalid(op, "expects one output list per rank (" + std::to_string(size_) + "), got " +
+                    std::to_string(output_lists.size()));
+  std::vector<std::vector<tdist::Tensor>> per_input(inputs.size());
+  for (size_t r = 0; r < output_lists.size(); ++r) {
+    if (output_lists[r].size() != inputs.size())
+      invalid(op, "output list " + std::to_string(r) + " has " + std::to_string(output_lists[r].size()) +
+                      " tensors for " + std::to_string(inputs.size()) + " inputs");
+    for (size_t j = 0; j < inputs.size(); ++j)
+      per_input[j].push_back(
+          to_view(output_lists[r][j], op, "output tensor [" + std::to_string(r) + "][" + std::to_string(j) + "]"));
+  }
+  auto in_views = to_views(inputs, op, "input tensor");
+  Works works;
+  for (size_t j = 0; j < inputs.size(); ++j) works.push_back(pg_->all_gather(per_input[j], in_views[j]));
+  std::vector<at::Tensor> outputs;
+  for (auto& list : output_lists) outputs.insert(outputs.end(), list.begin(), list.end());
+  return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(works), std::move(outputs), inputs);
+}
+
+WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                  const c10d::GatherOptions& opts) {
+  const char* name = "gather";
+  const std::string op = where(name);
+  const at::Tensor& in = single(inputs, op, "input tensor");
+  int r = root(opts.rootRank, op, "destination");
+  std::vector<at::Tensor> out;
+  if (r == rank_) {
+    if (outputs.size() != 1)
+      invalid(op, "the destination expects exactly one output list, got " + std::to_string(outputs.size()));
+    out = outputs[0];
+  } else if (!outputs.empty() && !outputs[0].empty()) {
+    invalid(op, "only the destination (rank " + std::to_string(r) + ") passes an output list");
+  }
+  auto w = pg_->gather(to_views(out, op, "output tensor"), to_view(in, op, "input tensor"), r);
+  return track(c10d::OpType::GATHER, name, {w}, out, inputs);
+}
+
+WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                   const c10d::ScatterOptions& opts) {
+  const char* name = "scatter";
+  const std::string op = where(name);
+  const at::Tensor& out = single(outputs, op, "output tensor");
+  int r = root(opts.rootRank, op, "source");
+  std::vector<at::Tensor> in;
+  if (r == rank_) {
+    if (inputs.size() != 1)
+      invalid(op, "the source expects exactly one input list, got " + std::to_string(inputs.size()));
+    in = inputs[0];
+  } else if (!inputs.empty() && !inputs[0].empty()) {
+    invalid(op, "only the source (rank " + std::to_string(r) + ") passes an input list");
+  }
+  auto w = pg_->scatter(to_view(out, op, "output tensor"), to_views(in, op, "input tensor"), r);
+  return track(c10d::OpType::SCATTER, name, {w}, outputs, in);
+}
+
+WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
+                                          std::vector<std::vector<at::Tensor>>& inputs,
+                                          const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter";
+  const std::string op = where(name);
+  const at::Tensor& out = single(outputs, op, "output tensor");
+  if (inputs.size() != 1)
+    invalid(op, "expects exactly one input list per process, got " + std::to_string(inputs.size()));
+  auto w = pg_->reduce_scatter(to_view(out, op, "output tensor"), to_views(inputs[0], op, "input tensor"),
+                               to_reduce_op(opts.reduceOp, op));
+  return track(c10d::OpType::REDUCE_SCATTER, name, {w}, outputs, inputs[0]);
+}
+
+WorkPtr ProcessGroupTdist::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor";
+  const std::string op = where(name);
+  auto w = pg_->reduce_scatter_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
+                                      to_reduce_op(opts.reduceOp, op));
+  return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, {w}, {output}, {input});
+}
+
+WorkPtr ProcessGroupTdist::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
+                                         std::vector<int64_t>& input_splits, const c10d::AllToAllOptions&) {
+  const char* name = "all_to_all_single";
+  const std::string op = where(name);
+  auto w = pg_->all_to_all_single(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
+                                  output_splits, input_splits);
+  return track(c10d::OpType::ALLTOALL_BASE, name, {w}, {output}, {input});
+}
+
+WorkPtr ProcessGroupTdist::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                    const c10d::AllToAllOptions&) {
+  const char* name = "all_to_all";
+  const std::string op = where(name);
+  auto w = pg_->all_to_all(to_views(outputs, op, "output tensor"), to_views(inputs, op, "input tensor"));
+  return track(c10d::OpType::ALLTOALL, name, {w}, outputs, inputs);
+}
+
+WorkPtr ProcessGroupTdist::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
+  const char* name = "send";
+  const std::string op = where(name);
+  const at::Tensor& t = single(tensors, op, "tensor");
+  auto w = pg_->send(to_view(t, op), root(dst, op, "destination"), tag);
+  return track(c10d::OpType::SEND, name, {w}, {}, tensors);
+}
+
+WorkPtr ProcessGroupTdist::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
+  const char* name = "recv";
+  const std::string op = where(name);
+  const at::Tensor& t = single(tensors, op, "tensor");
+  auto w = pg_->recv(to_view(t, op), root(src, op, "source"), tag);
+  return track(c10d::OpType::RECV, name, {w}, tensors);
+}
+
+WorkPtr ProcessGroupTdist::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
+  const char* name = "recv";
+  const std::string op = where(name);
+  const at::Tensor& t = single(tensors, op, "tensor");
+  auto w = pg_->recv(to_view(t, op), tdist::kAnySource, tag);
+  return track(c10d::OpType::RECVANYSOURCE, name, {w}, tensors);
+}
+
+WorkPtr ProcessGroupTdist::barrier(const c10d::BarrierOptions&) {
+  return track(c10d::OpType::BARRIER, "barrier", {pg_->barrier()}, {});
+}
+
+void ProcessGroupTdist::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
+  auto timeout = opts.timeout == c10d::kUnsetTimeout ? pg_->timeout() : opts.timeout;
+  auto work = track(c10d::OpType::BARRIER, "monitored_barrier", {pg_->monitored_barrier(timeout, wait_all_ranks)}, {});
+  work->wait(c10d::Store::kNoTimeout);
+}
+
+}  // namespace tdist_torch

@@ -1,0 +1,93 @@
+// ProcessGroupTdist: the c10d::ProcessGroup that torch.distributed gets for
+// backend "tdist". Every operation is carried by a tdist::ProcessGroup (the
+// tdist C++ library) built over torch's store for the group; tensors are
+// handed over as views, without copies.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "tdist/process_group.h"
+#include "work.h"
+
+namespace tdist_torch {
+
+class ProcessGroupTdist final : public c10d::ProcessGroup {
+ public:
+  // Blocks until every rank of the group has joined (or `timeout` passes).
+  // `global_ranks`: the group's members as ranks of the default group (empty: 0..size-1).
+  ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
+                    std::string group_name, std::vector<int> global_ranks);
+  ~ProcessGroupTdist() override;
+
+  const std::string getBackendName() const override { return "tdist"; }
+  const std::string& groupName() const { return pg_->group_name(); }
+
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
+                                                     const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _allgather_base(at::Tensor& output, at::Tensor& input,
+                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
+                                                     std::vector<at::Tensor>& inputs,
+                                                     const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(at::Tensor& output, at::Tensor& input,
+                                                      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+                                          const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dst, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int src, int tag) override;
+  c10::intrusive_ptr<c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors, int tag) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+  void monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) override;
+
+  // Every rank counts the collectives it issues from 0, so the numbers agree
+  // without a round trip through the store.
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override;
+
+ private:
+  // Wraps the tdist Works of one operation, remembers it until it completes
+  // (so its tensors outlive a dropped handle), and counts collectives.
+  c10::intrusive_ptr<c10d::Work> track(c10d::OpType type, const char* op,
+                                       std::vector<std::shared_ptr<tdist::Work>> works, std::vector<at::Tensor> outputs,
+                                       std::vector<at::Tensor> inputs = {});
+  // The one tensor of `tensors` (torch passes lists; CPU backends take one per process).
+  const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& op, const char* what) const;
+  int root(int64_t rank, const std::string& op, const char* what) const;
+  // The context errors start with: "rank 1 in group 0: all_reduce".
+  std::string where(const char* op) const;
+
+  std::mutex mu_;
+  std::vector<c10::intrusive_ptr<WorkTdist>> in_flight_;
+  uint64_t collectives_ = 0;
+  // Declared last so it is destroyed first: its shutdown fails what is still
+  // in flight before in_flight_ lets go of the tensors.
+  std::shared_ptr<tdist::ProcessGroup> pg_;
+};
+
+}  // namespace tdist_torch

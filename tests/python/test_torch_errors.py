@@ -1,0 +1,85 @@
+"""What the tdist backend refuses, and how its errors read in Python.
+
+Errors of arguments are raised before anything is sent, so the group stays
+usable; errors between ranks (a missing peer, a timeout) name the peer.
+"""
+
+import datetime
+
+import pytest
+import torch
+import torch.distributed as dist
+
+import torch_harness
+
+
+def raises(fn, *words):
+    """Runs fn, expects a RuntimeError/ValueError whose message has every word (case-insensitive)."""
+    try:
+        fn()
+    except (RuntimeError, ValueError) as e:
+        msg = str(e)
+        for w in words:
+            assert w.lower() in msg.lower(), "%r not in error: %s" % (w, msg)
+        return msg
+    raise AssertionError("no error raised; expected one mentioning %s" % (words,))
+
+
+def refusals(rank, world):
+    pg = dist.distributed_c10d._get_default_group()
+    raises(lambda: dist.all_reduce(torch.ones(4, 4).t()), "tdist", "all_reduce", "not contiguous")
+    raises(lambda: dist.broadcast(torch.ones(3).to_sparse(), 0), "tdist", "broadcast", "sparse")
+    raises(lambda: pg.allreduce([torch.ones(2), torch.ones(2)]), "all_reduce", "exactly one tensor", "got 2")
+    raises(lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND), "all_reduce", "BAND", "float32")
+    raises(lambda: dist.send(torch.ones(1), world + 3), "rank")
+    work = dist.isend(torch.ones(1), (rank + 1) % world)
+    raises(work.get_future, "tdist", "send", "no future")
+    dist.recv(torch.zeros(1), (rank - 1) % world)
+    work.wait()
+    # torch's Python refuses monitored_barrier for other backends than Gloo;
+    # the group's own method is the plugin's and works.
+    raises(lambda: dist.monitored_barrier(), "GLOO")
+    pg.monitored_barrier(datetime.timedelta(seconds=30), wait_all_ranks=True)
+    # pg_options are Gloo's/NCCL's; the factory refuses them (on every rank: new_group is collective).
+    raises(lambda: dist.new_group(backend="tdist", pg_options=object()), "pg_options")
+    # After all that the group still works.
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((2,), float(world))), t
+
+
+def test_refusals_leave_the_group_usable():
+    torch_harness.run_ranks(refusals, 2)
+
+
+def absent_peer(rank, world):
+    # Short-timeout subgroups that only rank 0 uses: rank 1 never arrives.
+    quick = dist.new_group([0, 1], backend="tdist", timeout=datetime.timedelta(seconds=1))
+    barrier_group = dist.new_group([0, 1], backend="tdist", timeout=datetime.timedelta(seconds=30))
+    if rank == 0:
+        msg = raises(lambda: dist.recv(torch.zeros(1), 1, group=quick), "recv", "rank 1")
+        print("recv error:", msg)
+        msg = raises(lambda: barrier_group.monitored_barrier(datetime.timedelta(seconds=1)), "1")
+        print("monitored_barrier error:", msg)
+    # Both ranks still share a healthy default group.
+    dist.barrier()
+
+
+def test_absent_peer_is_named():
+    torch_harness.run_ranks(absent_peer, 2)
+
+
+def mismatched_sizes(rank, world):
+    # In a subgroup of their own, so that the failed group is not the default one.
+    sub = dist.new_group([0, 1], backend="tdist", timeout=datetime.timedelta(seconds=30))
+    if rank == 0:
+        dist.send(torch.ones(4), 1, group=sub)
+    else:
+        raises(lambda: dist.recv(torch.zeros(3), 0, group=sub), "recv", "rank 0", "size mismatch")
+    t = torch.ones(4 if rank == 0 else 3)
+    raises(lambda: dist.all_reduce(t, group=sub), "all_reduce", "rank %d" % (1 - rank), "size")
+    dist.barrier()
+
+
+def test_mismatched_sizes_name_the_peer():
+    torch_harness.run_ranks(mismatched_sizes, 2)
