@@ -247,8 +247,8 @@ void TcpTransport::on_control_socket(Peer& p) {
 
 // Consumes what the peer's ring holds: the same framing as on a socket, but
 // headers and payloads are copied straight from the ring to their place.
-void TcpTransport::on_ring(Peer& p) {
-  if (p.failed) return;
+bool TcpTransport::on_ring(Peer& p) {
+  if (p.failed) return false;
   ShmRing& ring = p.shm->rx;
   bool consumed = false;
   for (;;) {
@@ -259,10 +259,10 @@ void TcpTransport::on_ring(Peer& p) {
       consumed = true;
       if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
         fail_peer(p, bad_header(describe_peer(p.rank), p.header));
-        return;
+        return true;
       }
       begin_payload(p);
-      if (p.failed) return;
+      if (p.failed) return true;
     } else {
       size_t take = std::min<size_t>(avail, p.header.size - p.payload_done);
       if (take == 0 && p.payload_done < p.header.size) break;
@@ -272,13 +272,14 @@ void TcpTransport::on_ring(Peer& p) {
     }
     if (p.in_payload && p.payload_done == p.header.size) {
       finish_payload(p);
-      if (p.failed) return;
+      if (p.failed) return true;
     }
   }
   if (consumed && ring.writer_needs_doorbell()) {
     std::lock_guard<std::mutex> tx(p.tx_mu);
     ring_doorbell_locked(p);
   }
+  return consumed;
 }
 
 }  // namespace tdist

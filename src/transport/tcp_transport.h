@@ -76,15 +76,15 @@ class TcpTransport final : public Transport {
   void drive(Request& request, Deadline deadline);
   bool wait_as_bystander(Request& request, Deadline deadline);
   void let_go(std::unique_lock<std::mutex>& rx);
-  void poll_once(bool sockets);
-  void block_once(Deadline deadline);
+  bool poll_once(bool sockets);  // true when something moved
+  bool block_once(Deadline deadline);  // true when it woke for events
   bool prepare_sleep();
   void handle_events(const ::epoll_event* events, int n);
-  void poll_rings();
+  bool poll_rings();
 
   // Receiving (tcp_receive.cpp).
   void on_readable(Peer& p);
-  void on_ring(Peer& p);
+  bool on_ring(Peer& p);  // true when it consumed anything
   void on_writable(Peer& p);
   void on_control_socket(Peer& p);
   void ring_doorbell_locked(Peer& p);  // with p.tx_mu held
