@@ -31,18 +31,11 @@ void TcpTransport::on_request_to_send(Peer& p) {
   bool clear = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-      auto& r = **it;
-      if (r.tag() != tag || (r.peer() != kAnySource && r.peer() != p.rank)) continue;
-      auto req = *it;
-      posted_.erase(it);
-      bool fits = req->size() == size;
-      if (!fits) req->complete(size_mismatch(p.rank, tag, req->size(), size), p.rank);
-      p.rendezvous_rx.emplace(id, fits ? req : nullptr);  // null: the data is discarded
+    if (auto req = take_posted_locked(p.rank, tag, size)) {
+      // A receive that failed on a size mismatch is done: null, the data is discarded.
+      p.rendezvous_rx.emplace(id, req->done() ? nullptr : req);
       clear = true;
-      break;
-    }
-    if (!clear) {
+    } else {
       fail_out_of_step_locked(p.rank, tag);
       auto entry = std::make_shared<Unexpected>();
       entry->peer = p.rank;

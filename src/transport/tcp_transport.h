@@ -89,6 +89,7 @@ class TcpTransport final : public Transport {
   void on_control_socket(Peer& p);
   void ring_doorbell_locked(Peer& p);  // with p.tx_mu held
   bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
+  std::shared_ptr<Request> take_posted_locked(int peer, uint64_t tag, size_t size);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
   // Rendezvous (tcp_rendezvous_protocol.cpp): large socket messages wait for a receive.
