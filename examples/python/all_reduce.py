@@ -19,7 +19,7 @@ def run(rank, size):
     tensor = np.ones(1, dtype=np.float32)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
     expected = len(members) if rank in members else 1
-    print("Rank", rank, "has data", f"{tensor[0]:g}", f"(expected {expected})", flush=True)
+    print(f"Rank {rank} has data {tensor[0]:g} (expected {expected})", flush=True)
 
 
 if __name__ == "__main__":

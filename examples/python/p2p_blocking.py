@@ -19,7 +19,7 @@ def run(rank, size):
     elif rank == 1:
         # Receive tensor from process 0
         dist.recv(tensor=tensor, src=0)
-    print("Rank", rank, "has data", f"{tensor[0]:g}", flush=True)
+    print(f"Rank {rank} has data {tensor[0]:g}", flush=True)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ def run(rank, size):
         print("Rank 1 started receiving", flush=True)
     if req is not None:
         req.wait()
-    print("Rank", rank, "has data", f"{tensor[0]:g}", flush=True)
+    print(f"Rank {rank} has data {tensor[0]:g}", flush=True)
 
 
 if __name__ == "__main__":

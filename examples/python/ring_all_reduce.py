@@ -46,8 +46,9 @@ def run(rank, size):
     expected = send.copy()
     dist.all_reduce(expected, op=dist.ReduceOp.SUM)
     ok = np.array_equal(recv, expected)
-    print("Rank", rank, "has data", "[" + ", ".join(f"{v:g}" for v in recv) + "]",
-          "matches all_reduce" if ok else "DIFFERS from all_reduce " + str(expected), flush=True)
+    data = "[" + ", ".join(f"{v:g}" for v in recv) + "]"
+    verdict = "matches all_reduce" if ok else "DIFFERS from all_reduce " + str(expected)
+    print(f"Rank {rank} has data {data} {verdict}", flush=True)  # one write: ranks share stdout
     if not ok:
         raise SystemExit(1)
 

@@ -20,6 +20,7 @@ namespace {
 // groups never see each other's segments.
 constexpr const char* kSegmentKey = "arena/segment";  // "+<slot bytes> <name>" or "-<why not>"
 std::string status_key(int r) { return "arena/status/" + std::to_string(r); }
+std::string read_key(int r) { return "arena/read/" + std::to_string(r); }
 
 size_t requested_slot_bytes() {
   // A tuning and test knob: small slots exercise the chunked paths cheaply.
@@ -125,6 +126,15 @@ std::unique_ptr<Arena> Arena::setup(Store& store, Transport& transport, const st
   for (int r = 1; r < n; ++r) keys.push_back(status_key(r));
   store.wait(keys, timeout);
   for (auto& o : store.multi_get(keys)) outcomes.push_back(std::move(o));
+  // Rank 0 returns last: its process usually serves the store, and a rank 0
+  // that went on, finished its work and exited while another rank was still
+  // reading these keys would leave that rank with a closed store connection.
+  std::vector<std::string> read_keys;
+  for (int r = 1; r < n; ++r) read_keys.push_back(read_key(r));
+  if (rank == 0)
+    store.wait(read_keys, timeout);
+  else
+    store.set(read_key(rank), "1");
   // Every rank that maps the segment has mapped it by now: the name can go.
   seg.unlink();
 
