@@ -28,7 +28,7 @@ std::string group_name(const std::vector<int>& ranks, int index) {
 }  // namespace
 
 Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout, const std::string& backend,
-                bool /*use_local_synchronization: creation only ever waits for the members*/) {
+                bool use_local_synchronization) {
   Group world_group = resolve_group(nullptr, "new_group");
   const int world_size = world_group->size();
   std::vector<int> ranks = ranks_in;
@@ -66,8 +66,16 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
     g = std::make_shared<ProcessGroup>(store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
                                        options);
   }
-  std::lock_guard<std::mutex> lock(world().mu);
-  world().groups.push_back(g);
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    world().groups.push_back(g);
+  }
+  // As torch: every rank of the default group returns only once the members
+  // have set the group up. Besides keeping the ranks together, this keeps a
+  // non-member rank 0, whose process usually serves the store, from finishing
+  // and exiting while the members still read the store. The barrier runs over
+  // the default group's backend (not the store, which that exit would break).
+  if (!use_local_synchronization) world_group->barrier()->wait();
   return g;
 }
 
