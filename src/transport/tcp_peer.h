@@ -65,6 +65,7 @@ struct TcpTransport::Peer {
   wire::MessageHeader header{};
   char* dst = nullptr;  // nullptr: discard the payload
   size_t payload_done = 0;
+  int rcvlowat = 1;  // the socket's SO_RCVLOWAT (raised while a large payload streams in)
   std::shared_ptr<Request> rx_request;
   std::shared_ptr<Unexpected> rx_unexpected;
   // Receives matched to the peer's requests-to-send, by its id, waiting for the

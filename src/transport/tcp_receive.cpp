@@ -20,6 +20,15 @@ namespace {
 // Payload reads at least this large go straight into the destination buffer.
 constexpr size_t kDirectReadBytes = 16 * 1024;
 constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
+// While a large payload streams into its buffer, the socket reports readable
+// only once this much of it (or all that is left) has arrived: fewer, larger
+// reads, and fewer window updates and wake-ups for the sender.
+constexpr size_t kStreamReadBytes = 256 * 1024;
+
+void set_rcvlowat(TcpTransport::Peer& p, int bytes) {
+  if (p.rcvlowat == bytes) return;
+  if (setsockopt(p.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0) p.rcvlowat = bytes;
+}
 
 std::exception_ptr bad_header(const std::string& peer, const wire::MessageHeader& h) {
   return std::make_exception_ptr(DistNetworkError("protocol error from " + peer + ": bad message header (magic " +
@@ -86,8 +95,9 @@ void TcpTransport::on_readable(Peer& p) {
         continue;
       }
       if (p.dst && need >= kDirectReadBytes) {
-        if (!read_some(p, p.dst + p.payload_done, need, p.payload_done)) return;
-        continue;
+        if (read_some(p, p.dst + p.payload_done, need, p.payload_done)) continue;
+        if (!p.failed) set_rcvlowat(p, static_cast<int>(std::min(need, kStreamReadBytes)));
+        return;
       }
     }
     // Refill the staging buffer.
@@ -97,7 +107,11 @@ void TcpTransport::on_readable(Peer& p) {
       p.stage_end -= p.stage_begin;
       p.stage_begin = 0;
     }
-    if (!read_some(p, p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, p.stage_end)) return;
+    if (!read_some(p, p.staging.data() + p.stage_end, p.staging.size() - p.stage_end, p.stage_end)) {
+      // Whatever comes next (a header, the tail of a payload) must wake us, however small.
+      if (!p.failed) set_rcvlowat(p, 1);
+      return;
+    }
   }
 }
 
