@@ -13,6 +13,7 @@
 
 #include "backend/process_world.h"
 #include "backend/world.h"
+#include "common/scoped_env.h"
 #include "reduce/reduce.h"
 
 namespace tdist::testing {
@@ -36,28 +37,6 @@ inline Buffer expected_reduction(DType dtype, ReduceOp op, size_t count, int n) 
   if (reduction::needs_finalize(op)) reduction::finalize(op, dtype, acc.data(), count, n);
   return acc;
 }
-
-// Sets an environment variable for a scope (before any world starts: tests
-// run one per process under ctest, and no other thread reads it meanwhile).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_.empty())
-      unsetenv(name_);
-    else
-      setenv(name_, old_.c_str(), 1);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-};
 
 // Whether this process maps an arena segment (the name is unlinked soon after
 // set-up, but the mapping shows in /proc/self/maps, as "(deleted)").

@@ -12,20 +12,9 @@
 #include <vector>
 
 #include "collectives/coll_util.h"
+#include "common/scoped_env.h"
 
 namespace tdist::testing {
-
-// Sets an environment variable for the life of the object.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) { setenv(name, value.c_str(), 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-};
 
 // Sizes every algorithm must get right: empty, one element, fewer elements
 // than ranks, odd, not a multiple of any world size tested.

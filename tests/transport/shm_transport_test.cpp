@@ -12,6 +12,7 @@
 
 #include "backend/process_world.h"
 #include "backend/world.h"
+#include "common/scoped_env.h"
 
 namespace tdist::testing {
 namespace {
@@ -19,16 +20,6 @@ namespace {
 void require(bool cond, const std::string& what) {
   if (!cond) throw std::runtime_error(what);
 }
-
-// Sets an environment variable for one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 std::vector<uint8_t> pattern(size_t n, int from, int to) {
   std::vector<uint8_t> v(n);

@@ -13,18 +13,10 @@
 
 #include "backend/process_world.h"
 #include "backend/world.h"
+#include "common/scoped_env.h"
 
 namespace tdist::testing {
 namespace {
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
 
 // Sockets only, and every message of 1 KiB or more announced.
 struct RendezvousOverTcp {
