@@ -23,6 +23,12 @@
 namespace tdist {
 
 namespace {
+// A payload goes to the socket at most this much per write. One large write
+// holds the socket's lock while it copies, so the peer's acknowledgements
+// wait in the backlog and the window opens in bursts; loopback ping-pong
+// (best of 5, µs, 256 KiB writes / one write): 1M 104 / 148, 4M 442 / 571,
+// 16M 2559 / 3487; 128 KiB and 512 KiB were slower than 256 KiB.
+constexpr size_t kWriteChunkBytes = 256 * 1024;
 // How long a waiting thread polls before it blocks. Spinning pays when every
 // rank of the host has a core; with more ranks than cores it steals the time
 // the peer needs to produce the awaited data, so the wait blocks almost at once.
@@ -184,14 +190,16 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
     const size_t total = item.bytes();
     if (item.sent < hsize) {
       iov[n++] = iovec{reinterpret_cast<char*>(&item.header) + item.sent, hsize - item.sent};
-      if (total > hsize) iov[n++] = iovec{item.request->data(), item.request->size()};
+      if (total > hsize) iov[n++] = iovec{item.request->data(), std::min(kWriteChunkBytes, item.request->size())};
     } else {
       size_t off = item.sent - hsize;
-      iov[n++] = iovec{static_cast<char*>(item.request->data()) + off, item.request->size() - off};
+      iov[n++] = iovec{static_cast<char*>(item.request->data()) + off, std::min(kWriteChunkBytes, item.request->size() - off)};
     }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
+    size_t want = 0;
+    for (int i = 0; i < n; ++i) want += iov[i].iov_len;
     ssize_t w = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
@@ -208,7 +216,7 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
       // A request-to-send is written, but its send completes with the payload.
       if (item.payload && item.request) item.request->complete(nullptr, p.rank);
       p.txq.pop_front();
-    } else {
+    } else if (static_cast<size_t>(w) < want) {
       return nullptr;  // partial write: the socket is full
     }
   }
