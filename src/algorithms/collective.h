@@ -66,6 +66,7 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks);
 // ranks' tensors are left unchanged.
 void reduce_binomial_tree(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 void reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
+void reduce_chain(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 
 // all_gather: ring, bruck. outputs[i] gets rank i's input; sizes may differ

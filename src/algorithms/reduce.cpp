@@ -1,10 +1,11 @@
-// reduce: binomial tree (small), Rabenseifner (large). The result lands on
-// the root only; the other ranks work in scratch so their tensors stay as
-// given.
+// reduce: binomial tree (small), Rabenseifner (large, 4 ranks or more), or
+// a pipelined chain (large, fewer ranks). The result lands on the root only;
+// the other ranks work in scratch so their tensors stay as given.
 #include "algorithms/binomial.h"
 #include "algorithms/blocks.h"
 #include "algorithms/butterfly.h"
 #include "algorithms/collective.h"
+#include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
 #include "reduce/reduce.h"
 
@@ -67,11 +68,47 @@ void reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, int root, Redu
   });
 }
 
+// Chain root+1 -> root+2 -> ... -> root in segments: each rank folds a
+// segment into the partial it received and passes it on while the next
+// segments are still arriving, so the root reduces while data streams in
+// (the tree reduces a whole buffer only once it arrived, out of cache).
+// Every rank sends the buffer once; the time is one buffer plus n-2
+// segments.
+void reduce_chain(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
+  const int n = ctx.size(), v = (ctx.rank() - root + n) % n;
+  const size_t count = static_cast<size_t>(t.numel()), esize = t.element_size();
+  const size_t S = segments_for(count, esize, Pipeline::Chain);
+  // Position in the chain: relative rank 1 starts it, the root (0) ends it.
+  const int pos = (v + n - 1) % n;
+  const bool first = pos == 0, last = pos == n - 1;
+  // Middle ranks fold into scratch: their own tensor stays as given.
+  Scratch partial = make_scratch(first || last ? 0 : t.nbytes());
+  char* own = static_cast<char*>(t.data());
+  char* acc = last ? own : partial.get();
+  auto at = [&](char* base, size_t k) { return Span{base + part_begin(count, S, k) * esize, part_count(count, S, k)}; };
+  SegmentStream st;
+  // Chain position p is relative rank (p + 1) % n.
+  st.from = first ? -1 : (root + pos) % n;
+  st.to = last ? -1 : (root + pos + 2) % n;
+  st.units = S;
+  st.lag = 0;  // pass segment k on once it was folded
+  st.esize = esize;
+  st.send = [&](size_t k) { return at(first ? own : acc, k); };
+  st.recv = [&](size_t k) { return at(acc, k); };
+  // The incoming partial covers the chain positions before this rank.
+  st.local = [&](size_t k) -> const char* { return at(own, k).data; };
+  st.op = op;
+  st.dtype = t.dtype();
+  st.max_segment_count = part_count(count, S, 0);
+  run_stream(ctx, st);
+}
+
 void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
   using Fn = void (*)(CollectiveContext&, const Tensor&, int, ReduceOp);
   static constexpr Algorithm<Fn> kAlgorithms[] = {
       {"binomial", reduce_binomial_tree},
       {"rabenseifner", reduce_rabenseifner},
+      {"chain", reduce_chain},
   };
   const int n = ctx.size();
   const size_t count = static_cast<size_t>(t.numel());

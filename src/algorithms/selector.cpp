@@ -81,15 +81,20 @@ std::string_view pick_broadcast(const Shape& s) {
   return s.bytes < 32 * KiB ? "binomial" : "chain";
 }
 
-// Rabenseifner sends about 2x the buffer per rank where the tree sends up to
-// log2(n)x, in more rounds; with n < 4 it moves as much as the tree.
-//   one host, n=4, µs: 256K binomial 299 / Rab 537; 1M Rab 956 / 1471
-//                      (medians 1335 / 1558); 4M 5265 ~ 5516; 16M 21780 / 23127.
-//   several hosts:     n=4 16K binomial 101 / Rab 317, 64K Rab 624 / 1069;
-//                      n=8 256K 3621 / 6360, 4M 79617 / 106325.
+// One host: the pipelined chain reduces each segment as it arrives, while it
+// is in cache, and every rank sends the buffer once. From 1 MiB it beat the
+// tree and Rabenseifner at every world size (TCP, medians of 2-4 alternating
+// runs, µs: n=2 4M 602 / binomial 923, 64M 17549 / 47011, 256M 71194 /
+// 319161, 1M 163 ~ 168; n=3 16M 9912 / binomial 13438, 1M 551 ~ 484; n=4
+// 1M 844 / Rab 1014, 64M 69524 / 118046; n=8 1M 2118 / 2594, 16M 35020 /
+// 40570). Several hosts: Rabenseifner sends about 2x the buffer per rank
+// where the tree sends up to log2(n)x, in more rounds; with n < 4 it moves as
+// much as the tree (n=4 16K binomial 101 / Rab 317, 64K Rab 624 / 1069; n=8
+// 256K 3621 / 6360, 4M 79617 / 106325).
 std::string_view pick_reduce(const Shape& s) {
-  if (s.count < static_cast<size_t>(s.n) || s.n < 4) return "binomial";
-  return s.bytes < (s.one_host ? 1 * MiB : 64 * KiB) ? "binomial" : "rabenseifner";
+  if (s.count < static_cast<size_t>(s.n)) return "binomial";
+  if (s.one_host) return s.bytes < 1 * MiB ? "binomial" : "chain";
+  return s.n < 4 || s.bytes < 64 * KiB ? "binomial" : "rabenseifner";
 }
 
 // Bruck: ceil(log2 n) rounds instead of n-1, the same volume, plus one copy

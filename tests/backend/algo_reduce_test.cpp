@@ -143,7 +143,17 @@ TEST_P(ReduceAlgo, LargeEveryRoot) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Forced, ReduceAlgo, algo_params({"binomial", "rabenseifner"}), algo_param_name);
+TEST_P(ReduceAlgo, LargeInManySegments) {
+  ScopedEnv force("TDIST_ALGO_REDUCE", algorithm()), segments("TDIST_ALGO_SEGMENT_BYTES", kSmallSegments);
+  with_thread_world(world(), [&](ProcessGroup& pg) {
+    const int n = pg.size();
+    check_reduce(pg, n - 1, ReduceOp::SUM, DType::Float32, kLargeCount, label("small segments"));
+    check_reduce(pg, n / 2, ReduceOp::MAX, DType::Int8, kLargeCount + 5, label("small segments"));
+    check_reduce(pg, 0, ReduceOp::AVG, DType::BFloat16, kLargeCount / 4, label("small segments"));
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Forced, ReduceAlgo, algo_params({"binomial", "rabenseifner", "chain"}), algo_param_name);
 
 // --- reduce_scatter ----------------------------------------------------------
 

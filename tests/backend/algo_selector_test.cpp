@@ -28,7 +28,8 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 8)), "chain");
   EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 2)), "binomial");
   EXPECT_EQ(pick_reduce(on_one_host(256 * KiB, 8)), "binomial");
-  EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "rabenseifner");
+  EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "binomial");
