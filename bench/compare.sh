@@ -8,7 +8,9 @@
 # bench/mpi_bench.cpp (mpicxx -O2; it shares tools/tdist-bench's options, sweep,
 # timing, checks and output, so both measure identically), then runs both on the
 # same sizes for each scenario (one collective at a time, tdist then MPI, so that
-# both meet the machine in the same state) and prints one table per scenario:
+# both meet the machine in the same state; with --repeat K each pair runs K
+# times, alternating, and each cell is the median of the K) and prints one
+# table per scenario:
 #   a  2 ranks, default transports: tdist picks (shared memory within a host);
 #      Open MPI's default (the vader shared-memory BTL)
 #   b  4 ranks on this machine's cores (oversubscribed on a 2-core machine)
@@ -37,6 +39,10 @@
 #   -n, -w N              iterations and warm-up iterations [20, 5] (big sizes run
 #                         fewer: size x iterations <= 1G, see tdist-bench --help)
 #   -d TYPE, -o OP        datatype and reduction [float, sum]
+#   --repeat K            run each tdist/MPI pair K times, alternating, and
+#                         report per size the run with the median time (this
+#                         machine's run-to-run spread is often 1.5x for both
+#                         libraries: one run decides little) [3]
 #   --scenarios LIST      any of a,b,c [a,b,c]
 #   --np-many N           ranks of scenario b [4]
 #   --check               also verify every result (#wrong must be 0)
@@ -67,6 +73,7 @@ do_build=1
 mpi_cma=auto
 outdir=
 wait_quiet=0
+repeat=3
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick=1; sweep=(--sizes 8,512,8K,64K,256K,1M,4M) ;;
@@ -82,6 +89,7 @@ while [[ $# -gt 0 ]]; do
     --mpi-cma) mpi_cma=$2; shift ;;
     --out) outdir=$2; shift ;;
     --wait-quiet) wait_quiet=$2; shift ;;
+    --repeat) repeat=$2; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -98,6 +106,8 @@ if [[ -n ${custom_sweep+x} ]]; then
     esac
   done
 fi
+
+[[ $repeat =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --repeat needs a positive count, not '$repeat'" >&2; exit 2; }
 
 say() { printf '%s\n' "$*"; }
 # Percent of CPU time idle over the next second (from /proc/stat).
@@ -182,32 +192,68 @@ for c in "${want[@]}"; do
   esac
 done
 
+# merge_runs OUT CSV...: one row per (collective, size): the run whose time
+# (of the placement measured) is the median, with #wrong the largest of any run.
+merge_runs() {
+  local out=$1
+  shift
+  awk -F, -v OFS=, '
+    /^library,/ { next }
+    {
+      key = $2 SUBSEP $3; ti = ($15 != "") ? 15 : 11; wi = ti + 3
+      if (!(key in cnt)) order[++n] = key
+      c = ++cnt[key]; line[key, c] = $0; tm[key, c] = $ti + 0; col[key] = wi
+      if ($wi ~ /^[0-9]+$/ && (!(key in wmax) || $wi + 0 > wmax[key])) wmax[key] = $wi + 0
+    }
+    END {
+      for (i = 1; i <= n; i++) {
+        key = order[i]; m = cnt[key]
+        for (a = 1; a <= m; a++) idx[a] = a
+        for (a = 2; a <= m; a++) {  # insertion sort by time: m is small
+          v = idx[a]; b = a - 1
+          while (b >= 1 && tm[key, idx[b]] > tm[key, v]) { idx[b + 1] = idx[b]; b-- }
+          idx[b + 1] = v
+        }
+        $0 = line[key, idx[int((m + 1) / 2)]]
+        if (key in wmax) $(col[key]) = wmax[key]
+        print
+      }
+    }' "$@" >"$out"
+}
+
 # run_pair NAME NP TDIST_ENV MPI_ARGS...: both benchmarks into $outdir/NAME.{tdist,mpi}.csv,
-# one collective at a time, tdist then MPI, so that both see the machine in the same state.
+# one collective at a time, tdist then MPI ($repeat times), so that both see
+# the machine in the same state.
 run_pair() {
   local name=$1 np=$2 tenv=$3
   shift 3
-  local mpi_extra=("$@") lib c place
+  local mpi_extra=("$@") lib c place rep
   : >"$outdir/$name.tdist.csv"
   : >"$outdir/$name.mpi.csv"
   for c in "${want[@]}"; do
     case $c in all_reduce|broadcast|reduce) place=in ;; *) place=out ;; esac
     local args=(-t "$c" --place "$place" "${sweep[@]}" ${common[@]+"${common[@]}"} ${check[@]+"${check[@]}"} --csv)
+    for ((rep = 1; rep <= repeat; rep++)); do
+      for lib in tdist mpi; do
+        local cmd
+        if [[ $lib == tdist ]]; then
+          cmd=(env $tenv "$tdistrun" --nproc-per-node "$np" --standalone --no-prefix "$tbench" "${args[@]}")
+        else
+          cmd=("${mpirun_base[@]}" -np "$np" ${mpi_extra[@]+"${mpi_extra[@]}"} "$mpi_bin" "${args[@]}")
+        fi
+        [[ $rep -eq 1 ]] && echo "${cmd[*]}" >>"$outdir/$name.commands"
+        local base="$outdir/$name.$lib.$c.run$rep"
+        "${cmd[@]}" >"$base.csv" 2>"$base.err"
+        local rc=$?
+        if [[ $rc -ne 0 ]]; then
+          say "!!! $lib $c exited with status $rc: ${cmd[*]}"
+          tail -n 15 "$base.err" | sed 's/^/!!!   /'
+        fi
+      done
+    done
     for lib in tdist mpi; do
-      local cmd
-      if [[ $lib == tdist ]]; then
-        cmd=(env $tenv "$tdistrun" --nproc-per-node "$np" --standalone --no-prefix "$tbench" "${args[@]}")
-      else
-        cmd=("${mpirun_base[@]}" -np "$np" ${mpi_extra[@]+"${mpi_extra[@]}"} "$mpi_bin" "${args[@]}")
-      fi
-      echo "${cmd[*]}" >>"$outdir/$name.commands"
-      "${cmd[@]}" >"$outdir/$name.$lib.$c.csv" 2>"$outdir/$name.$lib.$c.err"
-      local rc=$?
-      if [[ $rc -ne 0 ]]; then
-        say "!!! $lib $c exited with status $rc: ${cmd[*]}"
-        tail -n 15 "$outdir/$name.$lib.$c.err" | sed 's/^/!!!   /'
-      fi
-      grep -v '^library,' "$outdir/$name.$lib.$c.csv" >>"$outdir/$name.$lib.csv"
+      merge_runs "$outdir/$name.$lib.$c.csv" "$outdir/$name.$lib.$c".run*.csv
+      cat "$outdir/$name.$lib.$c.csv" >>"$outdir/$name.$lib.csv"
     done
   done
 }
@@ -276,6 +322,7 @@ say "=== tdist-bench vs Open MPI, $(date '+%Y-%m-%d %H:%M:%S %Z')"
 say "host $(hostname), $(nproc) cores ($cpu), $(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) memory"
 say "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $ompi; tdist $rev"
 say "sizes: ${sweep[*]}; ${common[*]:-float sum, -w 5 -n 20}; raw CSV in $outdir"
+say "each cell: the median of $repeat runs, tdist and MPI alternating"
 
 # ---- CMA probe -----------------------------------------------------------------------------
 shm_mpi=()
