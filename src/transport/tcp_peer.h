@@ -27,7 +27,7 @@ struct TcpTransport::Unexpected {
   size_t size = 0;       // the message's size (data holds it unless this is a rendezvous)
   bool rendezvous = false;  // only announced: the sender waits for our clear-to-send
   uint32_t rendezvous_id = 0;
-  std::vector<char> data;
+  PayloadPool::Buffer data;  // from the transport's pool; returned once copied out
   bool complete = false;
   std::shared_ptr<Request> waiter;  // a receive matched while the payload was still arriving
 };

@@ -171,7 +171,7 @@ void TcpTransport::begin_payload(Peer& p) {
   entry->tag = tag;
   entry->size = size;
   try {
-    entry->data.resize(size);
+    entry->data = payload_pool_.take(size);
   } catch (const std::bad_alloc&) {
     // Cannot buffer it: discard the payload and fail whoever expects it.
     TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << size << " bytes from " << describe_peer(p.rank));
@@ -213,7 +213,8 @@ void TcpTransport::finish_payload(Peer& p) {
     std::lock_guard<std::mutex> lock(mu_);
     entry->complete = true;
     if (entry->waiter) {
-      if (!entry->data.empty()) std::memcpy(entry->waiter->data(), entry->data.data(), entry->data.size());
+      if (entry->size > 0) std::memcpy(entry->waiter->data(), entry->data.data(), entry->size);
+      payload_pool_.give(std::move(entry->data));
       entry->waiter->complete(nullptr, p.rank);
       entry->waiter.reset();
     }

@@ -305,6 +305,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
       req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
     } else if (entry->complete) {
       if (size > 0) std::memcpy(data, entry->data.data(), size);
+      payload_pool_.give(std::move(entry->data));
       req->complete(nullptr, entry->peer);
     } else {
       entry->waiter = req;

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "tdist/store.h"
+#include "transport/payload_pool.h"
 #include "transport/transport.h"
 #include "util/socket.h"
 
@@ -144,6 +145,7 @@ class TcpTransport final : public Transport {
   mutable std::mutex mu_;  // guards the lists below and aborted_
   std::list<std::shared_ptr<Request>> posted_;        // receives waiting for a message, in post order
   std::list<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
+  PayloadPool payload_pool_;                           // their buffers
   std::exception_ptr aborted_;
 };
 
