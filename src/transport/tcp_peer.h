@@ -17,7 +17,7 @@
 
 namespace tdist {
 
-inline constexpr size_t kStagingBytes = 256 * 1024;
+inline constexpr size_t kStagingBytes = 64 * 1024;
 // epoll data id of the transport's wake-up eventfd (peers use their rank).
 inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 
