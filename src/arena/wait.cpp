@@ -21,6 +21,7 @@
 #include "util/cpu_relax.h"
 #include "util/error_context.h"
 #include "util/futex.h"
+#include "util/home_cpu.h"
 
 namespace tdist::arena {
 
@@ -73,6 +74,7 @@ uint64_t Arena::size_of(int r, uint32_t first) const {
 }
 
 void Arena::arrive(uint32_t round) {
+  return_home();
   round_ = round;
   RankLine& me = line(rank_);
   cpu_ = static_cast<uint32_t>(sched_getcpu());

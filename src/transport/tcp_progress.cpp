@@ -20,6 +20,7 @@
 #include "transport/tcp_transport.h"
 #include "util/cpu_relax.h"
 #include "util/error_context.h"
+#include "util/home_cpu.h"
 #include "util/logging.h"
 
 namespace tdist {
@@ -62,6 +63,7 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
 
 // Returns when the request is done, the transport stopped, or the deadline passed.
 void TcpTransport::drive(Request& request, Deadline deadline) {
+  return_home();
   drivers_.fetch_add(1, std::memory_order_acq_rel);
   driver_epoch_.fetch_add(1, std::memory_order_release);
   std::unique_lock<std::mutex> rx(rx_mu_, std::defer_lock);
