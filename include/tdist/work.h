@@ -2,6 +2,7 @@
 // the call was not async.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -20,6 +21,8 @@ class Work {
  public:
   // `label` ("rank 3 in group default_pg") prefixes its messages.
   Work(std::string op, uint64_t sequence_number, std::string label = "");
+  // The same, sharing the label with the other works of its group (no copy per operation).
+  Work(std::string op, uint64_t sequence_number, std::shared_ptr<const std::string> label);
   virtual ~Work() = default;
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
@@ -54,10 +57,12 @@ class Work {
   void complete_future(Future& future);
   const std::string op_;
   const uint64_t seq_;
-  const std::string label_;
+  const std::shared_ptr<const std::string> label_;  // null: none
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  // Set under mu_ once error_ is final, read without it (a blocking call finds
+  // its work done and returns without taking the mutex).
+  std::atomic<bool> done_{false};
   int source_rank_ = -1;
   std::exception_ptr error_;
   std::vector<Tensor> result_;

@@ -102,6 +102,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   int global = options.global_ranks.empty() ? rank : options.global_ranks[rank];
   state_->label = "rank " + std::to_string(global) + " in group " +
                   (options.group_name.empty() ? std::string("default_pg") : options.group_name);
+  state_->shared_label = std::make_shared<const std::string>(state_->label);
   TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
   topts.desync = describe_desync;
   state_->transport = TcpTransport::connect(*store, rank, size, topts);
@@ -157,7 +158,7 @@ void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_
     return;
   }
   try {
-    Deadline deadline = Deadline::after(timeout);
+    Deadline deadline = Deadline::after_coarse(timeout);
     if (!signature.empty()) {
       // TDIST_DEBUG=DETAIL: every rank first checks that all called the same collective with
       // the same arguments, and names the ones that did not.
@@ -183,7 +184,7 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, std::ve
                                             std::string signature, Body body, const Args&... args) {
   std::unique_lock<std::mutex> issue(issue_mu_);
   uint64_t seq = ++seq_;
-  auto work = std::make_shared<Work>(op, seq, state_->label);
+  auto work = std::make_shared<Work>(op, seq, state_->shared_label);
   work->set_result(std::move(result));
   if (auto failed = state_->failure_of(op, seq)) {
     work->finish(failed);

@@ -45,6 +45,7 @@ class TdistBackend final : public Backend {
   // Shared with the Works of point-to-point operations, which may outlive calls.
   struct State {
     std::string label;  // "rank 3 in group default_pg"
+    std::shared_ptr<const std::string> shared_label;  // the same, for the works of this group
     std::unique_ptr<Transport> transport;
     std::unique_ptr<arena::Arena> arena;  // null: collectives use the transport
     std::mutex mu;

@@ -5,30 +5,33 @@
 namespace tdist {
 
 Work::Work(std::string op, uint64_t sequence_number, std::string label)
+    : op_(std::move(op)),
+      seq_(sequence_number),
+      label_(label.empty() ? nullptr : std::make_shared<const std::string>(std::move(label))) {}
+
+Work::Work(std::string op, uint64_t sequence_number, std::shared_ptr<const std::string> label)
     : op_(std::move(op)), seq_(sequence_number), label_(std::move(label)) {}
 
-bool Work::is_completed() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
-}
+// error_ is written before done_ turns true (release) and never after, so a
+// reader that saw done_ (acquire) reads it without the mutex.
+bool Work::is_completed() const { return done_.load(std::memory_order_acquire); }
 
-bool Work::is_success() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_ && !error_;
-}
+bool Work::is_success() const { return done_.load(std::memory_order_acquire) && !error_; }
 
-std::exception_ptr Work::exception() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return error_;
-}
+std::exception_ptr Work::exception() const { return done_.load(std::memory_order_acquire) ? error_ : nullptr; }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
+  if (done_.load(std::memory_order_acquire)) {
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
   std::unique_lock<std::mutex> lock(mu_);
+  auto done = [&] { return done_.load(std::memory_order_relaxed); };
   if (timeout == kNoTimeout) {
     // Operations carry their own deadline (the group timeout), so this ends.
-    cv_.wait(lock, [&] { return done_; });
-  } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
-    throw DistBackendError((label_.empty() ? "" : label_ + ": ") + op_ + " #" + std::to_string(seq_) +
+    cv_.wait(lock, done);
+  } else if (!cv_.wait_for(lock, timeout, done)) {
+    throw DistBackendError((label_ ? *label_ + ": " : std::string()) + op_ + " #" + std::to_string(seq_) +
                            ": Work::wait timed out after " +
                            std::to_string(timeout.count()) + " ms (the operation is still in progress)");
   }
@@ -50,9 +53,9 @@ void Work::finish(std::exception_ptr error) {
   std::shared_ptr<Future> future;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_) return;
-    done_ = true;
+    if (done_.load(std::memory_order_relaxed)) return;
     error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
     future = future_;
   }
   cv_.notify_all();
@@ -73,7 +76,7 @@ std::shared_ptr<Future> Work::get_future() {
     std::lock_guard<std::mutex> lock(mu_);
     if (future_) return future_;
     future_ = future = std::make_shared<Future>();
-    done = done_;
+    done = done_.load(std::memory_order_relaxed);
   }
   // finish() ran before the future existed: complete it here (done_ never reverts).
   if (done) complete_future(*future);
