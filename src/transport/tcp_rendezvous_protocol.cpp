@@ -19,7 +19,7 @@ std::exception_ptr protocol_error(const std::string& peer, const std::string& wh
 }  // namespace
 
 bool TcpTransport::uses_rendezvous(const Peer& p, size_t size) const {
-  return !p.shm && rendezvous_bytes_ > 0 && size >= rendezvous_bytes_;
+  return !p.shm && rendezvous_bytes_ > 0 && size > rendezvous_bytes_;
 }
 
 // A request-to-send: match it with a posted receive like a message's header,

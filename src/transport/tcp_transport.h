@@ -130,7 +130,7 @@ class TcpTransport final : public Transport {
   std::vector<Peer*> shm_peers_;  // peers reached through rings
   bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
   std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
-  size_t rendezvous_bytes_ = 0;  // socket messages this large go by rendezvous (0: never)
+  size_t rendezvous_bytes_ = 0;  // socket messages larger than this go by rendezvous (0: none)
 
   std::mutex rx_mu_;  // receive state of every peer; held by whoever makes progress
   std::atomic<int> drivers_{0};          // threads inside wait()

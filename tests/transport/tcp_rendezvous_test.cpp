@@ -1,7 +1,7 @@
 // Large messages over sockets go by rendezvous (src/transport/wire.h): the
 // sender announces, the receiver clears once a receive matches, the payload
 // lands straight in the receive's buffer. These tests force sockets
-// (TDIST_SHM=0) and a 1 KiB threshold, and check the cases the protocol adds:
+// (TDIST_SHM=0) and a 1 KiB limit, and check the cases the protocol adds:
 // receives posted late or out of order, announced and eager messages mixed
 // under one tag, receives from any rank, a size mismatch (the stream must stay
 // in step), and a peer that dies while a send waits for its clearance.
@@ -18,7 +18,7 @@
 namespace tdist::testing {
 namespace {
 
-// Sockets only, and every message of 1 KiB or more announced.
+// Sockets only, and every message larger than 1 KiB announced.
 struct RendezvousOverTcp {
   ScopedEnv shm{"TDIST_SHM", "0"};
   ScopedEnv threshold{"TDIST_TCP_RENDEZVOUS_BYTES", "1024"};
