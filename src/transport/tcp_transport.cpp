@@ -46,13 +46,16 @@ std::chrono::nanoseconds spin_time(int local_ranks) {
 // Socket messages larger than this go by rendezvous (wire.h). Up to it, the
 // round trip it adds costs more than the copy it saves a receiver that is not
 // ready yet (2 ranks over loopback TCP, medians of 5-6 alternating runs, µs,
-// with a 1 MiB / 256 KiB limit: all_gather of 2 MiB 245 / 305, all_reduce of
-// 2 MiB 482 / 689, broadcast of 1 MiB 125 / 164, send/recv of 2 MiB 279 /
-// 357); above it, eager messages make exchanges slower (1 MiB / 4 MiB limit:
-// all_gather of 8 MiB 1116 / 1670, all_reduce 2818 / 3534).
+// 1 MiB limit / 256 KiB: all_gather of 1 MiB 171 / 181, of 2 MiB 245 / 305,
+// all_reduce of 1 MiB 236 / 300, send/recv of 2 MiB 279 / 357). Above it, a
+// sender that runs ahead (a loop of broadcasts) makes the receiver buffer and
+// copy every message, and it falls behind for good: broadcast of 1 MiB took
+// 148-666 µs with 1 MiB eager, 135-170 by rendezvous; and exchanges of 4 MiB
+// eager messages were slower (all_gather of 8 MiB 1670 / 1116 with a 1 MiB
+// limit). 512 KiB keeps the blocks of 1 MiB collectives on 2 ranks eager.
 size_t rendezvous_threshold() {
   if (auto v = get_env_int("TDIST_TCP_RENDEZVOUS_BYTES")) return *v > 0 ? static_cast<size_t>(*v) : 0;
-  return size_t{1} << 20;
+  return size_t{512} << 10;
 }
 }  // namespace
 
