@@ -101,8 +101,11 @@ std::string_view pick_reduce(const Shape& s) {
 // of the whole output (one host, n=4, µs: 64K 266 / ring 450, 1M 872 /
 // 1023, 4M ring 3923 / 4245, 16M 13279 / 19022; several hosts n=8: 64K 901 /
 // 1638, tied from 256K). Uneven blocks: ring.
+// With 2 ranks both are one exchange, and the ring's lands in place where
+// Bruck's goes through scratch (TCP, medians of 4 alternating runs, µs: 256K
+// ring 39 / Bruck 45, 1M 114 / 138, 64K tied).
 std::string_view pick_all_gather(const Shape& s, bool equal) {
-  return equal && s.bytes < 2 * MiB ? "bruck" : "ring";
+  return equal && s.n > 2 && s.bytes < 2 * MiB ? "bruck" : "ring";
 }
 
 // Recursive halving: log2(n) rounds (one host n=4, µs: 128K 251 / ring 422,

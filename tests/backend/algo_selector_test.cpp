@@ -43,6 +43,7 @@ TEST(AlgorithmSelector, BlockCollectives) {
   EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 4), true), "bruck");
   EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 4), false), "ring");  // uneven blocks
   EXPECT_EQ(pick_all_gather(across_hosts(4 * MiB, 8), true), "ring");
+  EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 2), true), "ring");
   EXPECT_EQ(pick_reduce_scatter(on_one_host(64 * KiB, 4)), "recursive_halving");
   EXPECT_EQ(pick_reduce_scatter(across_hosts(1 * MiB, 8)), "ring");
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), true), "bruck");
