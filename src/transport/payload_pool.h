@@ -1,11 +1,13 @@
-// Buffers for messages that arrive before their receive is posted, recycled.
-// A fresh allocation per message costs page faults and zero-filling (glibc
-// hands freed blocks of tens of KiB back to the kernel): a receiver that fell
-// behind its sender then spent more per message than the sender and stayed
-// behind (TCP broadcast of 64 KiB, 2 ranks: 30-100 µs per message in that
-// state, 13 µs otherwise).
+// Buffers for messages that arrive before their receive is posted. Large ones
+// are recycled: a fresh allocation of tens of KiB or more per message costs
+// page faults and zero-filling (glibc hands such blocks back to the kernel
+// when freed), and a receiver that fell behind its sender then spent more per
+// message than the sender and stayed behind (TCP broadcast of 64 KiB, 2 ranks:
+// 30-100 µs per message in that state, 13 µs otherwise). Small ones come from
+// malloc's own caches, which are fast.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -23,38 +25,43 @@ class PayloadPool {
   // A buffer of at least n bytes, not initialized (empty for 0). Throws std::bad_alloc.
   Buffer take(size_t n) {
     if (n == 0) return {};
-    size_t best = free_.size();
-    for (size_t i = 0; i < free_.size(); ++i)
-      if (free_[i].capacity >= n && (best == free_.size() || free_[i].capacity < free_[best].capacity)) best = i;
-    if (best < free_.size()) {
-      Buffer b = std::move(free_[best]);
-      free_[best] = std::move(free_.back());
-      free_.pop_back();
+    if (n < kMinPooled || n > kMaxPooled) return Buffer{std::unique_ptr<char[]>(new char[n]), n};
+    const size_t c = size_class(n);
+    auto& free = free_[c];
+    if (!free.empty()) {
+      Buffer b{std::move(free.back()), class_bytes(c)};
+      free.pop_back();
       pooled_ -= b.capacity;
       return b;
     }
-    // Power-of-two capacities, so that a buffer fits the next messages of a similar size.
-    size_t cap = kMinBytes;
-    while (cap < n) cap *= 2;
-    if (cap > kMaxPooledBytes) cap = n;
-    return Buffer{std::unique_ptr<char[]>(new char[cap]), cap};
+    return Buffer{std::unique_ptr<char[]>(new char[class_bytes(c)]), class_bytes(c)};
+  }
+
+  // Keeps b for reuse if it is of a pooled size and the pool has room.
+  void give(Buffer b) {
+    if (!b.bytes || b.capacity < kMinPooled || b.capacity > kMaxPooled) return;
+    const size_t c = size_class(b.capacity);
+    if (class_bytes(c) != b.capacity || pooled_ + b.capacity > kBudgetBytes) return;
+    pooled_ += b.capacity;
+    free_[c].push_back(std::move(b.bytes));
   }
 
   // Bytes held for reuse.
   size_t pooled_bytes() const { return pooled_; }
 
-  // Keeps b for reuse unless it is too large or the pool is full.
-  void give(Buffer b) {
-    if (!b.bytes || b.capacity > kMaxPooledBytes || pooled_ + b.capacity > kBudgetBytes) return;
-    pooled_ += b.capacity;
-    free_.push_back(std::move(b));
-  }
-
  private:
-  static constexpr size_t kMinBytes = 4096;
-  static constexpr size_t kMaxPooledBytes = size_t{4} << 20;  // larger ones are rare (rendezvous) and freed
+  // Power-of-two classes from 64 KiB to 4 MiB; larger messages are rare (they
+  // go by rendezvous over TCP) and are freed.
+  static constexpr size_t kMinShift = 16, kMaxShift = 22;
+  static constexpr size_t kMinPooled = size_t{1} << kMinShift, kMaxPooled = size_t{1} << kMaxShift;
   static constexpr size_t kBudgetBytes = size_t{32} << 20;
-  std::vector<Buffer> free_;
+  static size_t size_class(size_t n) {  // the smallest class holding n bytes
+    size_t c = 0;
+    while ((kMinPooled << c) < n) ++c;
+    return c;
+  }
+  static size_t class_bytes(size_t c) { return kMinPooled << c; }
+  std::array<std::vector<std::unique_ptr<char[]>>, kMaxShift - kMinShift + 1> free_;
   size_t pooled_ = 0;
 };
 

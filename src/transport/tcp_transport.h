@@ -145,7 +145,7 @@ class TcpTransport final : public Transport {
   mutable std::mutex mu_;  // guards the lists below and aborted_
   std::list<std::shared_ptr<Request>> posted_;        // receives waiting for a message, in post order
   std::list<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
-  PayloadPool payload_pool_;                           // their buffers
+  PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
 };
 
