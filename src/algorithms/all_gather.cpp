@@ -3,6 +3,7 @@
 #include "algorithms/collective.h"
 #include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
+#include "util/bulk_copy.h"
 
 namespace tdist {
 
@@ -11,7 +12,7 @@ namespace tdist {
 // see run_ring); blocks may differ in size (uneven all_gather).
 void all_gather_ring(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
   const int n = ctx.size();
-  copy_bytes(outputs[ctx.rank()].data(), input.data(), input.nbytes());
+  bulk_copy(outputs[ctx.rank()].data(), input.data(), input.nbytes());
   RingPlan ring = rank_ring(ctx, Blocks::of(outputs));
   ring.first = n - 1;
   ring.end = 2 * (n - 1);
@@ -50,7 +51,7 @@ void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
   size_t total = 0;
   for (size_t i = 0; i < out.size(); ++i) total += out.bytes(i);
   Fn run = select_algorithm("all_gather", kAlgorithms, pick_all_gather(shape_of(ctx, total), out.equal_sizes()));
-  if (ctx.size() == 1) return copy_bytes(outputs[0].data(), input.data(), input.nbytes());
+  if (ctx.size() == 1) return bulk_copy(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input);
 }
 

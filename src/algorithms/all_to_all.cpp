@@ -7,6 +7,7 @@
 #include "algorithms/blocks.h"
 #include "algorithms/collective.h"
 #include "algorithms/selector.h"
+#include "util/bulk_copy.h"
 
 namespace tdist {
 
@@ -16,8 +17,7 @@ namespace tdist {
 void all_to_all_pairwise(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                          const std::vector<Tensor>& inputs) {
   const int n = ctx.size(), rank = ctx.rank();
-  if (outputs[rank].nbytes() > 0 && outputs[rank].data() != inputs[rank].data())
-    std::memmove(outputs[rank].data(), inputs[rank].data(), outputs[rank].nbytes());
+  bulk_copy(outputs[rank].data(), inputs[rank].data(), outputs[rank].nbytes());
   for (int s = 1; s < n; ++s) {
     int to = (rank + s) % n, from = (rank - s + n) % n;
     ctx.send_recv(to, inputs[to].data(), inputs[to].nbytes(), from, outputs[from].data(), outputs[from].nbytes(),

@@ -8,6 +8,7 @@
 #include "algorithms/blocks.h"
 #include "algorithms/collective.h"
 #include "algorithms/selector.h"
+#include "util/bulk_copy.h"
 
 namespace tdist {
 
@@ -39,7 +40,7 @@ void gather_linear(CollectiveContext& ctx, const std::vector<Tensor>& outputs, c
   std::vector<std::shared_ptr<Request>> reqs;
   for (int r = 0; r < ctx.size(); ++r)
     if (r != root) reqs.push_back(ctx.transport.irecv(r, step_tag(ctx.tag, 0), outputs[r].data(), outputs[r].nbytes()));
-  copy_bytes(outputs[root].data(), input.data(), input.nbytes());
+  bulk_copy(outputs[root].data(), input.data(), input.nbytes());
   wait_all(ctx, reqs);
 }
 
@@ -70,7 +71,7 @@ void scatter_linear(CollectiveContext& ctx, const Tensor& output, const std::vec
   std::vector<std::shared_ptr<Request>> reqs;
   for (int r = 0; r < ctx.size(); ++r)
     if (r != root) reqs.push_back(ctx.transport.isend(r, step_tag(ctx.tag, 0), inputs[r].data(), inputs[r].nbytes()));
-  copy_bytes(output.data(), inputs[root].data(), output.nbytes());
+  bulk_copy(output.data(), inputs[root].data(), output.nbytes());
   wait_all(ctx, reqs);
 }
 
@@ -99,7 +100,7 @@ void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Te
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const Tensor&, int);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"linear", gather_linear}, {"binomial", gather_binomial}};
   Fn run = select_algorithm("gather", kAlgorithms, pick_gather(shape_of(ctx, input.nbytes())));
-  if (ctx.size() == 1) return copy_bytes(outputs[0].data(), input.data(), input.nbytes());
+  if (ctx.size() == 1) return bulk_copy(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input, root);
 }
 
@@ -107,7 +108,7 @@ void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Ten
   using Fn = void (*)(CollectiveContext&, const Tensor&, const std::vector<Tensor>&, int);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"linear", scatter_linear}, {"binomial", scatter_binomial}};
   Fn run = select_algorithm("scatter", kAlgorithms, pick_scatter(shape_of(ctx, output.nbytes())));
-  if (ctx.size() == 1) return copy_bytes(output.data(), inputs[0].data(), output.nbytes());
+  if (ctx.size() == 1) return bulk_copy(output.data(), inputs[0].data(), output.nbytes());
   run(ctx, output, inputs, root);
 }
 

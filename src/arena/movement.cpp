@@ -7,6 +7,7 @@
 
 #include "arena/chunking.h"
 #include "arena/collectives.h"
+#include "util/bulk_copy.h"
 
 namespace tdist::arena {
 
@@ -49,7 +50,7 @@ void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
     rounds = std::max(rounds, rounds_for(o.nbytes(), piece));
   }
   const Signature sig = signature(OpCode::AllGather, static_cast<int>(input.dtype()), -1, -1, total);
-  copy(bytes_of(outputs[me]), input.data(), input.nbytes());
+  bulk_copy(bytes_of(outputs[me]), input.data(), input.nbytes());
   for (size_t j = 0; j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * piece;
@@ -65,7 +66,7 @@ void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs
   const int n = a.size(), me = a.rank();
   const size_t piece = a.slot_bytes(), bytes = input.nbytes();
   const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
-  if (me == root) copy(bytes_of(outputs[root]), input.data(), bytes);
+  if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
@@ -82,7 +83,7 @@ void scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::
   const int n = a.size(), me = a.rank();
   const size_t piece = a.slot_bytes(), bytes = output.nbytes();
   const Signature sig = signature(OpCode::Scatter, static_cast<int>(output.dtype()), -1, root, bytes);
-  if (me == root) copy(output.data(), inputs[root].data(), bytes);
+  if (me == root) bulk_copy(output.data(), inputs[root].data(), bytes);
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
@@ -108,8 +109,7 @@ void all_to_all(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
   for (int i = 0; i < n; ++i)
     rounds = std::max({rounds, rounds_for(inputs[i].nbytes(), cap), rounds_for(outputs[i].nbytes(), cap)});
   const Signature sig = signature(OpCode::AllToAll, static_cast<int>(inputs[me].dtype()), -1, -1, rounds);
-  if (outputs[me].nbytes() > 0 && outputs[me].data() != inputs[me].data())
-    std::memmove(outputs[me].data(), inputs[me].data(), outputs[me].nbytes());
+  bulk_copy(outputs[me].data(), inputs[me].data(), outputs[me].nbytes());
   for (size_t j = 0; j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * cap;
