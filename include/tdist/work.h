@@ -4,10 +4,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -49,20 +50,32 @@ class Work {
 
   // Used by backends: completes the work (with an error, or successfully).
   void finish(std::exception_ptr error = nullptr);
+  // The same for a work that no other thread can see yet (a blocking call
+  // that ran on its caller's thread before returning it): nobody can wait on
+  // it or have asked for its future, so it needs neither the lock nor a wake-up.
+  void finish_unshared(std::exception_ptr error = nullptr);
   void set_source_rank(int rank);
   void set_result(std::vector<Tensor> result) { result_ = std::move(result); }
   static std::shared_ptr<Work> completed(std::string op, uint64_t seq = 0);
 
  private:
+  friend class TdistBackend;  // reuses the Works of blocking calls (reuse())
+  // Makes a finished Work that nobody else holds pending again, for another
+  // operation: no allocation (result_ keeps its capacity).
+  void reuse(const char* op, uint64_t seq, std::span<const Tensor> result);
   void complete_future(Future& future);
-  const std::string op_;
-  const uint64_t seq_;
+  std::string op_;
+  uint64_t seq_;
   const std::shared_ptr<const std::string> label_;  // null: none
   mutable std::mutex mu_;
-  std::condition_variable cv_;
-  // Set under mu_ once error_ is final, read without it (a blocking call finds
-  // its work done and returns without taking the mutex).
-  std::atomic<bool> done_{false};
+  // kPending, kDone, or kWaitedFor (pending, and a thread sleeps on it: the
+  // finisher makes the futex wake syscall only then). Turns kDone under mu_
+  // once error_ is final, read without it (a blocking call finds its work done
+  // and returns without taking the mutex). A futex word rather than a
+  // condition variable: nothing to set up or tear down per operation.
+  static constexpr uint32_t kPending = 0, kDone = 1, kWaitedFor = 2;
+  std::atomic<uint32_t> state_{kPending};
+  bool done() const { return state_.load(std::memory_order_acquire) == kDone; }
   int source_rank_ = -1;
   std::exception_ptr error_;
   std::vector<Tensor> result_;

@@ -50,7 +50,7 @@ void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
   const Blocks out = Blocks::of(outputs);
   size_t total = 0;
   for (size_t i = 0; i < out.size(); ++i) total += out.bytes(i);
-  Fn run = select_algorithm("all_gather", kAlgorithms, pick_all_gather(shape_of(ctx, total), out.equal_sizes()));
+  Fn run = select_algorithm(ctx, OpCode::AllGather, kAlgorithms, pick_all_gather(shape_of(ctx, total), out.equal_sizes()));
   if (ctx.size() == 1) return bulk_copy(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input);
 }

@@ -62,7 +62,7 @@ void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
                 bool uniform) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const std::vector<Tensor>&);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}};
-  Fn run = select_algorithm("all_to_all", kAlgorithms, pick_all_to_all(shape_of(ctx, inputs[0].nbytes()), uniform));
+  Fn run = select_algorithm(ctx, OpCode::AllToAll, kAlgorithms, pick_all_to_all(shape_of(ctx, inputs[0].nbytes()), uniform));
   run(ctx, outputs, inputs);
 }
 

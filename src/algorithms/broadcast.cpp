@@ -77,7 +77,7 @@ void broadcast(CollectiveContext& ctx, const Tensor& t, int root) {
       {"chain", broadcast_chain},
   };
   const size_t count = static_cast<size_t>(t.numel());
-  Fn run = select_algorithm("broadcast", kAlgorithms, pick_broadcast(shape_of(ctx, t.nbytes(), count)));
+  Fn run = select_algorithm(ctx, OpCode::Broadcast, kAlgorithms, pick_broadcast(shape_of(ctx, t.nbytes(), count)));
   if (ctx.size() > 1 && count > 0) run(ctx, t, root);
 }
 

@@ -2,6 +2,7 @@
 // runs on every rank of the group with the same arguments (except data).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -13,10 +14,19 @@
 
 namespace tdist {
 
+// TDIST_ALGO_<COLLECTIVE> of every collective, by OpCode ("" where unset),
+// lower-cased: a group reads them once when it is created, so that no
+// collective parses the environment (a TCP all_reduce of 8 bytes spent a
+// quarter of its time in getenv and toupper).
+using ForcedAlgorithms = std::array<std::string, 16>;
+ForcedAlgorithms read_forced_algorithms();
+
 struct CollectiveContext {
   Transport& transport;
   uint64_t tag;       // collective_tag(op, seq): steps are added to it
   Deadline deadline;  // of the whole operation
+  // The group's TDIST_ALGO_* settings; null: read the environment at each pick.
+  const ForcedAlgorithms* forced = nullptr;
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   void send(int peer, uint32_t step, const void* data, size_t n) {

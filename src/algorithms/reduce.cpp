@@ -112,7 +112,7 @@ void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
   };
   const int n = ctx.size();
   const size_t count = static_cast<size_t>(t.numel());
-  Fn run = select_algorithm("reduce", kAlgorithms, pick_reduce(shape_of(ctx, t.nbytes(), count)));
+  Fn run = select_algorithm(ctx, OpCode::Reduce, kAlgorithms, pick_reduce(shape_of(ctx, t.nbytes(), count)));
   if (n > 1 && count > 0) run(ctx, t, root, op);
   if (ctx.rank() == root && reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), count, n);
 }

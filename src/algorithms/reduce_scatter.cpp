@@ -73,7 +73,7 @@ void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vec
   const int n = ctx.size();
   size_t total = 0;
   for (const Tensor& t : inputs) total += t.nbytes();
-  Fn run = select_algorithm("reduce_scatter", kAlgorithms, pick_reduce_scatter(shape_of(ctx, total)));
+  Fn run = select_algorithm(ctx, OpCode::ReduceScatter, kAlgorithms, pick_reduce_scatter(shape_of(ctx, total)));
   if (n == 1)
     copy_bytes(output.data(), inputs[0].data(), output.nbytes());
   else

@@ -29,6 +29,16 @@ std::string forced_algorithm(const char* collective) {
   return out;
 }
 
+ForcedAlgorithms read_forced_algorithms() {
+  ForcedAlgorithms forced;
+  // The collectives with algorithms to pick: Broadcast .. AllToAll.
+  for (size_t code = 1; code <= static_cast<size_t>(OpCode::AllToAll); ++code) {
+    uint64_t tag = collective_tag(static_cast<OpCode>(code), 0);
+    forced[code] = forced_algorithm(op_code_name(tag));
+  }
+  return forced;
+}
+
 void throw_unknown_algorithm(const char* collective, const std::string& name, const std::string& valid) {
   std::string var = std::string("TDIST_ALGO_") + collective;
   std::transform(var.begin(), var.end(), var.begin(), [](unsigned char c) { return std::toupper(c); });

@@ -25,8 +25,12 @@ struct Algorithm {
 // path; when it reaches the algorithms (a group that is not on one host) the
 // selector picks as if nothing were forced.
 template <typename Fn, size_t N>
-Fn select_algorithm(const char* collective, const Algorithm<Fn> (&table)[N], std::string_view automatic) {
-  std::string forced = forced_algorithm(collective);
+Fn select_algorithm(const CollectiveContext& ctx, OpCode code, const Algorithm<Fn> (&table)[N],
+                    std::string_view automatic) {
+  const char* collective = op_code_name(collective_tag(code, 0));
+  std::string read_now;
+  if (!ctx.forced) read_now = forced_algorithm(collective);
+  const std::string& forced = ctx.forced ? (*ctx.forced)[static_cast<size_t>(code)] : read_now;
   std::string_view want = forced.empty() || forced == "shm" ? automatic : std::string_view(forced);
   for (const auto& a : table)
     if (a.name == want) return a.run;

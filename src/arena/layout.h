@@ -23,7 +23,7 @@ namespace tdist::arena {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -48,9 +48,6 @@ struct alignas(kLine) RankLine {
   // released by the rank, acquired by the others. Wraps around: compared as a
   // signed difference.
   std::atomic<uint32_t> round;
-  // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
-  // only when this is non-zero.
-  std::atomic<uint32_t> sleepers;
   // The CPU this rank last arrived from: a waiter that runs on the same one
   // yields at once instead of polling (the rank it awaits likely waits for
   // this very CPU).
@@ -60,7 +57,17 @@ struct alignas(kLine) RankLine {
   // read by the others after it.
   std::atomic<uint64_t> what[2];
   std::atomic<uint64_t> size[2];
+  // A reduction of at most 8 bytes (a scalar: a loss, a count, a flag) by the
+  // parity of its round, in place of the slot: the waiter's one cache miss on
+  // this line brings the arrival, the signature and the data together, where
+  // a slot costs a second miss after it (see Arena::word).
+  std::atomic<uint64_t> word[2];
+  // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
+  // only when this is non-zero.
+  std::atomic<uint32_t> sleepers;
 };
+// Everything a waiter reads is in the first 64-byte line.
+static_assert(offsetof(RankLine, sleepers) + sizeof(uint32_t) <= 64);
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "atomics in shared memory must be lock-free (address-free)");

@@ -92,8 +92,28 @@ void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tenso
   }
 }
 
+// At most a word (Arena::kWordBytes), one round: every rank publishes its data
+// in its RankLine with its arrival, and the ranks that want the result fold
+// copies of the others' words. A waiter takes one cache miss per rank instead
+// of two (the line, then the slot): 2 ranks, 8 bytes, 0.257-0.266 against
+// 0.278-0.290 us through the slots (4 alternating runs of 300000).
+constexpr int kMaxWordRanks = 64;  // the words are copied to the stack
+
+void fold_words(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  const uint32_t r = a.next_round();
+  a.put_word(r, t.data(), t.nbytes());
+  a.start(ctx, sig);
+  if (dest >= 0 && dest != a.rank()) return;
+  uint64_t words[kMaxWordRanks];
+  for (int q = 0; q < a.size(); ++q) words[q] = a.word(r, q);
+  fold(op, t.dtype(), static_cast<char*>(t.data()), [&](int q) { return reinterpret_cast<const char*>(&words[q]); },
+       a.size(), static_cast<size_t>(t.numel()));
+}
+
 void reduce_to(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
-  if (t.nbytes() <= one_round_limit(a))
+  if (t.nbytes() <= Arena::kWordBytes && a.size() <= kMaxWordRanks)
+    fold_words(a, ctx, sig, t, op, dest);
+  else if (t.nbytes() <= one_round_limit(a))
     fold_everything(a, ctx, sig, t, op, dest);
   else
     fold_in_shares(a, ctx, sig, t, op, dest);

@@ -110,11 +110,11 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   if (globals.empty())
     for (int r = 0; r < size; ++r) globals.push_back(r);
   state_->arena = arena::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
+  state_->forced = read_forced_algorithms();
   if (state_->arena) {
     for (OpCode code : {OpCode::Broadcast, OpCode::AllReduce, OpCode::Barrier, OpCode::Reduce, OpCode::AllGather,
                         OpCode::Gather, OpCode::Scatter, OpCode::ReduceScatter, OpCode::AllToAll}) {
-      // Read once: the hot path must not parse the environment.
-      std::string forced = forced_algorithm(op_code_name(collective_tag(code, 0)));
+      const std::string& forced = state_->forced[static_cast<size_t>(code)];
       in_arena_[static_cast<size_t>(code)] = forced.empty() || forced == "shm";
     }
   }
@@ -149,12 +149,14 @@ void TdistBackend::check_rank(int r, const char* op, const char* what) const {
 
 namespace {
 
-// Runs one collective on whichever thread enqueue() chose and finishes its Work.
+// Runs one collective on whichever thread enqueue() chose and finishes its
+// Work; `unshared`: the caller's thread, before the Work is returned.
 template <typename Body>
 void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_t seq, Millis timeout,
-                    const Body& body, const std::string& signature) {
+                    const Body& body, const std::string& signature, bool unshared) {
+  auto finish = [&](std::exception_ptr e) { unshared ? work.finish_unshared(std::move(e)) : work.finish(std::move(e)); };
   if (auto failed = state.failure_of(work.op_name().c_str(), seq)) {
-    work.finish(failed);
+    finish(failed);
     return;
   }
   try {
@@ -165,44 +167,59 @@ void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_
       CollectiveContext check{*state.transport, collective_tag(OpCode::Fingerprint, seq), deadline};
       check_fingerprint(check, signature);
     }
-    CollectiveContext ctx{*state.transport, collective_tag(code, seq), deadline};
+    CollectiveContext ctx{*state.transport, collective_tag(code, seq), deadline, &state.forced};
     body(ctx);
-    work.finish();
+    finish(nullptr);
   } catch (...) {
     // The message prefix is built only on failure: nothing extra on the hot path.
     auto e = with_context(std::current_exception(),
                           state.label + ": " + work.op_name() + " #" + std::to_string(seq) + " failed: ");
     state.record_failure(e);
-    work.finish(e);
+    finish(e);
   }
 }
 
 }  // namespace
 
-template <typename Body, typename... Args>
-std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, std::vector<Tensor> result,
-                                            std::string signature, Body body, const Args&... args) {
-  std::unique_lock<std::mutex> issue(issue_mu_);
-  uint64_t seq = ++seq_;
+std::shared_ptr<Work> TdistBackend::take_work(const char* op, uint64_t seq, std::span<const Tensor> result,
+                                             bool blocking) {
+  // use_count() == 1: only spare_ holds it, so no other thread can reach it;
+  // the fence pairs with the release of the caller's last reference.
+  if (blocking && spare_ && spare_.use_count() == 1) {
+    std::atomic_thread_fence(std::memory_order_acquire);
+    spare_->reuse(op, seq, result);
+    return spare_;
+  }
   auto work = std::make_shared<Work>(op, seq, state_->shared_label);
-  work->set_result(std::move(result));
+  work->set_result(std::vector<Tensor>(result.begin(), result.end()));
+  if (blocking) spare_ = work;
+  return work;
+}
+
+template <typename Body, typename... Args>
+std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, std::span<const Tensor> result,
+                                            std::string signature, Body body, const Args&... args) {
+  std::unique_lock<SpinLock> issue(issue_mu_);
+  uint64_t seq = ++seq_;
+  const bool blocking = BlockingCallHint::active();
+  auto work = take_work(op, seq, result, blocking);
   if (auto failed = state_->failure_of(op, seq)) {
-    work->finish(failed);
+    work->finish_unshared(failed);
     return work;
   }
   // Deciding under issue_mu_ keeps issue order: no later call can overtake.
-  if (BlockingCallHint::active() && queue_.claim_inline()) {
+  if (blocking && queue_.claim_inline()) {
     issue.unlock();
     // The arguments are used where they are: no copies, no std::function. A
     // blocking call's latency is mostly this path.
     run_collective(*state_, *work, code, seq, options_.timeout,
-                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature);
+                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true);
     queue_.release_inline();
   } else {
     queue_.push(work, [work, state = state_, code, seq, timeout = options_.timeout, signature = std::move(signature),
                        body, saved = std::make_tuple(args...)] {
       auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
-      run_collective(*state, *work, code, seq, timeout, call, signature);
+      run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false);
     });
   }
   return work;
@@ -233,7 +250,7 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast");
   check_rank(root, "broadcast", "root");
   return enqueue(
-      OpCode::Broadcast, "broadcast", {tensor},
+      OpCode::Broadcast, "broadcast", {&tensor, 1},
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root) {
         a ? arena::broadcast(*a, ctx, t, root) : tdist::broadcast(ctx, t, root);
@@ -245,7 +262,7 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op
   check_tensor(tensor, "all_reduce");
   check_reduce_op(op, tensor.dtype(), "all_reduce");
   return enqueue(
-      OpCode::AllReduce, "all_reduce", {tensor},
+      OpCode::AllReduce, "all_reduce", {&tensor, 1},
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, ReduceOp op) {
         a ? arena::all_reduce(*a, ctx, t, op) : tdist::all_reduce(ctx, t, op);
@@ -304,7 +321,7 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
   check_rank(root, "reduce", "destination");
   check_reduce_op(op, tensor.dtype(), "reduce");
   return enqueue(
-      OpCode::Reduce, "reduce", {tensor},
+      OpCode::Reduce, "reduce", {&tensor, 1},
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root, ReduceOp op) {
@@ -336,7 +353,7 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
                                           std::to_string(size()) + ") x input " + input.str());
   auto outputs = blocks(output, size());
   return enqueue(
-      OpCode::AllGather, "all_gather_into_tensor", {output},
+      OpCode::AllGather, "all_gather_into_tensor", {&output, 1},
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
         a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
@@ -374,7 +391,7 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
                            ", got " + std::to_string(inputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Scatter, "scatter", {output},
+      OpCode::Scatter, "scatter", {&output, 1},
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, int root) {
         a ? arena::scatter(*a, ctx, out, ins, root) : tdist::scatter(ctx, out, ins, root);
@@ -391,7 +408,7 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
     invalid("reduce_scatter", "input[" + std::to_string(rank()) + "] " + inputs[rank()].str() +
                                   " does not match the output " + output.str());
   return enqueue(
-      OpCode::ReduceScatter, "reduce_scatter", {output},
+      OpCode::ReduceScatter, "reduce_scatter", {&output, 1},
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
         a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
@@ -408,7 +425,7 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
                                          ") x output " + output.str());
   auto inputs = blocks(input, size());
   return enqueue(
-      OpCode::ReduceScatter, "reduce_scatter_tensor", {output},
+      OpCode::ReduceScatter, "reduce_scatter_tensor", {&output, 1},
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
         a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
@@ -481,7 +498,7 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
                                      " elements) and output split (" + std::to_string(outs[rank()].numel()) +
                                      " elements) differ");
   return enqueue(
-      OpCode::AllToAll, "all_to_all_single", {output},
+      OpCode::AllToAll, "all_to_all_single", {&output, 1},
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
         a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);

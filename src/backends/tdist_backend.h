@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "tdist/backend.h"
@@ -14,6 +15,7 @@
 #include "arena/arena.h"
 #include "backends/work_queue.h"
 #include "transport/transport.h"
+#include "util/spin_lock.h"
 
 namespace tdist {
 
@@ -48,6 +50,7 @@ class TdistBackend final : public Backend {
     std::shared_ptr<const std::string> shared_label;  // the same, for the works of this group
     std::unique_ptr<Transport> transport;
     std::unique_ptr<arena::Arena> arena;  // null: collectives use the transport
+    ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
     std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock
@@ -63,8 +66,11 @@ class TdistBackend final : public Backend {
   // queue's thread (over copies of args). `signature` is "" unless
   // TDIST_DEBUG=DETAIL.
   template <typename Body, typename... Args>
-  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::vector<Tensor> result, std::string signature,
+  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::span<const Tensor> result, std::string signature,
                                 Body body, const Args&... args);
+  // A pending Work for operation #seq: the spare one when its last caller
+  // has dropped it (blocking calls), else a new one. Under issue_mu_.
+  std::shared_ptr<Work> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
   // The arena if `code`'s collective runs there: the group has one and
   // TDIST_ALGO_<COLLECTIVE> is unset or "shm"; else null.
   arena::Arena* arena_for(OpCode code) const {
@@ -84,7 +90,11 @@ class TdistBackend final : public Backend {
   std::array<bool, 16> in_arena_{};  // by OpCode: see arena_for()
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
-  std::mutex issue_mu_;   // issuing is thread-safe; order is the caller's
+  SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's
+  // The Work of the last blocking call, kept to be reused: a blocking call's
+  // caller usually drops its Work at once, and allocating one (with its result
+  // list and tensor shapes) cost a blocking 8-byte all_reduce 3 allocations.
+  std::shared_ptr<Work> spare_;  // guarded by issue_mu_
   WorkQueue queue_;
 };
 

@@ -34,6 +34,7 @@ void init_process_group(const InitOptions& options) {
   auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);
   std::lock_guard<std::mutex> lock(world().mu);
   world().default_group = std::move(group);
+  world().default_version.fetch_add(1, std::memory_order_release);
   world().store = r.store;
   world().scoped_store = scoped;
 }

@@ -15,11 +15,25 @@ World& world() {
   return w;
 }
 
+// Every call on the default group resolves it, so this is on the path of
+// every small collective: each thread remembers the group it last found, by
+// the world's version, and takes the mutex only when the version moved on
+// (init, destroy). The memory is a weak reference, so a destroyed group is
+// not kept alive by threads that used it (its store server, for one, must go).
 Group resolve_group(const Group& group, const char* op) {
   if (group) return group;
+  struct Remembered {
+    uint64_t version = 0;
+    std::weak_ptr<ProcessGroup> group;
+  };
+  thread_local Remembered remembered;
+  const uint64_t version = world().default_version.load(std::memory_order_acquire);
+  if (version != 0 && version == remembered.version)
+    if (Group g = remembered.group.lock()) return g;
   std::lock_guard<std::mutex> lock(world().mu);
   if (!world().default_group)
     throw DistError(std::string(op) + ": the default process group is not initialized (call init_process_group first)");
+  remembered = {world().default_version.load(std::memory_order_relaxed), world().default_group};
   return world().default_group;
 }
 

@@ -95,6 +95,7 @@ void destroy_process_group(const Group& group) {
       world().group_counts.clear();
       victims.push_back(std::move(world().default_group));
       world().default_group = nullptr;
+      world().default_version.fetch_add(1, std::memory_order_release);
       world().scoped_store = nullptr;
       world().store = nullptr;
     }

@@ -1,6 +1,8 @@
 #include "tdist/work.h"
 
 #include "tdist/errors.h"
+#include "util/deadline.h"
+#include "util/futex.h"
 
 namespace tdist {
 
@@ -12,28 +14,29 @@ Work::Work(std::string op, uint64_t sequence_number, std::string label)
 Work::Work(std::string op, uint64_t sequence_number, std::shared_ptr<const std::string> label)
     : op_(std::move(op)), seq_(sequence_number), label_(std::move(label)) {}
 
-// error_ is written before done_ turns true (release) and never after, so a
-// reader that saw done_ (acquire) reads it without the mutex.
-bool Work::is_completed() const { return done_.load(std::memory_order_acquire); }
+// error_ is written before state_ turns kDone (release) and never after, so a
+// reader that saw kDone (acquire) reads it without the mutex.
+bool Work::is_completed() const { return done(); }
 
-bool Work::is_success() const { return done_.load(std::memory_order_acquire) && !error_; }
+bool Work::is_success() const { return done() && !error_; }
 
-std::exception_ptr Work::exception() const { return done_.load(std::memory_order_acquire) ? error_ : nullptr; }
+std::exception_ptr Work::exception() const { return done() ? error_ : nullptr; }
 
 bool Work::wait(std::chrono::milliseconds timeout) {
-  if (done_.load(std::memory_order_acquire)) {
-    if (error_) std::rethrow_exception(error_);
-    return true;
-  }
-  std::unique_lock<std::mutex> lock(mu_);
-  auto done = [&] { return done_.load(std::memory_order_relaxed); };
-  if (timeout == kNoTimeout) {
-    // Operations carry their own deadline (the group timeout), so this ends.
-    cv_.wait(lock, done);
-  } else if (!cv_.wait_for(lock, timeout, done)) {
-    throw DistBackendError((label_ ? *label_ + ": " : std::string()) + op_ + " #" + std::to_string(seq_) +
-                           ": Work::wait timed out after " +
-                           std::to_string(timeout.count()) + " ms (the operation is still in progress)");
+  // Operations carry their own deadline (the group timeout), so a wait
+  // without a timeout ends too.
+  const Deadline deadline = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
+  for (;;) {
+    uint32_t s = state_.load(std::memory_order_acquire);
+    if (s == kDone) break;
+    if (deadline.expired())
+      throw DistBackendError((label_ ? *label_ + ": " : std::string()) + op_ + " #" + std::to_string(seq_) +
+                             ": Work::wait timed out after " + std::to_string(timeout.count()) +
+                             " ms (the operation is still in progress)");
+    // Announce the sleeper; a finish in between turns the state kDone and the
+    // futex call returns at once (the value differs).
+    if (s == kPending && !state_.compare_exchange_weak(s, kWaitedFor, std::memory_order_acq_rel)) continue;
+    futex_wait(&state_, kWaitedFor, deadline.is_never() ? std::chrono::seconds(1) : deadline.remaining());
   }
   if (error_) std::rethrow_exception(error_);
   return true;
@@ -51,15 +54,32 @@ void Work::set_source_rank(int rank) {
 
 void Work::finish(std::exception_ptr error) {
   std::shared_ptr<Future> future;
+  uint32_t was;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (done_.load(std::memory_order_relaxed)) return;
+    if (done()) return;
     error_ = std::move(error);
-    done_.store(true, std::memory_order_release);
+    was = state_.exchange(kDone, std::memory_order_acq_rel);
     future = future_;
   }
-  cv_.notify_all();
+  if (was == kWaitedFor) futex_wake(&state_);
   if (future) complete_future(*future);
+}
+
+void Work::finish_unshared(std::exception_ptr error) {
+  if (done()) return;
+  error_ = std::move(error);
+  state_.store(kDone, std::memory_order_release);
+}
+
+void Work::reuse(const char* op, uint64_t seq, std::span<const Tensor> result) {
+  op_ = op;
+  seq_ = seq;
+  error_ = nullptr;
+  source_rank_ = -1;
+  future_.reset();
+  result_.assign(result.begin(), result.end());
+  state_.store(kPending, std::memory_order_relaxed);
 }
 
 void Work::complete_future(Future& future) {
@@ -71,21 +91,21 @@ void Work::complete_future(Future& future) {
 
 std::shared_ptr<Future> Work::get_future() {
   std::shared_ptr<Future> future;
-  bool done;
+  bool finished;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (future_) return future_;
     future_ = future = std::make_shared<Future>();
-    done = done_.load(std::memory_order_relaxed);
+    finished = done();
   }
-  // finish() ran before the future existed: complete it here (done_ never reverts).
-  if (done) complete_future(*future);
+  // finish() ran before the future existed: complete it here (kDone never reverts).
+  if (finished) complete_future(*future);
   return future;
 }
 
 std::shared_ptr<Work> Work::completed(std::string op, uint64_t seq) {
   auto w = std::make_shared<Work>(std::move(op), seq);
-  w->finish();
+  w->finish_unshared();
   return w;
 }
 

@@ -2,6 +2,8 @@
 // and the groups made by new_group.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -15,6 +17,9 @@ namespace tdist {
 struct World {
   std::mutex mu;
   Group default_group;
+  // Bumped (under mu) whenever default_group changes; 0: never set. Lets
+  // resolve_group find the default group without the mutex (see there).
+  std::atomic<uint64_t> default_version{0};
   std::shared_ptr<Store> store;         // as given by the init method
   std::shared_ptr<Store> scoped_store;  // this init's namespace in it; groups live under it
   std::vector<Group> groups;            // made by new_group, destroyed with the default group

@@ -261,6 +261,37 @@ TEST(CollFreeFunctions, SeveralGroupsInterleavedWithTheDefaultGroup) {
   });
 }
 
+// A blocking call's Work is reused for a later blocking call once its caller
+// dropped it (no allocation per call); one that the caller keeps goes on
+// describing its own operation, and async works are never shared.
+TEST(CollFreeFunctions, BlockingWorksAreReusedOnlyOnceDropped) {
+  run_world(2, [](int me) {
+    auto a = filled(4, me + 1), b = filled(3, me == 0 ? 7 : -1);
+    auto kept = tdist::all_reduce(a);
+    auto next = tdist::broadcast(b, 0);
+    require(kept != next, "a Work the caller holds was handed out again");
+    require(kept->op_name() == "all_reduce" && next->op_name() == "broadcast", "op names");
+    require(kept->sequence_number() < next->sequence_number(), "sequence numbers");
+    require(kept->result().size() == 1 && kept->result()[0].data() == a.data(), "kept result");
+    require(next->result().size() == 1 && next->result()[0].data() == b.data(), "next result");
+    require(kept->is_success() && next->is_success(), "both complete");
+    require_all(a, 3, "all_reduce");
+    require_all(b, 7, "broadcast");
+
+    const Work* dropped = tdist::all_reduce(a).get();
+    auto again = tdist::broadcast(b, 0);
+    require(again.get() == dropped, "a dropped blocking Work was not reused");
+    require(again->op_name() == "broadcast" && again->result()[0].data() == b.data() && again->is_success() &&
+                !again->exception(),
+            "a reused Work describes its new operation");
+    auto async = tdist::all_reduce(b, ReduceOp::SUM, nullptr, /*async_op=*/true);
+    require(async != again, "an async Work is its own");
+    async->wait();
+    require_all(b, 14, "async all_reduce");
+    require(kept->op_name() == "all_reduce" && kept->result()[0].data() == a.data(), "kept Work unchanged");
+  });
+}
+
 // Every rank lists its send before its receive: must not deadlock, even with
 // messages far larger than socket buffers; tags keep the two directions apart.
 TEST(CollFreeFunctions, BatchIsendIrecvRingWithTags) {

@@ -120,7 +120,17 @@ TEST(Init, ExplicitStoreAndInitDestroyCycles) {
       o.rank = rank;
       o.world_size = 3;
       init_process_group(o);
+      // Held past destroy: the destroyed group stays alive, and calls on the
+      // default group must still see that there is none (not use this one).
+      Group old = group_world();
       check_world(rank, 3);
+      std::vector<int> v(2, 1);
+      try {
+        all_reduce(v);
+        require(false, "all_reduce after destroy_process_group succeeded");
+      } catch (const DistError& e) {
+        require(contains(e.what(), "not initialized"), std::string("after destroy: ") + e.what());
+      }
     }
   });
   EXPECT_EQ(describe_failures(results), "");
