@@ -16,7 +16,10 @@ namespace {
 std::string group_name(const std::vector<int>& ranks, int index) {
   std::string list;
   if (ranks.size() <= 16) {
-    for (size_t i = 0; i < ranks.size(); ++i) list += (i ? "," : "") + std::to_string(ranks[i]);
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (i) list += ',';
+      list += std::to_string(ranks[i]);
+    }
   } else {
     uint64_t h = 1469598103934665603ull;  // FNV-1a over the member list
     for (int r : ranks) h = (h ^ static_cast<uint64_t>(r)) * 1099511628211ull;
