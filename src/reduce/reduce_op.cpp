@@ -1,6 +1,7 @@
 // ReduceOp names and the (op x dtype) support matrix.
 #include "tdist/reduce_op.h"
 
+#include <array>
 #include <string>
 
 #include "tdist/errors.h"
@@ -17,7 +18,9 @@ std::string_view ReduceOp::name() const {
   return static_cast<unsigned>(kind_) < kNumOps ? kNames[kind_] : std::string_view("INVALID");
 }
 
-bool reduce_op_supported(ReduceOp op, DType dtype) {
+namespace {
+
+bool supported(ReduceOp op, DType dtype) {
   if (!is_valid(dtype)) return false;
   const bool boolean = dtype == DType::Bool;
   const bool integer = is_integral(dtype) && !boolean;
@@ -40,6 +43,21 @@ bool reduce_op_supported(ReduceOp op, DType dtype) {
       return floating || complex;
   }
   return false;
+}
+
+}  // namespace
+
+// Every collective that reduces asks this first: one table lookup.
+bool reduce_op_supported(ReduceOp op, DType dtype) {
+  static const auto table = [] {
+    std::array<std::array<bool, kNumDTypes>, kNumOps> t{};
+    for (unsigned k = 0; k < kNumOps; ++k)
+      for (int d = 0; d < kNumDTypes; ++d)
+        t[k][d] = supported(ReduceOp(static_cast<ReduceOp::Kind>(k)), static_cast<DType>(d));
+    return t;
+  }();
+  const auto k = static_cast<unsigned>(op.kind()), d = static_cast<unsigned>(dtype);
+  return k < kNumOps && d < static_cast<unsigned>(kNumDTypes) && table[k][d];
 }
 
 void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
