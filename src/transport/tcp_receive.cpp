@@ -59,6 +59,11 @@ void TcpTransport::on_readable(Peer& p) {
     return;
   }
   constexpr size_t hsize = kHeaderBytes;
+  // A read that returned less than it asked for emptied the socket: asking
+  // again would fail with EAGAIN, a wasted system call on every small message
+  // (half a recv per 8-byte all_reduce). The epoll registration is
+  // level-triggered, so whatever arrives later is reported anyway.
+  bool drained = false;
   for (;;) {
     size_t buffered = p.stage_end - p.stage_begin;
     if (!p.in_payload) {
@@ -101,7 +106,7 @@ void TcpTransport::on_readable(Peer& p) {
         continue;
       }
       if (p.dst && need >= kDirectReadBytes) {
-        if (read_some(p, p.dst + p.payload_done, need, p.payload_done)) continue;
+        if (!drained && read_some(p, p.dst + p.payload_done, need, p.payload_done)) continue;
         if (!p.failed) set_rcvlowat(p, static_cast<int>(std::min(need, kStreamReadBytes)));
         return;
       }
@@ -113,12 +118,13 @@ void TcpTransport::on_readable(Peer& p) {
       p.stage_end -= p.stage_begin;
       p.stage_begin = 0;
     }
-    if (!read_some(p, p.staging.data() + p.stage_end, std::min(kStagingReadBytes, p.staging.size() - p.stage_end),
-                   p.stage_end)) {
+    const size_t want = std::min(kStagingReadBytes, p.staging.size() - p.stage_end), before = p.stage_end;
+    if (drained || !read_some(p, p.staging.data() + p.stage_end, want, p.stage_end)) {
       // Whatever comes next (a header, the tail of a payload) must wake us, however small.
       if (!p.failed) set_rcvlowat(p, 1);
       return;
     }
+    drained = p.stage_end - before < want;
   }
 }
 
