@@ -67,6 +67,12 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 //                   ring 1726, 4M Rab 6352 / ring 7123, 16M ring 21106 / Rab
 //                   24456; n=8: 4M Rab 15623 / ring 17199; n=3: 256K RD 277 /
 //                   Rab 417 / ring 443, 1M ring 845 / RD 1115 / Rab 1161.
+//                   n=2 again after the TCP transport's changes (2026-11-22,
+//                   medians of 3-4 alternating runs): Rab 4M 936 / ring 1105,
+//                   8M 2743 / 3084, 16M 6191 / 7283, 32M 17767 / 18321, 64M
+//                   36670 / 39999; ring 128M 72767 / Rab 112868, 256M 154702 /
+//                   224497 (unpipelined, the fold of a 64 MiB half misses the
+//                   cache); n=4: 8M ring 13608 ~ Rab 13123, 32M 45501 / 55140.
 //   several hosts:  16K n=4 RD 268 / Rab 490, 64K n=4 Rab 580 / ring 744 /
 //                   RD 996; 64K n=8 RD 1494 ~ Rab 1602; 256K-1M n=4,8 Rab ~
 //                   ring; 4M n=8 ring 61467 / Rab 82594; 16M n=4 ring 210694 /
@@ -74,7 +80,8 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 std::string_view pick_all_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "recursive_doubling";
   if (s.bytes < (s.one_host ? 512 * KiB : 32 * KiB)) return "recursive_doubling";
-  if (power_of_two(s.n) && s.bytes < (s.one_host ? 8 * MiB : 512 * KiB)) return "rabenseifner";
+  const size_t rabenseifner_below = !s.one_host ? 512 * KiB : s.n == 2 ? 64 * MiB : 8 * MiB;
+  if (power_of_two(s.n) && s.bytes < rabenseifner_below) return "rabenseifner";
   return "ring";
 }
 
@@ -101,9 +108,14 @@ std::string_view pick_broadcast(const Shape& s) {
 // where the tree sends up to log2(n)x, in more rounds; with n < 4 it moves as
 // much as the tree (n=4 16K binomial 101 / Rab 317, 64K Rab 624 / 1069; n=8
 // 256K 3621 / 6360, 4M 79617 / 106325).
+// Two ranks on one host again (2026-11-22, medians of 5 alternating runs):
+// below 4 MiB the chain's segments are small eager messages that a receiver
+// running behind must buffer, and its time varies 1.5x from run to run (1M
+// chain 134-223 / binomial 191-200, 2M 264-453 / 308-346); 4M chain 747 /
+// binomial 903.
 std::string_view pick_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "binomial";
-  if (s.one_host) return s.bytes < 1 * MiB ? "binomial" : "chain";
+  if (s.one_host) return s.bytes < (s.n == 2 ? 4 * MiB : 1 * MiB) ? "binomial" : "chain";
   return s.n < 4 || s.bytes < 64 * KiB ? "binomial" : "rabenseifner";
 }
 

@@ -16,6 +16,9 @@ TEST(AlgorithmSelector, AllReduceBySizeWorldAndPlacement) {
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 2)), "rabenseifner");
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 3)), "ring");  // not a power of two: no fold
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8)), "ring");
+  EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 4)), "ring");
+  EXPECT_EQ(pick_all_reduce(on_one_host(32 * MiB, 2)), "rabenseifner");  // two ranks: up to 64 MiB
+  EXPECT_EQ(pick_all_reduce(on_one_host(64 * MiB, 2)), "ring");
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8, 7)), "recursive_doubling");  // fewer elements than ranks
   EXPECT_EQ(pick_all_reduce(across_hosts(16 * KiB, 8)), "recursive_doubling");
   EXPECT_EQ(pick_all_reduce(across_hosts(64 * KiB, 8)), "rabenseifner");
@@ -29,7 +32,9 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 2)), "binomial");
   EXPECT_EQ(pick_reduce(on_one_host(256 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "chain");
-  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 4)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "binomial");  // two ranks: the chain from 4 MiB
+  EXPECT_EQ(pick_reduce(on_one_host(4 * MiB, 2)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "binomial");
