@@ -30,7 +30,15 @@ constexpr int kMaxEvents = 64;
 // Blocking waits are sliced so that a missed doorbell can never stall anyone
 // for long, and so that a parked background thread rechecks its state.
 constexpr Millis kBlockSlice{100};
-constexpr auto kParkTick = std::chrono::milliseconds(1);
+// The parked background thread looks again after a tick that doubles, up to
+// the longest, for as long as waits keep coming: each look is a wake-up that
+// may preempt a rank at work (with a 1 ms tick, most of the 8-10 context
+// switches per 2 ms TCP all_gather of 8 MiB; a 16 ms tick made 8-byte and
+// 8 MiB all_reduce, all_gather and all_to_all 4-12% faster, medians of 5
+// alternating runs). It resumes at most that long after the last wait, and
+// only after waits kept it parked for about as long.
+constexpr auto kFirstParkTick = std::chrono::milliseconds(1);
+constexpr auto kLongestParkTick = std::chrono::milliseconds(16);
 // While spinning over rings only, the sockets (abort notices, closed peers)
 // are polled on every this-many-th round.
 constexpr unsigned kSocketPollEvery = 64;
@@ -213,13 +221,15 @@ void TcpTransport::handle_events(const epoll_event* events, int n) {
 
 // Returns once no thread has driven for a whole tick (or on stop).
 void TcpTransport::park_while_driven() {
+  auto tick = kFirstParkTick;
   for (;;) {
     if (stop_.load(std::memory_order_acquire)) return;
     uint64_t epoch = driver_epoch_.load(std::memory_order_acquire);
     if (drivers_.load(std::memory_order_acquire) == 0 && epoch == bg_epoch_) return;
     bg_epoch_ = epoch;
     std::unique_lock<std::mutex> lock(park_mu_);
-    park_cv_.wait_for(lock, kParkTick, [&] { return stop_.load(std::memory_order_acquire); });
+    park_cv_.wait_for(lock, tick, [&] { return stop_.load(std::memory_order_acquire); });
+    tick = std::min(2 * tick, kLongestParkTick);
   }
 }
 
