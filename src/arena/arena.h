@@ -67,9 +67,9 @@ class Arena {
   char* slot(uint32_t round, int r) const { return slots(round) + static_cast<size_t>(r) * layout_.slot_bytes; }
   char* result(uint32_t round) const { return base_ + layout_.result_offset(round & 1); }
 
-  // The word of rank r for `round` (RankLine::word): a collective of at most
-  // kWordBytes writes it instead of its slot before arriving, and reads the
-  // others' after the round's wait.
+  // The word of rank r for `round` (RankLine::word): a collective whose every
+  // rank's contribution is at most kWordBytes writes it instead of its slot
+  // before arriving, and reads the others' after the round's wait.
   static constexpr size_t kWordBytes = sizeof(uint64_t);
   void put_word(uint32_t round, const void* data, size_t n) {
     uint64_t v = 0;
@@ -77,6 +77,10 @@ class Arena {
     line(rank_).word[round & 1].store(v, std::memory_order_relaxed);
   }
   uint64_t word(uint32_t round, int r) const { return line(r).word[round & 1].load(std::memory_order_relaxed); }
+  void get_word(uint32_t round, int r, void* out, size_t n) const {
+    const uint64_t v = word(round, r);
+    if (n > 0) std::memcpy(out, &v, n);
+  }
 
   // The first round of an operation: publishes `sig`, arrives, waits for every
   // rank and checks that all called the same operation. Returns the round.

@@ -23,15 +23,30 @@ void enter(Arena& a, CollectiveContext& ctx, size_t j, Signature sig) {
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
 
+// Every rank's block fits in its word (Arena::word): one round, no slots.
+bool words_suffice(const std::vector<Tensor>& blocks) {
+  for (const auto& b : blocks)
+    if (b.nbytes() > Arena::kWordBytes) return false;
+  return true;
+}
+
 }  // namespace
 
 void barrier(Arena& a, CollectiveContext& ctx) { a.start(ctx, signature(OpCode::Barrier)); }
 
-// The root alone writes in a round, so a piece fills every slot of it.
+// The root alone writes in a round, so a piece fills every slot of it. A
+// word or less travels in the root's line with its arrival (Arena::word).
 void broadcast(Arena& a, CollectiveContext& ctx, const Tensor& t, int root) {
   const size_t bytes = t.nbytes();
   const size_t piece = a.slot_bytes() * static_cast<size_t>(a.size());
   const Signature sig = signature(OpCode::Broadcast, static_cast<int>(t.dtype()), -1, root, bytes);
+  if (bytes <= Arena::kWordBytes) {
+    const uint32_t r = a.next_round();
+    if (a.rank() == root) a.put_word(r, t.data(), bytes);
+    a.start(ctx, sig);
+    if (a.rank() != root) a.get_word(r, root, t.data(), bytes);
+    return;
+  }
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
@@ -51,6 +66,14 @@ void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
   }
   const Signature sig = signature(OpCode::AllGather, static_cast<int>(input.dtype()), -1, -1, total);
   bulk_copy(bytes_of(outputs[me]), input.data(), input.nbytes());
+  if (words_suffice(outputs)) {
+    const uint32_t r = a.next_round();
+    a.put_word(r, input.data(), input.nbytes());
+    a.start(ctx, sig);
+    for (int q = 0; q < n; ++q)
+      if (q != me) a.get_word(r, q, outputs[q].data(), outputs[q].nbytes());
+    return;
+  }
   for (size_t j = 0; j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * piece;
@@ -67,6 +90,15 @@ void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs
   const size_t piece = a.slot_bytes(), bytes = input.nbytes();
   const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
   if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
+  if (bytes <= Arena::kWordBytes) {
+    const uint32_t r = a.next_round();
+    if (me != root) a.put_word(r, input.data(), bytes);
+    a.start(ctx, sig);
+    if (me == root)
+      for (int q = 0; q < n; ++q)
+        if (q != root) a.get_word(r, q, outputs[q].data(), bytes);
+    return;
+  }
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
     const uint32_t r = a.next_round();
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
