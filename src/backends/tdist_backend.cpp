@@ -310,6 +310,7 @@ void TdistBackend::check_same(const Tensor& a, const Tensor& b, const char* op, 
 namespace {
 std::vector<Tensor> blocks(const Tensor& t, int n) {
   std::vector<Tensor> out;
+  out.reserve(static_cast<size_t>(n));
   int64_t each = n > 0 ? t.numel() / n : 0;
   for (int i = 0; i < n; ++i) out.push_back(t.slice(i * each, each));
   return out;
