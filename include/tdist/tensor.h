@@ -43,6 +43,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel_) * element_size(); }
   bool defined() const { return data_ != nullptr || numel_ == 0; }
   bool is_cpu() const { return device_.type == DeviceType::CPU; }
+  // True for a view that keeps memory alive (an adopted DLPack tensor, from_dlpack).
+  bool keeps_memory_alive() const { return owner_ != nullptr; }
 
   // A contiguous sub-range of elements [offset, offset+count) as a 1-D view.
   Tensor slice(int64_t offset, int64_t count) const;

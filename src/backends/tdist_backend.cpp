@@ -1,5 +1,6 @@
 #include "backends/tdist_backend.h"
 
+#include <algorithm>
 #include <tuple>
 
 #include "tdist/errors.h"
@@ -192,7 +193,11 @@ std::shared_ptr<Work> TdistBackend::take_work(const char* op, uint64_t seq, std:
   }
   auto work = std::make_shared<Work>(op, seq, state_->shared_label);
   work->set_result(std::vector<Tensor>(result.begin(), result.end()));
-  if (blocking) spare_ = work;
+  // Kept only if holding on to it holds no memory: a spare keeps its result
+  // until the next blocking call, and an adopted DLPack tensor the user
+  // dropped meanwhile must be freed.
+  if (blocking && std::none_of(result.begin(), result.end(), [](const Tensor& t) { return t.keeps_memory_alive(); }))
+    spare_ = work;
   return work;
 }
 

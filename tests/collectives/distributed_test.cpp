@@ -3,6 +3,8 @@
 // ranks, several new_groups at once (non-contiguous, interleaved with the
 // default group, async works waited out of order), rank translation,
 // non-members, invalid groups, destroying one group, batch_isend_irecv.
+#include <dlpack/dlpack.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -289,6 +291,43 @@ TEST(CollFreeFunctions, BlockingWorksAreReusedOnlyOnceDropped) {
     async->wait();
     require_all(b, 14, "async all_reduce");
     require(kept->op_name() == "all_reduce" && kept->result()[0].data() == a.data(), "kept Work unchanged");
+  });
+}
+
+// A blocking call on a tensor that owns its memory (adopted from DLPack) does
+// not leave it alive in a Work kept for reuse: dropping the tensor frees it.
+TEST(CollFreeFunctions, BlockingCallsKeepNoAdoptedTensorAlive) {
+  run_world(2, [](int me) {
+    struct Owned {
+      DLManagedTensor managed{};
+      std::vector<float> data = std::vector<float>(4, 1.0f);
+      int64_t shape = 4;
+      bool* freed;
+    };
+    bool freed = false;
+    auto* owned = new Owned;
+    owned->freed = &freed;
+    DLTensor& t = owned->managed.dl_tensor;
+    t.data = owned->data.data();
+    t.device = DLDevice{kDLCPU, 0};
+    t.ndim = 1;
+    t.dtype = DLDataType{kDLFloat, 32, 1};
+    t.shape = &owned->shape;
+    owned->managed.manager_ctx = owned;
+    owned->managed.deleter = [](DLManagedTensor* self) {
+      auto* o = static_cast<Owned*>(self->manager_ctx);
+      *o->freed = true;
+      delete o;
+    };
+    {
+      Tensor adopted = Tensor::from_dlpack(&owned->managed);
+      tdist::all_reduce(adopted);  // blocking; the Work is dropped at once
+      require(adopted.data_as<float>()[3] == 2.0f, "all_reduce of the adopted tensor");
+    }
+    require(freed, "a blocking call kept the adopted tensor alive after the caller dropped it");
+    auto v = filled(2, me);
+    tdist::all_reduce(v);  // the group goes on as before
+    require_all(v, 1, "all_reduce after");
   });
 }
 
