@@ -27,7 +27,7 @@ constexpr size_t kMaxStreamSteps = size_t{1} << 23;
 
 }  // namespace
 
-size_t segment_bytes(Pipeline kind) {
+size_t segment_bytes(Pipeline kind, bool one_host) {
   // Ring (all_reduce over TCP on one host, best of 3-5 runs, ms): 64M n=2:
   // 4 MiB segments 38, 1 MiB 57, unsegmented 58; 16M n=2: 7.0 / 10.0 / 7.5;
   // 16M n=4: 20.7 / 24.3 / 23.4; but 64M n=4: 89 / 119 / 77. Smaller
@@ -36,10 +36,19 @@ size_t segment_bytes(Pipeline kind) {
   // ms at 256K and 1M).
   // Chain (broadcast, 8 ranks on 1 Gbit/s links): 256 KiB segments 1.2-2x
   // faster than 1 MiB (1M: 8.9 / 17.1 ms, 4M: 35.4 / 43.5 ms), 64 KiB no
-  // faster than 256 KiB.
-  static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kChainSegmentBytes = 256 * 1024;
+  // faster than 256 KiB. On one host (reduce over loopback TCP) 1 MiB: each
+  // segment then goes by rendezvous, so a sender cannot run ahead of a root
+  // that folds, which otherwise buffers and copies every early segment (medians
+  // of 3-5 alternating runs, us: n=2 4M 555 / 967, 8M 1390 / 1925, 64M 11388
+  // / 15834, 256 KiB varying 1.5x between runs; n=4 1M 785 / 1149, 64M 53838
+  // / 121747, 8M 7679 / 7082).
+  static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kChainSegmentBytes = 256 * 1024,
+                          kHostChainSegmentBytes = 1024 * 1024;
   auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
-  if (!v) return kind == Pipeline::Ring ? kRingSegmentBytes : kChainSegmentBytes;
+  if (!v) {
+    if (kind == Pipeline::Ring) return kRingSegmentBytes;
+    return one_host ? kHostChainSegmentBytes : kChainSegmentBytes;
+  }
   char* end = nullptr;
   unsigned long long n = std::strtoull(v->c_str(), &end, 10);
   if (end == v->c_str() || *end != '\0' || n == 0)
@@ -47,8 +56,8 @@ size_t segment_bytes(Pipeline kind) {
   return static_cast<size_t>(n);
 }
 
-size_t segments_for(size_t max_count, size_t esize, Pipeline kind) {
-  size_t per = std::max<size_t>(1, segment_bytes(kind) / esize);  // elements per segment
+size_t segments_for(size_t max_count, size_t esize, Pipeline kind, bool one_host) {
+  size_t per = std::max<size_t>(1, segment_bytes(kind, one_host) / esize);  // elements per segment
   return std::max<size_t>(1, (max_count + per - 1) / per);
 }
 

@@ -77,7 +77,7 @@ void reduce_rabenseifner(CollectiveContext& ctx, const Tensor& t, int root, Redu
 void reduce_chain(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
   const int n = ctx.size(), v = (ctx.rank() - root + n) % n;
   const size_t count = static_cast<size_t>(t.numel()), esize = t.element_size();
-  const size_t S = segments_for(count, esize, Pipeline::Chain);
+  const size_t S = segments_for(count, esize, Pipeline::Chain, one_host(ctx));
   // Position in the chain: relative rank 1 starts it, the root (0) ends it.
   const int pos = (v + n - 1) % n;
   const bool first = pos == 0, last = pos == n - 1;

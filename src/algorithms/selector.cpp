@@ -108,14 +108,12 @@ std::string_view pick_broadcast(const Shape& s) {
 // where the tree sends up to log2(n)x, in more rounds; with n < 4 it moves as
 // much as the tree (n=4 16K binomial 101 / Rab 317, 64K Rab 624 / 1069; n=8
 // 256K 3621 / 6360, 4M 79617 / 106325).
-// Two ranks on one host again (2026-11-22, medians of 5 alternating runs):
-// below 4 MiB the chain's segments are small eager messages that a receiver
-// running behind must buffer, and its time varies 1.5x from run to run (1M
-// chain 134-223 / binomial 191-200, 2M 264-453 / 308-346); 4M chain 747 /
-// binomial 903.
+// Two ranks on one host again after the chain's segments there grew to 1 MiB
+// (pipeline.cpp; 2026-11-22, medians of 4 alternating runs, us): 1M chain 168
+// ~ binomial 165, 2M 281 / 322, 4M 546 / 787, 8M 1478 / 2039.
 std::string_view pick_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "binomial";
-  if (s.one_host) return s.bytes < (s.n == 2 ? 4 * MiB : 1 * MiB) ? "binomial" : "chain";
+  if (s.one_host) return s.bytes < 1 * MiB ? "binomial" : "chain";
   return s.n < 4 || s.bytes < 64 * KiB ? "binomial" : "rabenseifner";
 }
 

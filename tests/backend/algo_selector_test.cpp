@@ -33,8 +33,8 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_reduce(on_one_host(256 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "chain");
   EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 4)), "chain");
-  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "binomial");  // two ranks: the chain from 4 MiB
-  EXPECT_EQ(pick_reduce(on_one_host(4 * MiB, 2)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(512 * KiB, 2)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "binomial");
