@@ -57,10 +57,11 @@ struct alignas(kLine) RankLine {
   // read by the others after it.
   std::atomic<uint64_t> what[2];
   std::atomic<uint64_t> size[2];
-  // A reduction of at most 8 bytes (a scalar: a loss, a count, a flag) by the
-  // parity of its round, in place of the slot: the waiter's one cache miss on
-  // this line brings the arrival, the signature and the data together, where
-  // a slot costs a second miss after it (see Arena::word).
+  // A collective's data when it is at most 8 bytes per rank (a scalar: a
+  // loss, a count, a flag), by the parity of its round, in place of the slot:
+  // the waiter's one cache miss on this line brings the arrival, the
+  // signature and the data together, where a slot costs a second miss after
+  // it (see Arena::word).
   std::atomic<uint64_t> word[2];
   // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
   // only when this is non-zero.
