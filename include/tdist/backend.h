@@ -39,6 +39,11 @@ class Backend {
   // Ranks here are group ranks. Unsupported operations throw DistBackendError naming them.
   virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag);
   virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag);  // src may be kAnySource
+  // The blocking forms: send(...)->wait(), and recv(...)->wait() returning the
+  // source (group rank). A backend may serve them without a Work (a small
+  // message over shared memory takes a few hundred nanoseconds).
+  virtual void blocking_send(const Tensor& tensor, int dst, int tag);
+  virtual int blocking_recv(const Tensor& tensor, int src, int tag);
   virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
   virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op);
   virtual std::shared_ptr<Work> barrier();

@@ -50,6 +50,9 @@ class ProcessGroup {
   // Ranks are group ranks.
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0);
   std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0);
+  // Blocking; blocking_recv returns the source (group rank).
+  void blocking_send(const Tensor& tensor, int dst, int tag = 0);
+  int blocking_recv(const Tensor& tensor, int src, int tag = 0);
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM);
   std::shared_ptr<Work> barrier();
@@ -79,6 +82,7 @@ class ProcessGroup {
   ProcessGroupOptions options_;
   std::string backend_spec_{};
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
+  Backend* cpu_backend_ = nullptr;  // backends_[CPU], found without a map lookup on every call
 };
 
 }  // namespace tdist

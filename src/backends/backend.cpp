@@ -10,6 +10,12 @@ void Backend::unsupported(const std::string& op) const {
 
 std::shared_ptr<Work> Backend::send(const Tensor&, int, int) { unsupported("send"); }
 std::shared_ptr<Work> Backend::recv(const Tensor&, int, int) { unsupported("recv"); }
+void Backend::blocking_send(const Tensor& tensor, int dst, int tag) { send(tensor, dst, tag)->wait(); }
+int Backend::blocking_recv(const Tensor& tensor, int src, int tag) {
+  auto work = recv(tensor, src, tag);
+  work->wait();
+  return work->source_rank();
+}
 std::shared_ptr<Work> Backend::broadcast(const Tensor&, int) { unsupported("broadcast"); }
 std::shared_ptr<Work> Backend::all_reduce(const Tensor&, ReduceOp) { unsupported("all_reduce"); }
 std::shared_ptr<Work> Backend::barrier() { unsupported("barrier"); }

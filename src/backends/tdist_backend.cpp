@@ -16,25 +16,41 @@ namespace tdist {
 
 namespace {
 
+// "rank 0 in group default_pg: send #3 of int32[4] to rank 1 at 127.0.0.1:4567 (tag 0) failed: "
+// Built only when an error is reported: a send of a few bytes over shared
+// memory takes a few hundred nanoseconds, and the text would cost more.
+std::string p2p_context(const TdistBackend::State& state, bool is_send, uint64_t seq, const Tensor& tensor, int peer,
+                        int tag) {
+  return state.label + ": " + (is_send ? "send" : "recv") + " #" + std::to_string(seq) + " of " + tensor.str() +
+         (is_send ? " to " : " from ") + state.transport->describe_peer(peer) + " (tag " + std::to_string(tag) +
+         ") failed: ";
+}
+
 // The Work of a point-to-point operation: completes when its transport request
 // does; waiting enforces the group timeout counted from when it was issued.
-// Its error prefix is built only when an error is reported: a send of a few
-// bytes over shared memory takes about a microsecond, and the text would cost
-// a good part of that on every call.
+// The transport's request lives inside it (one allocation per operation): the
+// transport holds it through an aliasing pointer, which keeps the Work alive
+// until the request is done or the transport aborted.
 class P2PWork final : public Work {
  public:
-  P2PWork(bool is_send, uint64_t seq, const Tensor& tensor, int peer, int tag, std::shared_ptr<Request> request,
+  P2PWork(bool is_send, uint64_t seq, const Tensor& tensor, int peer, int tag, uint64_t wire_tag,
           std::shared_ptr<TdistBackend::State> state, Deadline deadline)
       : Work(is_send ? "send" : "recv", seq), is_send_(is_send), tensor_(tensor), peer_(peer), tag_(tag),
-        request_(std::move(request)), state_(std::move(state)), deadline_(deadline) {}
+        request_(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, wire_tag, tensor.data(), tensor.nbytes()),
+        state_(std::move(state)), deadline_(deadline) {}
 
-  bool is_completed() const override { return request_->done(); }
-  bool is_success() const override { return request_->done() && !request_->error(); }
-  std::exception_ptr exception() const override {
-    if (!request_->done() || !request_->error()) return nullptr;
-    return with_context(request_->error(), context());
+  // Hands the request to the transport; `self` is this Work.
+  static void post(const std::shared_ptr<P2PWork>& self) {
+    self->state_->transport->post(std::shared_ptr<Request>(self, &self->request_));
   }
-  int source_rank() const override { return request_->done() ? request_->source() : -1; }
+
+  bool is_completed() const override { return request_.done(); }
+  bool is_success() const override { return request_.done() && !request_.error(); }
+  std::exception_ptr exception() const override {
+    if (!request_.done() || !request_.error()) return nullptr;
+    return with_context(request_.error(), context());
+  }
+  int source_rank() const override { return request_.done() ? request_.source() : -1; }
   std::shared_ptr<Future> get_future() override {
     throw DistBackendError(context() + "get_future is not supported for point-to-point operations (as in Gloo)");
   }
@@ -42,14 +58,14 @@ class P2PWork final : public Work {
   bool wait(std::chrono::milliseconds timeout) override {
     Deadline user = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
     if (user.at() < deadline_.at()) {
-      if (!request_->wait_until(user))
+      if (!request_.wait_until(user))
         throw DistBackendError(context() + "Work::wait timed out after " + format_ms(timeout) +
                                " (the operation is still in progress)");
     }
     try {
       // A failed point-to-point operation leaves the group usable unless the
       // transport itself gave up (timeout, lost peer): the user owns the buffers.
-      state_->transport->wait(*request_, deadline_, /*abort_on_error=*/false);
+      state_->transport->wait(request_, deadline_, /*abort_on_error=*/false);
     } catch (...) {
       auto e = with_context(std::current_exception(), context());
       // A timeout or a lost connection breaks the group; a size mismatch
@@ -61,18 +77,13 @@ class P2PWork final : public Work {
   }
 
  private:
-  // "rank 0 in group default_pg: send #3 of int32[4] to rank 1 at 127.0.0.1:4567 (tag 0) failed: "
-  std::string context() const {
-    return state_->label + ": " + op_name() + " #" + std::to_string(sequence_number()) + " of " + tensor_.str() +
-           (is_send_ ? " to " : " from ") + state_->transport->describe_peer(peer_) + " (tag " +
-           std::to_string(tag_) + ") failed: ";
-  }
+  std::string context() const { return p2p_context(*state_, is_send_, sequence_number(), tensor_, peer_, tag_); }
 
   const bool is_send_;
   const Tensor tensor_;  // for the message only: its shape and dtype
   const int peer_;
   const int tag_;
-  std::shared_ptr<Request> request_;
+  Request request_;
   std::shared_ptr<TdistBackend::State> state_;
   Deadline deadline_;
 };
@@ -230,17 +241,46 @@ std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, std::sp
   return work;
 }
 
-std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag) {
+uint64_t TdistBackend::start_point_to_point(bool is_send, const Tensor& tensor, int peer) {
   const char* op = is_send ? "send" : "recv";
   check_tensor(tensor, op);
   if (is_send || peer != kAnySource) check_rank(peer, op, is_send ? "destination" : "source");
   if (peer == rank()) throw DistValueError(state_->label + ": " + op + ": the peer is this rank itself");
   uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (auto failed = state_->failure_of(op)) std::rethrow_exception(failed);
-  auto req = is_send ? state_->transport->isend(peer, p2p_tag(tag), tensor.data(), tensor.nbytes())
-                     : state_->transport->irecv(peer, p2p_tag(tag), tensor.data(), tensor.nbytes());
-  return std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, std::move(req), state_,
-                                   Deadline::after(options_.timeout));
+  return seq;
+}
+
+std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag) {
+  const uint64_t seq = start_point_to_point(is_send, tensor, peer);
+  auto work = std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, p2p_tag(tag), state_,
+                                       Deadline::after_coarse(options_.timeout));
+  P2PWork::post(work);
+  return work;
+}
+
+// A blocking send or receive needs no Work: its request lives on this stack,
+// handed to the transport through a pointer that owns nothing (no allocation,
+// no reference counting). The transport lets go of a request when it
+// completes it, and this returns only once it is complete (an abort, by
+// whichever thread, completes every request).
+int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag) {
+  const uint64_t seq = start_point_to_point(is_send, tensor, peer);
+  Request request(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, p2p_tag(tag), tensor.data(),
+                  tensor.nbytes());
+  const Deadline deadline = Deadline::after_coarse(options_.timeout);
+  Transport& transport = *state_->transport;
+  transport.post(std::shared_ptr<Request>(std::shared_ptr<void>(), &request));
+  try {
+    // As P2PWork::wait: only a transport that gave up breaks the group.
+    transport.wait(request, deadline, /*abort_on_error=*/false);
+  } catch (...) {
+    if (!request.done()) request.wait_until(Deadline::never());  // the abort under way completes it
+    auto e = with_context(std::current_exception(), p2p_context(*state_, is_send, seq, tensor, peer, tag));
+    if (transport.aborted()) state_->record_failure(e);
+    std::rethrow_exception(e);
+  }
+  return request.source();
 }
 
 std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag) {
@@ -249,6 +289,14 @@ std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag)
 
 std::shared_ptr<Work> TdistBackend::recv(const Tensor& tensor, int src, int tag) {
   return point_to_point(false, tensor, src, tag);
+}
+
+void TdistBackend::blocking_send(const Tensor& tensor, int dst, int tag) {
+  blocking_point_to_point(true, tensor, dst, tag);
+}
+
+int TdistBackend::blocking_recv(const Tensor& tensor, int src, int tag) {
+  return blocking_point_to_point(false, tensor, src, tag);
 }
 
 std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {

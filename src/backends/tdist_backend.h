@@ -27,6 +27,8 @@ class TdistBackend final : public Backend {
   std::string name() const override { return "tdist"; }
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag) override;
   std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag) override;
+  void blocking_send(const Tensor& tensor, int dst, int tag) override;
+  int blocking_recv(const Tensor& tensor, int src, int tag) override;
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op) override;
   std::shared_ptr<Work> barrier() override;
@@ -77,6 +79,9 @@ class TdistBackend final : public Backend {
     return in_arena_[static_cast<size_t>(code)] ? state_->arena.get() : nullptr;
   }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag);
+  int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag);
+  // Checks the arguments and the group; returns the operation's sequence number.
+  uint64_t start_point_to_point(bool is_send, const Tensor& tensor, int peer);
   void check_tensor(const Tensor& t, const char* op) const;
   // Every tensor of `list` on CPU, of `dtype`; `count` of them unless count < 0.
   void check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op, const char* what) const;

@@ -107,14 +107,17 @@ std::vector<int> get_process_group_ranks(const Group& group) {
 
 // --- point-to-point -------------------------------------------------------
 
-void send(const Tensor& tensor, PeerRank dst, const Group& group, int tag) { isend(tensor, dst, group, tag)->wait(); }
+void send(const Tensor& tensor, PeerRank dst, const Group& group, int tag) {
+  Group g = resolve_group(group, "send");
+  if (skip_non_member(*g, "send")) return;
+  g->blocking_send(tensor, to_group_rank(*g, dst, "send", "destination"), tag);
+}
 
 int recv(const Tensor& tensor, PeerRank src, const Group& group, int tag) {
   Group g = resolve_group(group, "recv");
   if (skip_non_member(*g, "recv")) return -1;
-  auto work = irecv(tensor, src, g, tag);
-  work->wait();
-  return g->global_rank(work->source_rank());
+  int gsrc = (!src.group_relative && src.rank == kAnySource) ? kAnySource : to_group_rank(*g, src, "recv", "source");
+  return g->global_rank(g->blocking_recv(tensor, gsrc, tag));
 }
 
 std::shared_ptr<Work> isend(const Tensor& tensor, PeerRank dst, const Group& group, int tag) {

@@ -65,6 +65,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
                                                 store_);
     backends_[device] = entry.factory(scoped, rank, size, bopts);
   }
+  if (auto it = backends_.find(DeviceType::CPU); it != backends_.end()) cpu_backend_ = it->second.get();
 }
 
 ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessGroupOptions options)
@@ -97,6 +98,7 @@ int ProcessGroup::group_rank(int global_rank) const {
 }
 
 Backend& ProcessGroup::backend_for(Device device) const {
+  if (device.type == DeviceType::CPU && cpu_backend_) return *cpu_backend_;
   if (!is_member())
     throw DistValueError("this process (not a member of group " + options_.group_name + ") cannot use its backend");
   auto it = backends_.find(device.type);
@@ -111,6 +113,12 @@ std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, int tag)
 }
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, int tag) {
   return backend_for(tensor.device()).recv(tensor, src, tag);
+}
+void ProcessGroup::blocking_send(const Tensor& tensor, int dst, int tag) {
+  backend_for(tensor.device()).blocking_send(tensor, dst, tag);
+}
+int ProcessGroup::blocking_recv(const Tensor& tensor, int src, int tag) {
+  return backend_for(tensor.device()).blocking_recv(tensor, src, tag);
 }
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, int root) {
   return backend_for(tensor.device()).broadcast(tensor, root);

@@ -1,6 +1,7 @@
 #include "transport/request.h"
 
 #include "util/cpu_relax.h"
+#include "util/futex.h"
 
 namespace tdist {
 
@@ -11,45 +12,49 @@ namespace {
 constexpr int kSpinIterations = 200;
 }  // namespace
 
+void Request::sleep(uint32_t seen, Deadline deadline) {
+  // Announce the sleeper; if the word moved meanwhile, look again instead.
+  if (!(seen & kSleeping) &&
+      !state_.compare_exchange_strong(seen, seen | kSleeping, std::memory_order_acq_rel))
+    return;
+  auto left = deadline.is_never() ? std::chrono::nanoseconds(std::chrono::hours(24))
+                                  : std::chrono::nanoseconds(deadline.at() - Clock::now());
+  futex_wait(&state_, seen | kSleeping, left);
+}
+
 bool Request::wait_until(Deadline deadline) {
   for (int i = 0; i < kSpinIterations; ++i) {
     if (done()) return true;
     cpu_relax();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  waiting_ = true;
-  if (deadline.is_never()) {
-    cv_.wait(lock, [&] { return done(); });
-    return true;
+  for (;;) {
+    uint32_t s = state_.load(std::memory_order_acquire);
+    if (s & kDone) return true;
+    if (deadline.expired()) return false;
+    sleep(s, deadline);
   }
-  return cv_.wait_until(lock, deadline.at(), [&] { return done(); });
 }
 
 bool Request::wait_done_or_poked(Deadline deadline) {
-  std::unique_lock<std::mutex> lock(mu_);
-  waiting_ = true;
-  cv_.wait_until(lock, deadline.at(), [&] { return done() || poked_; });
-  poked_ = false;
+  for (;;) {
+    uint32_t s = state_.load(std::memory_order_acquire);
+    if (s & (kDone | kPoked)) break;
+    if (deadline.expired()) break;
+    sleep(s, deadline);
+  }
+  state_.fetch_and(~kPoked, std::memory_order_acq_rel);
   return done();
 }
 
 void Request::poke() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    poked_ = true;
-  }
-  cv_.notify_all();
+  if (state_.fetch_or(kPoked, std::memory_order_acq_rel) & kSleeping) futex_wake(&state_);
 }
 
 bool Request::complete(std::exception_ptr error, int source) {
   if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
   error_ = std::move(error);
   source_ = source;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_.store(true, std::memory_order_release);
-  }
-  cv_.notify_all();
+  if (state_.fetch_or(kDone, std::memory_order_acq_rel) & kSleeping) futex_wake(&state_);
   return true;
 }
 

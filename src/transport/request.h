@@ -3,11 +3,9 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <mutex>
 
 #include "util/deadline.h"
 
@@ -25,7 +23,7 @@ class Request {
   void* data() const { return data_; }
   size_t size() const { return size_; }
 
-  bool done() const { return done_.load(std::memory_order_acquire); }
+  bool done() const { return (state_.load(std::memory_order_acquire) & kDone) != 0; }
   // Waits until completion or the deadline; returns false on the deadline.
   // Spins briefly first (latency), then blocks (many ranks on few cores).
   bool wait_until(Deadline deadline);
@@ -36,6 +34,13 @@ class Request {
 
   // Transport side. Returns false if it was already completed.
   bool complete(std::exception_ptr error, int source);
+  // Success, for a request that no other thread can see yet (the transport
+  // finished it while posting it): plain stores, no wake-up.
+  void complete_unshared(int source) {
+    claimed_.store(true, std::memory_order_relaxed);
+    source_ = source;
+    state_.store(kDone, std::memory_order_release);
+  }
 
   // For a thread waiting on this request while another drives the transport:
   // blocks until done, poke() or the deadline; returns done().
@@ -44,19 +49,22 @@ class Request {
   void poke();
 
  private:
+  // Sleeps on state_ while it equals `seen` (with kSleeping set), at most until the deadline.
+  void sleep(uint32_t seen, Deadline deadline);
+
   const Kind kind_;
   const int peer_;
   const uint64_t tag_;
   void* const data_;
   const size_t size_;
-  std::atomic<bool> done_{false};
-  std::atomic<bool> claimed_{false};
+  // A futex word rather than a mutex and condition variable: completing a
+  // request (every message) costs one atomic operation, and the wake-up
+  // system call only when a thread sleeps on it.
+  static constexpr uint32_t kDone = 1, kPoked = 2, kSleeping = 4;
+  std::atomic<uint32_t> state_{0};
+  std::atomic<bool> claimed_{false};  // the first complete() wins; error_ and source_ are its
   std::exception_ptr error_;
   int source_ = -1;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool waiting_ = false;
-  bool poked_ = false;
 };
 
 }  // namespace tdist

@@ -32,18 +32,27 @@ class ShmRing {
   ShmRing(ShmRingControl* control, char* data, size_t capacity)
       : ctl_(control), data_(data), cap_(capacity),
         head_(control->head.load(std::memory_order_relaxed)),
-        tail_(control->tail.load(std::memory_order_relaxed)) {}
+        tail_(control->tail.load(std::memory_order_relaxed)), seen_tail_(tail_) {}
 
   // ---- writer side ----
   // Copies up to n bytes in; returns how many fitted.
   size_t write_some(const void* src, size_t n) {
-    uint64_t tail = ctl_->tail.load(std::memory_order_acquire);
-    size_t k = std::min<size_t>(n, cap_ - static_cast<size_t>(head_ - tail));
+    size_t k = std::min(n, room(n));
     if (k == 0) return 0;
-    copy_in(static_cast<const char*>(src), k);
+    copy_in(head_, static_cast<const char*>(src), k);
     head_ += k;
     ctl_->head.store(head_, std::memory_order_release);
     return k;
+  }
+  // Writes a and then b, published together (the reader never sees a alone),
+  // when both fit; otherwise writes nothing and returns false.
+  bool write_both(const void* a, size_t na, const void* b, size_t nb) {
+    if (room(na + nb) < na + nb) return false;
+    copy_in(head_, static_cast<const char*>(a), na);
+    if (nb > 0) copy_in(head_ + na, static_cast<const char*>(b), nb);
+    head_ += na + nb;
+    ctl_->head.store(head_, std::memory_order_release);
+    return true;
   }
   bool full() const { return head_ - ctl_->tail.load(std::memory_order_acquire) == cap_; }
   // After writing: true when the reader may be asleep (the flag is cleared:
@@ -87,8 +96,20 @@ class ShmRing {
   void reader_awake() { ctl_->reader_sleeping.store(0, std::memory_order_relaxed); }
 
  private:
-  void copy_in(const char* src, size_t n) {
-    size_t at = static_cast<size_t>(head_ % cap_);
+  // Free space, at least `want` if there is that much: the reader's position
+  // is read from shared memory (a cache miss once the reader moved it) only
+  // when the one seen last leaves too little.
+  // A position past the writer's (only a corrupted segment has one) counts as
+  // a full ring rather than as room to write past the ring's end.
+  size_t room(size_t want) {
+    size_t used = static_cast<size_t>(head_ - seen_tail_);
+    if (used <= cap_ && cap_ - used >= want) return cap_ - used;
+    seen_tail_ = ctl_->tail.load(std::memory_order_acquire);
+    used = static_cast<size_t>(head_ - seen_tail_);
+    return used <= cap_ ? cap_ - used : 0;
+  }
+  void copy_in(uint64_t pos, const char* src, size_t n) {
+    size_t at = static_cast<size_t>(pos % cap_);
     size_t first = std::min(n, cap_ - at);
     std::memcpy(data_ + at, src, first);
     if (n > first) std::memcpy(data_, src + first, n - first);
@@ -105,6 +126,7 @@ class ShmRing {
   size_t cap_ = 0;
   uint64_t head_ = 0;  // writer's own position
   uint64_t tail_ = 0;  // reader's own position
+  uint64_t seen_tail_ = 0;  // writer: the reader's position when last read
 };
 
 }  // namespace tdist

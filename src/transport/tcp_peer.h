@@ -2,6 +2,7 @@
 // the rendezvous that creates the connections).
 #pragma once
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -51,6 +52,10 @@ struct TcpTransport::Peer {
   };
   std::mutex tx_mu;
   std::deque<TxItem> txq;
+  // A ring peer's txq is not empty: set under tx_mu, read without it by the
+  // pollers, which then take tx_mu to flush (a spinning waiter polls the
+  // rings in every round, and takes no lock while nothing is queued).
+  std::atomic<bool> ring_backlog{false};
   // Sends announced by a request-to-send, waiting for the peer's clear-to-send.
   std::unordered_map<uint32_t, std::shared_ptr<Request>> awaiting_cts;
   uint32_t next_rendezvous_id = 0;

@@ -45,6 +45,8 @@ constexpr unsigned kSocketPollEvery = 64;
 // How long a spinning waiter polls with pauses only, before it polls with
 // yields (a reply on its way over shared memory comes within a microsecond).
 constexpr std::chrono::nanoseconds kPauseOnly = std::chrono::microseconds(2);
+// While spinning, the clock is read on every this-many-th round only.
+constexpr unsigned kRoundsPerClockRead = 8;
 
 }  // namespace
 
@@ -91,29 +93,42 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
     // come within microseconds, and sleeping between chunks would cost a
     // wake-up each (TCP broadcast of 8 MiB, 2 ranks: 2.9 GB/s with a spin
     // from the start of the wait, 5.5 GB/s spinning throughout).
-    auto spin_end = Clock::now() + spin_;
-    auto pause_end = Clock::now() + std::min<std::chrono::nanoseconds>(spin_, kPauseOnly);
-    auto moved = [&] {
-      auto now = Clock::now();
-      spin_end = now + spin_;
-      pause_end = now + std::min<std::chrono::nanoseconds>(spin_, kPauseOnly);
-    };
+    // The clock is read only every few rounds while spinning (Clock::now()
+    // costs about 25 ns in this VM, a small shared-memory message 60), and
+    // not at all when the reply is there within those rounds.
+    Clock::time_point spin_end{}, pause_end{};
+    bool rebase = true;     // something moved: the spin starts again at the next clock read
+    bool yielding = false;  // past the pause-only part of the spin
     unsigned round = 0;
     while (!request.done() && !stop_.load(std::memory_order_acquire)) {
-      if (poll_once(tcp_data_peers_ || ++round % kSocketPollEvery == 0)) moved();
+      ++round;
+      if (poll_once(tcp_data_peers_ || round % kSocketPollEvery == 0)) rebase = true;
       if (request.done()) break;
+      if (spin_.count() > 0 && round % kRoundsPerClockRead != 0) {
+        if (yielding && !rebase)
+          sched_yield();
+        else
+          cpu_relax();
+        continue;
+      }
       auto now = Clock::now();
+      if (rebase) {
+        spin_end = now + spin_;
+        pause_end = now + std::min<std::chrono::nanoseconds>(spin_, kPauseOnly);
+        rebase = false;
+      }
       if (now < spin_end) {
         // After a few microseconds, poll with yields: when the scheduler has
         // put the peer on this core, it runs at once instead of after the spin.
-        if (now < pause_end)
-          cpu_relax();
-        else
+        yielding = now >= pause_end;
+        if (yielding)
           sched_yield();
+        else
+          cpu_relax();
         continue;
       }
       if (now >= deadline.at()) break;
-      if (block_once(deadline)) moved();
+      if (block_once(deadline)) rebase = true;
     }
     drivers_.fetch_sub(1, std::memory_order_acq_rel);
     let_go(rx);
@@ -126,6 +141,11 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
 // that nobody reads now.
 void TcpTransport::let_go(std::unique_lock<std::mutex>& rx) {
   rx.unlock();
+  // Pairs with the fence in wait_as_bystander: either the bystander's try_lock
+  // sees rx_mu_ free, or this load sees it registered (store, fence, load on
+  // both sides). Most waits have no bystander: no lock then.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (bystander_count_.load(std::memory_order_relaxed) == 0) return;
   std::lock_guard<std::mutex> lock(bystanders_mu_);
   for (Request* r : bystanders_) r->poke();
 }
@@ -137,9 +157,11 @@ bool TcpTransport::wait_as_bystander(Request& request, Deadline deadline) {
     {
       std::lock_guard<std::mutex> lock(bystanders_mu_);
       bystanders_.push_back(&request);
+      bystander_count_.store(bystanders_.size(), std::memory_order_relaxed);
     }
     // Registered first, then tried again: a driver leaving in between either
-    // lets this try succeed or pokes us.
+    // lets this try succeed or pokes us (see let_go).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     bool take_over = rx_mu_.try_lock();
     if (take_over) rx_mu_.unlock();
     if (!take_over && !request.done() && !stop_.load(std::memory_order_acquire))
@@ -147,6 +169,7 @@ bool TcpTransport::wait_as_bystander(Request& request, Deadline deadline) {
     {
       std::lock_guard<std::mutex> lock(bystanders_mu_);
       bystanders_.erase(std::find(bystanders_.begin(), bystanders_.end(), &request));
+      bystander_count_.store(bystanders_.size(), std::memory_order_relaxed);
     }
     if (request.done() || stop_.load(std::memory_order_acquire) || deadline.expired()) return false;
     if (take_over) return true;
@@ -162,6 +185,7 @@ bool TcpTransport::poll_rings() {
   for (Peer* p : shm_peers_) {
     if (p->failed) continue;
     moved = on_ring(*p) || moved;
+    if (!p->ring_backlog.load(std::memory_order_relaxed)) continue;
     std::unique_lock<std::mutex> tx(p->tx_mu, std::try_to_lock);
     if (tx.owns_lock() && !p->txq.empty()) flush_locked(*p);
   }
@@ -195,6 +219,9 @@ bool TcpTransport::prepare_sleep() {
   for (Peer* p : shm_peers_) {
     if (p->failed) continue;
     if (p->shm->rx.reader_prepare_sleep()) ready = true;
+    // A backlog is left by a sender (which raises the writer's flag itself) or
+    // by this thread's own polls.
+    if (!p->ring_backlog.load(std::memory_order_relaxed)) continue;
     std::lock_guard<std::mutex> tx(p->tx_mu);
     if (!p->txq.empty() && p->shm->tx.writer_prepare_sleep()) ready = true;
   }
@@ -211,6 +238,7 @@ void TcpTransport::handle_events(const epoll_event* events, int n) {
     if (p.failed) continue;
     if (p.shm) {
       on_ring(p);  // a doorbell: data arrived, or space to write
+      if (!p.ring_backlog.load(std::memory_order_relaxed)) continue;
       std::lock_guard<std::mutex> tx(p.tx_mu);
       if (!p.failed && !p.txq.empty()) flush_locked(p);
     } else if (events[i].events & EPOLLOUT) {

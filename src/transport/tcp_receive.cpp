@@ -151,13 +151,17 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
 // The first posted receive that a message from `peer` with `tag` matches,
 // taken off the list; null when none. A receive of another size is failed
 // at once (the message is then discarded). With mu_ held.
-std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint64_t tag, size_t size) {
+std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint64_t tag, size_t size, bool& fits) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     auto& r = **it;
     if (r.tag() != tag || (r.peer() != kAnySource && r.peer() != peer)) continue;
-    auto req = *it;
-    posted_.erase(it);
-    if (req->size() != size) req->complete(size_mismatch(peer, tag, req->size(), size), peer);
+    auto req = std::move(*it);
+    if (it == posted_.begin())
+      posted_.pop_front();  // nearly always: receives match in the order posted
+    else
+      posted_.erase(it);
+    fits = req->size() == size;
+    if (!fits) req->complete(size_mismatch(peer, tag, req->size(), size), peer);
     return req;
   }
   return nullptr;
@@ -171,10 +175,11 @@ void TcpTransport::begin_payload(Peer& p) {
   const uint64_t tag = p.header.tag;
   const size_t size = p.header.size;
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto req = take_posted_locked(p.rank, tag, size)) {
-    if (!req->done()) {  // done: it failed on a size mismatch, p.dst stays null (discard)
-      p.rx_request = req;
+  bool fits = false;
+  if (auto req = take_posted_locked(p.rank, tag, size, fits)) {
+    if (fits) {  // else it failed on a size mismatch, p.dst stays null (discard)
       p.dst = static_cast<char*>(req->data());
+      p.rx_request = std::move(req);
     }
     return;
   }

@@ -31,9 +31,10 @@ void TcpTransport::on_request_to_send(Peer& p) {
   bool clear = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto req = take_posted_locked(p.rank, tag, size)) {
+    bool fits = false;
+    if (auto req = take_posted_locked(p.rank, tag, size, fits)) {
       // A receive that failed on a size mismatch is done: null, the data is discarded.
-      p.rendezvous_rx.emplace(id, req->done() ? nullptr : req);
+      p.rendezvous_rx.emplace(id, fits ? std::move(req) : nullptr);
       clear = true;
     } else {
       fail_out_of_step_locked(p.rank, tag);

@@ -117,8 +117,10 @@ bool TcpTransport::same_host(int peer) const {
   return peers_[peer] && peers_[peer]->host_id == host_id();
 }
 
-void TcpTransport::check_peer_arg(int peer, const char* what) const {
-  if (peer == kAnySource && std::string_view(what) == "receive") return;
+void TcpTransport::check_peer_arg(int peer, bool is_recv) const {
+  if (peer >= 0 && peer < size_ && peer != rank_) return;
+  if (peer == kAnySource && is_recv) return;
+  const char* what = is_recv ? "receive" : "send";
   if (peer < 0 || peer >= size_)
     throw DistValueError(std::string(what) + " with invalid peer rank " + std::to_string(peer) +
                          " (group size " + std::to_string(size_) + ")");
@@ -155,32 +157,58 @@ std::exception_ptr TcpTransport::failure() const {
 }
 
 std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t size) {
-  check_peer_arg(peer, "send");
   auto req = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);
+  post(req);
+  return req;
+}
+
+std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t size) {
+  auto req = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
+  post(req);
+  return req;
+}
+
+void TcpTransport::post(std::shared_ptr<Request> req) {
+  if (req->kind() == Request::Kind::Send) {
+    check_peer_arg(req->peer(), /*is_recv=*/false);
+    post_send(std::move(req));
+  } else {
+    check_peer_arg(req->peer(), /*is_recv=*/true);
+    post_recv(std::move(req));
+  }
+}
+
+void TcpTransport::post_send(std::shared_ptr<Request> req) {
+  const int peer = req->peer();
+  const uint64_t tag = req->tag();
+  const size_t size = req->size();
   Peer& p = *peers_[peer];
   std::exception_ptr error;
   {
     std::lock_guard<std::mutex> lock(p.tx_mu);
     if (p.tx_failed) {
       req->complete(p.tx_error, peer);
-      return req;
+      return;
+    }
+    if (p.shm) {
+      post_ring_send_locked(p, std::move(req));
+      return;
     }
     if (uses_rendezvous(p, size)) {
       // Announce it; the payload follows the peer's clear-to-send (on_clear_to_send).
       uint32_t id = p.next_rendezvous_id++;
       p.awaiting_cts.emplace(id, req);
-      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size}, req, 0, false});
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size}, std::move(req), 0, false});
     } else {
-      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, req, 0});
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, std::move(req), 0});
     }
     if (p.txq.size() == 1) error = flush_locked(p);
-    if (!error && !p.shm && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
+    if (!error && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
   }
   if (error) {
     // Let the progress thread see the broken socket and fail the peer.
     ::shutdown(p.fd.get(), SHUT_RDWR);
   }
-  return req;
 }
 
 // Writes queued messages until the socket (or ring) is full. Called with tx_mu held.
@@ -230,6 +258,28 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
   return nullptr;
 }
 
+// A send through the ring. With nothing queued before it and room for all of
+// it, the message is written at once, header and payload published together,
+// and the request completes here: no queue entry, one release of the
+// ring's head for the reader to see.
+void TcpTransport::post_ring_send_locked(Peer& p, std::shared_ptr<Request> req) {
+  ShmRing& ring = p.shm->tx;
+  if (p.txq.empty()) {
+    const wire::MessageHeader header{wire::kMessageMagic, 0, req->tag(), req->size()};
+    if (ring.write_both(&header, sizeof(header), req->data(), req->size())) {
+      if (ring.reader_needs_doorbell()) ring_doorbell_locked(p);
+      req->complete_unshared(p.rank);
+      return;
+    }
+  }
+  p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, req->tag(), req->size()}, std::move(req), 0});
+  flush_ring_locked(p);
+  // What is left waits for room. Whoever drives flushes it (poll_rings sees
+  // ring_backlog); one that sleeps in epoll meanwhile is woken by the reader's
+  // doorbell once it makes room, which the raised flag asks for.
+  while (!p.txq.empty() && ring.writer_prepare_sleep()) flush_ring_locked(p);
+}
+
 void TcpTransport::flush_ring_locked(Peer& p) {
   constexpr size_t hsize = sizeof(wire::MessageHeader);
   ShmRing& ring = p.shm->tx;
@@ -252,6 +302,7 @@ void TcpTransport::flush_ring_locked(Peer& p) {
     item.request->complete(nullptr, p.rank);
     p.txq.pop_front();
   }
+  p.ring_backlog.store(!p.txq.empty(), std::memory_order_relaxed);
   if (wrote && ring.reader_needs_doorbell()) ring_doorbell_locked(p);
 }
 
@@ -271,17 +322,14 @@ void TcpTransport::arm_output_locked(Peer& p, bool on) {
   p.out_armed = on;
 }
 
-std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t size) {
-  check_peer_arg(peer, "receive");
-  auto req = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
+void TcpTransport::post_recv(std::shared_ptr<Request> req) {
   Peer* clear_peer = nullptr;  // a matched request-to-send: answer it once mu_ is released
   uint32_t clear_id = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!match_unexpected_locked(req, clear_peer, clear_id)) posted_.push_back(req);
+    if (!match_unexpected_locked(req, clear_peer, clear_id)) posted_.push_back(std::move(req));
   }
   if (clear_peer) send_clear_to_send(*clear_peer, clear_id);
-  return req;
 }
 
 // Serves a new receive from what already arrived, or fails it at once when it
@@ -437,6 +485,7 @@ void TcpTransport::fail_sends_locked(Peer& p, const std::exception_ptr& error) {
   for (auto& it : p.txq)
     if (it.request) it.request->complete(error, p.rank);
   p.txq.clear();
+  p.ring_backlog.store(false, std::memory_order_relaxed);
   for (auto& [id, r] : p.awaiting_cts) r->complete(error, p.rank);
   p.awaiting_cts.clear();
 }

@@ -17,7 +17,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
-#include <list>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -55,6 +55,7 @@ class TcpTransport final : public Transport {
   int size() const override { return size_; }
   std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) override;
   std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) override;
+  void post(std::shared_ptr<Request> request) override;
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
@@ -90,7 +91,10 @@ class TcpTransport final : public Transport {
   void on_control_socket(Peer& p);
   void ring_doorbell_locked(Peer& p);  // with p.tx_mu held
   bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
-  std::shared_ptr<Request> take_posted_locked(int peer, uint64_t tag, size_t size);
+  // Removes the first posted receive matching a message; on a size mismatch
+  // (fits false) it is completed with the error, and must not be touched: its
+  // owner may be gone (a blocking receive's request lives on its stack).
+  std::shared_ptr<Request> take_posted_locked(int peer, uint64_t tag, size_t size, bool& fits);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
   // Rendezvous (tcp_rendezvous_protocol.cpp): large socket messages wait for a receive.
@@ -106,8 +110,11 @@ class TcpTransport final : public Transport {
   bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
   std::exception_ptr flush_locked(Peer& p);
   void flush_ring_locked(Peer& p);
+  void post_ring_send_locked(Peer& p, std::shared_ptr<Request> req);
   void arm_output_locked(Peer& p, bool on);
-  void check_peer_arg(int peer, const char* what) const;
+  void check_peer_arg(int peer, bool is_recv) const;
+  void post_send(std::shared_ptr<Request> req);
+  void post_recv(std::shared_ptr<Request> req);
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
   // The desync error for a receive from `peer` waiting on `waiting_tag`, or nullptr.
   std::exception_ptr out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const;
@@ -141,10 +148,13 @@ class TcpTransport final : public Transport {
   std::condition_variable park_cv_;
   std::mutex bystanders_mu_;
   std::vector<Request*> bystanders_;  // waiting threads that could not drive: poked when the driver leaves
+  std::atomic<size_t> bystander_count_{0};  // bystanders_.size(), read by let_go without the lock
 
   mutable std::mutex mu_;  // guards the lists below and aborted_
-  std::list<std::shared_ptr<Request>> posted_;        // receives waiting for a message, in post order
-  std::list<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
+  // Deques, not lists: a receive posted and matched costs no allocation (the
+  // match is nearly always at the front; erasing elsewhere moves the few behind).
+  std::deque<std::shared_ptr<Request>> posted_;        // receives waiting for a message, in post order
+  std::deque<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
 };

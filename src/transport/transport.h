@@ -24,6 +24,12 @@ class Transport {
   virtual std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) = 0;
   // peer may be kAnySource (-1).
   virtual std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) = 0;
+  // Posts a send or receive (by its kind) that the caller made: it may live
+  // inside a larger object (the Work of a point-to-point call), one allocation
+  // per operation instead of two, or on the caller's stack behind a pointer
+  // that owns nothing, when the caller waits for it: a transport does not
+  // touch a request once it completed it.
+  virtual void post(std::shared_ptr<Request> request) = 0;
 
   // Waits for a request; on the deadline aborts the transport (no buffer is
   // touched after this returns) and throws DistBackendError naming the peer.
