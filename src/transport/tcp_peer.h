@@ -59,7 +59,7 @@ struct TcpTransport::Peer {
   // Sends announced by a request-to-send, waiting for the peer's clear-to-send.
   std::unordered_map<uint32_t, std::shared_ptr<Request>> awaiting_cts;
   uint32_t next_rendezvous_id = 0;
-  bool out_armed = false;
+  std::atomic<bool> out_armed{false};  // written under tx_mu; read without it by poll_once
   bool tx_failed = false;
   std::exception_ptr tx_error;
 
@@ -71,6 +71,7 @@ struct TcpTransport::Peer {
   char* dst = nullptr;  // nullptr: discard the payload
   size_t payload_done = 0;
   int rcvlowat = 1;  // the socket's SO_RCVLOWAT (raised while a large payload streams in)
+  uint64_t bytes_read = 0;  // from the socket, ever: tells a poll that something moved
   std::shared_ptr<Request> rx_request;
   std::shared_ptr<Unexpected> rx_unexpected;
   // Receives matched to the peer's requests-to-send, by its id, waiting for the

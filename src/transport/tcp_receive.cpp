@@ -136,6 +136,7 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
     ssize_t r = ::recv(p.fd.get(), dst, n, MSG_DONTWAIT);
     if (r > 0) {
       counter += static_cast<size_t>(r);
+      p.bytes_read += static_cast<uint64_t>(r);
       return true;
     }
     if (r < 0 && errno == EINTR) continue;

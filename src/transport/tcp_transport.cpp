@@ -82,6 +82,7 @@ void TcpTransport::start() {
     if (p->host_id == host_id()) ++local_ranks;
     if (p->shm) shm_peers_.push_back(p.get());
     else tcp_data_peers_ = true;
+    if (!p->shm && size_ == 2) lone_socket_peer_ = p.get();
     set_nonblocking(p->fd.get(), true);
     epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
   }

@@ -136,6 +136,7 @@ class TcpTransport final : public Transport {
   std::atomic<bool> stop_{false};
   std::vector<Peer*> shm_peers_;  // peers reached through rings
   bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
+  Peer* lone_socket_peer_ = nullptr;  // the only peer, when it exchanges data over its socket
   std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
   size_t rendezvous_bytes_ = 0;  // socket messages larger than this go by rendezvous (0: none)
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <dirent.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <fstream>
@@ -60,11 +61,14 @@ bool maps_shm_rings() {
   return false;
 }
 
+// This process's ring segments in /dev/shm (names carry the creator's pid:
+// tests running in parallel create and unlink their own meanwhile).
 int shm_names_left() {
   int n = 0;
+  const std::string mine = "tdist-p2p-" + std::to_string(::getpid()) + "-";
   if (DIR* d = opendir("/dev/shm")) {
     while (dirent* e = readdir(d))
-      if (std::string(e->d_name).rfind("tdist-p2p-", 0) == 0) ++n;
+      if (std::string(e->d_name).rfind(mine, 0) == 0) ++n;
     closedir(d);
   }
   return n;
