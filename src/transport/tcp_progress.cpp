@@ -42,9 +42,6 @@ constexpr auto kLongestParkTick = std::chrono::milliseconds(16);
 // While spinning over rings only, the sockets (abort notices, closed peers)
 // are polled on every this-many-th round.
 constexpr unsigned kSocketPollEvery = 64;
-// How long a spinning waiter polls with pauses only, before it polls with
-// yields (a reply on its way over shared memory comes within a microsecond).
-constexpr std::chrono::nanoseconds kPauseOnly = std::chrono::microseconds(2);
 // While spinning, the clock is read on every this-many-th round only.
 constexpr unsigned kRoundsPerClockRead = 8;
 
@@ -114,7 +111,7 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
       auto now = Clock::now();
       if (rebase) {
         spin_end = now + spin_;
-        pause_end = now + std::min<std::chrono::nanoseconds>(spin_, kPauseOnly);
+        pause_end = now + pause_only_;
         rebase = false;
       }
       if (now < spin_end) {

@@ -33,6 +33,13 @@ struct epoll_event;
 
 namespace tdist {
 
+// How a waiting thread polls before it blocks: for `spin` after the last
+// movement, without yielding the core for the first `pause_only` of it.
+struct SpinPolicy {
+  std::chrono::nanoseconds spin;
+  std::chrono::nanoseconds pause_only;
+};
+
 struct TcpTransportOptions {
   std::string label;              // "rank 1 of group default_pg": prefixes errors
   std::vector<int> global_ranks;  // transport rank -> global rank, for messages
@@ -138,6 +145,7 @@ class TcpTransport final : public Transport {
   bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
   Peer* lone_socket_peer_ = nullptr;  // the only peer, when it exchanges data over its socket
   std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
+  std::chrono::nanoseconds pause_only_{0};  // the first part of the spin, polling without yielding
   size_t rendezvous_bytes_ = 0;  // socket messages larger than this go by rendezvous (0: none)
 
   std::mutex rx_mu_;  // receive state of every peer; held by whoever makes progress
