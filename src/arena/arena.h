@@ -12,6 +12,16 @@
 // round r, the buffers of parity r & 1 are free again once everyone has
 // arrived at r+1: one synchronisation per round, no acknowledgements.
 //
+// Leaving. A rank that only writes in an operation's last round (a broadcast
+// root, a rank that contributes to a reduce or gather without the result) may
+// arrive and leave without waiting for the others: its data is in the arena
+// already. It then waits for that round (and checks the others' signatures
+// of it) before it writes for a later one: the parity it writes next is free
+// once every rank arrived at the round it left. A loop of broadcasts then
+// costs about one message per call rather than a round trip, as with MPI,
+// and the leaving rank hears of a disagreement in that round from its next
+// operation on the group.
+//
 // Failure. A rank that cannot complete a round (deadline, lost peer, arguments
 // that differ between ranks) marks the shared abort block and wakes everyone;
 // the others then fail at once, naming it.
@@ -59,8 +69,12 @@ class Arena {
   int size() const { return size_; }
   size_t slot_bytes() const { return layout_.slot_bytes; }
 
-  // The round the next call to start() or sync() enters.
-  uint32_t next_round() const { return round_ + 1; }
+  // The round the next call to start() or sync() enters; call it before
+  // writing for that round (after a round this rank left, it waits for it).
+  uint32_t next_round(CollectiveContext& ctx) {
+    settle(ctx);
+    return round_ + 1;
+  }
   // Buffers of a round: `slot` is rank r's (slot_bytes), `slots` all n of them
   // back to back, `result` one more slot_bytes the ranks share.
   char* slots(uint32_t round) const { return base_ + layout_.slots_offset(round & 1); }
@@ -87,6 +101,10 @@ class Arena {
   uint32_t start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ = false);
   // Any later round: arrives and waits for every rank. Returns the round.
   uint32_t sync(CollectiveContext& ctx);
+  // The same for the last round of an operation in which this rank has
+  // nothing left to read: arrive and leave (see Leaving above).
+  uint32_t start_and_leave(CollectiveContext& ctx, Signature sig);
+  uint32_t sync_and_leave(CollectiveContext& ctx);
   // The size rank r published for the operation that started at `first`.
   uint64_t size_of(int r, uint32_t first) const;
 
@@ -110,10 +128,17 @@ class Arena {
   }
   // The first rank from `from` on (wrapping) that has not arrived; -1 if none.
   int first_missing(uint32_t round, int from) const;
+  int next_missing(uint32_t round, int q) const;
   void arrive(uint32_t round);
   void wait_all(uint32_t round, CollectiveContext& ctx);
   void wait_slow(uint32_t round, int missing, CollectiveContext& ctx);
-  void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ);
+  void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
+                        uint64_t left = 0);
+  // Waits for the round this rank left, if any, and checks its signatures.
+  void settle(CollectiveContext& ctx) {
+    if (left_) settle_left(ctx);
+  }
+  void settle_left(CollectiveContext& ctx);
   std::string aborted_by() const;
   std::string missing_ranks(uint32_t round) const;
 
@@ -127,6 +152,10 @@ class Arena {
   AbortBlock* abort_;
   RankLine* lines_;
   uint32_t round_ = 0;  // the last round this rank arrived at
+  bool left_ = false;   // it left round_ without waiting for the others
+  bool left_checks_ = false;  // ... and must still check their signatures of it
+  Signature left_sig_{};
+  uint64_t left_tag_ = 0;  // the tag (operation and number) of the operation left
   uint32_t cpu_ = 0;    // the CPU it arrived from
   std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
   std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping

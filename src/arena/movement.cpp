@@ -13,12 +13,14 @@ namespace tdist::arena {
 
 namespace {
 
-// The first round of an operation checks its signature; the others only sync.
-void enter(Arena& a, CollectiveContext& ctx, size_t j, Signature sig) {
+// The first round of an operation checks its signature; the others only
+// sync. A rank with nothing to read in the operation's last round leaves it
+// without waiting (Arena: Leaving).
+void enter(Arena& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false) {
   if (j == 0)
-    a.start(ctx, sig);
+    leave ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
   else
-    a.sync(ctx);
+    leave ? a.sync_and_leave(ctx) : a.sync(ctx);
 }
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
@@ -40,19 +42,24 @@ void broadcast(Arena& a, CollectiveContext& ctx, const Tensor& t, int root) {
   const size_t bytes = t.nbytes();
   const size_t piece = a.slot_bytes() * static_cast<size_t>(a.size());
   const Signature sig = signature(OpCode::Broadcast, static_cast<int>(t.dtype()), -1, root, bytes);
+  const bool is_root = a.rank() == root;
   if (bytes <= Arena::kWordBytes) {
-    const uint32_t r = a.next_round();
-    if (a.rank() == root) a.put_word(r, t.data(), bytes);
+    const uint32_t r = a.next_round(ctx);
+    if (is_root) {
+      a.put_word(r, t.data(), bytes);
+      a.start_and_leave(ctx, sig);
+      return;
+    }
     a.start(ctx, sig);
-    if (a.rank() != root) a.get_word(r, root, t.data(), bytes);
+    a.get_word(r, root, t.data(), bytes);
     return;
   }
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
-    if (a.rank() == root && len > 0) copy(a.slots(r), bytes_of(t) + at, len);
-    enter(a, ctx, j, sig);
-    if (a.rank() != root && len > 0) copy(bytes_of(t) + at, a.slots(r), len);
+    if (is_root && len > 0) copy(a.slots(r), bytes_of(t) + at, len);
+    enter(a, ctx, j, sig, /*leave=*/is_root && j + 1 == rounds);
+    if (!is_root && len > 0) copy(bytes_of(t) + at, a.slots(r), len);
   }
 }
 
@@ -67,7 +74,7 @@ void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
   const Signature sig = signature(OpCode::AllGather, static_cast<int>(input.dtype()), -1, -1, total);
   bulk_copy(bytes_of(outputs[me]), input.data(), input.nbytes());
   if (words_suffice(outputs)) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     a.put_word(r, input.data(), input.nbytes());
     a.start(ctx, sig);
     for (int q = 0; q < n; ++q)
@@ -75,7 +82,7 @@ void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
     return;
   }
   for (size_t j = 0; j < rounds; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece;
     if (size_t len = piece_len(input.nbytes(), at, piece)) copy(a.slot(r, me), bytes_of(input) + at, len);
     enter(a, ctx, j, sig);
@@ -91,19 +98,22 @@ void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs
   const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
   if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
   if (bytes <= Arena::kWordBytes) {
-    const uint32_t r = a.next_round();
-    if (me != root) a.put_word(r, input.data(), bytes);
+    const uint32_t r = a.next_round(ctx);
+    if (me != root) {
+      a.put_word(r, input.data(), bytes);
+      a.start_and_leave(ctx, sig);
+      return;
+    }
     a.start(ctx, sig);
-    if (me == root)
-      for (int q = 0; q < n; ++q)
-        if (q != root) a.get_word(r, q, outputs[q].data(), bytes);
+    for (int q = 0; q < n; ++q)
+      if (q != root) a.get_word(r, q, outputs[q].data(), bytes);
     return;
   }
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
     if (me != root && len > 0) copy(a.slot(r, me), bytes_of(input) + at, len);
-    enter(a, ctx, j, sig);
+    enter(a, ctx, j, sig, /*leave=*/me != root && j + 1 == rounds);
     if (me != root || len == 0) continue;
     for (int q = 0; q < n; ++q)
       if (q != root) copy(bytes_of(outputs[q]) + at, a.slot(r, q), len);
@@ -117,12 +127,12 @@ void scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::
   const Signature sig = signature(OpCode::Scatter, static_cast<int>(output.dtype()), -1, root, bytes);
   if (me == root) bulk_copy(output.data(), inputs[root].data(), bytes);
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
     if (me == root && len > 0)
       for (int q = 0; q < n; ++q)
         if (q != root) copy(a.slot(r, q), bytes_of(inputs[q]) + at, len);
-    enter(a, ctx, j, sig);
+    enter(a, ctx, j, sig, /*leave=*/me == root && j + 1 == rounds);
     if (me != root && len > 0) copy(bytes_of(output) + at, a.slot(r, me), len);
   }
 }
@@ -143,7 +153,7 @@ void all_to_all(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
   const Signature sig = signature(OpCode::AllToAll, static_cast<int>(inputs[me].dtype()), -1, -1, rounds);
   bulk_copy(outputs[me].data(), inputs[me].data(), outputs[me].nbytes());
   for (size_t j = 0; j < rounds; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t at = j * cap;
     for (int d = 0; d < n; ++d) {
       if (d == me) continue;

@@ -46,10 +46,13 @@ void fold(ReduceOp op, DType dtype, char* out, const Src& src, int n, size_t cou
 // Small data, one round: every rank copies its tensor into its slot; then
 // every rank that wants the result (all, or only `dest`) folds all slots.
 void fold_everything(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
-  const uint32_t r = a.next_round();
+  const uint32_t r = a.next_round(ctx);
   copy(a.slot(r, a.rank()), t.data(), t.nbytes());
+  if (dest >= 0 && dest != a.rank()) {
+    a.start_and_leave(ctx, sig);  // its data is in its slot: nothing to wait for
+    return;
+  }
   a.start(ctx, sig);
-  if (dest >= 0 && dest != a.rank()) return;
   fold(op, t.dtype(), static_cast<char*>(t.data()), [&](int q) { return a.slot(r, q); }, a.size(),
        static_cast<size_t>(t.numel()));
 }
@@ -71,7 +74,7 @@ void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tenso
   const bool wants_result = dest < 0 || dest == me;
   char* data = static_cast<char*>(t.data());
   for (size_t j = 0; j <= chunks; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t len = j < chunks ? std::min(chunk, count - j * chunk) : 0;
     const Share s = share_of(len, unit, a.size(), me);
     const size_t off = s.begin * es;
@@ -100,10 +103,13 @@ void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tenso
 constexpr int kMaxWordRanks = 64;  // the words are copied to the stack
 
 void fold_words(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
-  const uint32_t r = a.next_round();
+  const uint32_t r = a.next_round(ctx);
   a.put_word(r, t.data(), t.nbytes());
+  if (dest >= 0 && dest != a.rank()) {
+    a.start_and_leave(ctx, sig);
+    return;
+  }
   a.start(ctx, sig);
-  if (dest >= 0 && dest != a.rank()) return;
   uint64_t words[kMaxWordRanks];
   for (int q = 0; q < a.size(); ++q) words[q] = a.word(r, q);
   fold(op, t.dtype(), static_cast<char*>(t.data()), [&](int q) { return reinterpret_cast<const char*>(&words[q]); },
@@ -156,7 +162,7 @@ void reduce_scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, cons
   char* out = static_cast<char*>(output.data());
   const Signature sig = signature(OpCode::ReduceScatter, static_cast<int>(output.dtype()), op.kind(), -1, total);
   for (size_t j = 0; j < rounds; ++j) {
-    const uint32_t r = a.next_round();
+    const uint32_t r = a.next_round(ctx);
     const size_t at = j * part;
     for (int d = 0; d < n; ++d)
       if (size_t len = piece_len(inputs[d].nbytes(), at, part); (d != me || !direct) && len > 0)

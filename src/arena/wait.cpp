@@ -49,6 +49,7 @@ std::string describe_signature(Signature s, bool with_size) {
 }  // namespace
 
 uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
+  settle(ctx);
   const uint32_t r = round_ + 1;
   RankLine& me = line(rank_);
   me.what[r & 1].store(sig.what, std::memory_order_relaxed);
@@ -63,10 +64,43 @@ uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_diff
 }
 
 uint32_t Arena::sync(CollectiveContext& ctx) {
+  settle(ctx);
   const uint32_t r = round_ + 1;
   arrive(r);
   wait_all(r, ctx);
   return r;
+}
+
+uint32_t Arena::start_and_leave(CollectiveContext& ctx, Signature sig) {
+  settle(ctx);
+  const uint32_t r = round_ + 1;
+  RankLine& me = line(rank_);
+  me.what[r & 1].store(sig.what, std::memory_order_relaxed);
+  me.size[r & 1].store(sig.size, std::memory_order_relaxed);
+  arrive(r);
+  left_ = true;
+  left_checks_ = true;
+  left_sig_ = sig;
+  left_tag_ = ctx.tag;
+  return r;
+}
+
+uint32_t Arena::sync_and_leave(CollectiveContext& ctx) {
+  settle(ctx);
+  const uint32_t r = round_ + 1;
+  arrive(r);
+  left_ = true;
+  left_checks_ = false;
+  return r;
+}
+
+// The others cannot have written the signatures of round_ over yet: they
+// write that parity again two rounds later, after waiting for this rank to
+// arrive at the round in between.
+void Arena::settle_left(CollectiveContext& ctx) {
+  left_ = false;
+  wait_all(round_, ctx);
+  if (left_checks_) check_signatures(ctx, round_, left_sig_, false, left_tag_);
 }
 
 uint64_t Arena::size_of(int r, uint32_t first) const {
@@ -88,6 +122,13 @@ int Arena::first_missing(uint32_t round, int from) const {
     if (q != rank_ && !arrived(q, round)) return q;
   for (int q = 0; q < from; ++q)
     if (q != rank_ && !arrived(q, round)) return q;
+  return -1;
+}
+
+// The next rank after q (not wrapping) that has not arrived; -1 if none.
+int Arena::next_missing(uint32_t round, int q) const {
+  for (int r = q + 1; r < size_; ++r)
+    if (r != rank_ && !arrived(r, round)) return r;
   return -1;
 }
 
@@ -132,8 +173,11 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
     // arrivals are checked before the abort block and the transport.
     if ((q = first_missing(round, q)) < 0) return;
     if (abort_->owner.load(std::memory_order_acquire) != 0) fail(ctx, aborted_by());
-    if (auto cause = ctx.transport.failure())
-      fail(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
+    // Only a missing rank's lost connection dooms the round: a rank that
+    // arrived may have left (Leaving) and closed its connections since.
+    for (int m = first_missing(round, 0); m >= 0; m = next_missing(round, m))
+      if (auto cause = ctx.transport.peer_failure(m))
+        fail(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
     const auto now = Clock::now();
     if (!ctx.deadline.is_never() && now >= ctx.deadline.at())
       fail(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
@@ -149,17 +193,25 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
   }
 }
 
-void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ) {
+// `left` is the tag of the operation this rank left early (0: the current
+// one): the error then names that operation too.
+void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
+                             uint64_t left) {
+  auto when = [left] {
+    if (left == 0) return std::string();
+    return "in " + std::string(op_code_name(left)) + " #" + std::to_string((left >> 24) & 0xffffffffu) +
+           ", which this rank left early: ";
+  };
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     Signature theirs{line(q).what[first & 1].load(std::memory_order_relaxed),
                      line(q).size[first & 1].load(std::memory_order_relaxed)};
     if (theirs.what != mine.what)
-      fail(ctx, "the ranks are out of step: " + describe_rank(q) + " called " +
+      fail(ctx, when() + "the ranks are out of step: " + describe_rank(q) + " called " +
                     describe_signature(theirs, !sizes_may_differ) + " while this rank called " +
                     describe_signature(mine, !sizes_may_differ));
     if (!sizes_may_differ && theirs.size != mine.size)
-      fail(ctx, "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs, true) +
+      fail(ctx, when() + "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs, true) +
                     ", this rank " + describe_signature(mine, true) + " (the ranks passed different sizes)");
   }
 }

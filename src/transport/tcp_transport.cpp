@@ -168,6 +168,13 @@ std::exception_ptr TcpTransport::failure() const {
   return nullptr;
 }
 
+std::exception_ptr TcpTransport::peer_failure(int peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return aborted_;
+  if (peer >= 0 && peer < size_ && peers_[peer] && peers_[peer]->failed) return peers_[peer]->error;
+  return nullptr;
+}
+
 std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t size) {
   auto req = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);
   post(req);

@@ -67,6 +67,7 @@ class TcpTransport final : public Transport {
   void abort(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
   std::exception_ptr failure() const override;
+  std::exception_ptr peer_failure(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
 

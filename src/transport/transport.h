@@ -46,6 +46,11 @@ class Transport {
   // lost, else nullptr. Lets code that waits outside the transport (shared
   // memory collectives) notice a dead or departed peer.
   virtual std::exception_ptr failure() const = 0;
+  // The abort cause, else the error of `peer`'s lost connection, else
+  // nullptr: whether waiting for that peer is hopeless. A peer that finished
+  // its part and left (closing its connections) must not fail a round that
+  // waits only for others.
+  virtual std::exception_ptr peer_failure(int peer) const = 0;
 
   // "rank 2 (10.0.0.2:4567)": for error messages.
   virtual std::string describe_peer(int peer) const = 0;

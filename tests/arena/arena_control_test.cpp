@@ -81,12 +81,15 @@ TEST(ArenaUse, ForcingATransportAlgorithmBypassesTheArenaForThatCollectiveOnly) 
       EXPECT_NE(e, "");
       EXPECT_FALSE(contains(e, "shared-memory")) << e;
     }
-    // Broadcast is not forced: it still runs in the arena.
+    // Broadcast is not forced: it still runs in the arena. Its root leaves
+    // without waiting and hears of the mismatch in its next operation.
     for (const auto& e : errors_of(2, [](ProcessGroup& pg) {
            std::vector<float> v(pg.rank() ? 20 : 10, 1.0f);
            pg.broadcast(v, 0)->wait();
+           pg.barrier()->wait();
          }))
-      EXPECT_TRUE(contains(e, "shared-memory broadcast #1")) << e;
+      EXPECT_TRUE(contains(e, "shared-memory broadcast #1") || contains(e, "in broadcast #1, which this rank left"))
+          << e;
   }
   ScopedEnv shm("TDIST_ALGO_ALL_REDUCE", "shm");
   for (const auto& e : errors_of(2, disagreeing_all_reduce)) EXPECT_TRUE(contains(e, "shared-memory")) << e;
@@ -113,6 +116,9 @@ TEST(ArenaFailure, DifferentSizesFailEveryRankNamingAPeerAndLeaveBuffersAlone) {
   }
 }
 
+// Neither rank reads anything in these (a reduce to the other rank, a gather
+// to the other rank), so both leave without waiting (Arena: Leaving) and
+// find the disagreement when their next operation starts.
 TEST(ArenaFailure, DifferentCollectivesAreOutOfStep) {
   auto errors = errors_of(2, [](ProcessGroup& pg) {
     std::vector<int> v(8, 1);
@@ -120,8 +126,12 @@ TEST(ArenaFailure, DifferentCollectivesAreOutOfStep) {
       pg.reduce(v, 1)->wait();
     else
       pg.gather({}, v, 0)->wait();
+    pg.barrier()->wait();
   });
-  for (const auto& e : errors) EXPECT_TRUE(contains(e, "out of step")) << e;
+  for (const auto& e : errors) {
+    EXPECT_TRUE(contains(e, "out of step") && contains(e, "which this rank left")) << e;
+    EXPECT_TRUE(contains(e, "reduce") && contains(e, "gather")) << e;
+  }
 }
 
 TEST(ArenaFailure, RanksThatDoNotArriveAreNamedAndTheGroupFailsAfterwards) {
@@ -180,6 +190,64 @@ TEST(ArenaFailure, DestroyingAGroupFailsItsPendingArenaWorkAtOnce) {
         checked.store(true);
       },
       std::chrono::minutes(10));
+}
+
+// --- ranks that leave a round early (Arena: Leaving) -----------------------------
+
+// A loop of word-sized and larger broadcasts from changing roots, and reduces
+// to changing roots, mixed with all_reduce: the leaving ranks run ahead by one
+// operation, and every value must still arrive in order.
+TEST(ArenaLeave, LoopsOfBroadcastsAndReducesKeepTheirOrder) {
+  with_thread_world(3, [](ProcessGroup& pg) {
+    std::vector<float> big(3000);  // several 4 KiB slots when the test shrinks them; one otherwise
+    for (int k = 0; k < 300; ++k) {
+      const int root = (k / 7) % 3;
+      int64_t word = pg.rank() == root ? k * 10 + root : -1;
+      pg.broadcast(Tensor(&word, 1), root)->wait();
+      ASSERT_EQ(word, k * 10 + root) << "broadcast " << k;
+      std::fill(big.begin(), big.end(), pg.rank() == root ? static_cast<float>(k) : -1.0f);
+      pg.broadcast(big, root)->wait();
+      ASSERT_EQ(big.front(), k) << "broadcast " << k;
+      ASSERT_EQ(big.back(), k) << "broadcast " << k;
+      int32_t mine = k + pg.rank();
+      pg.reduce(Tensor(&mine, 1), root)->wait();
+      if (pg.rank() == root) ASSERT_EQ(mine, 3 * k + 3) << "reduce " << k;
+      if (k % 5 == 0) {
+        int32_t one = 1;
+        pg.all_reduce(Tensor(&one, 1))->wait();
+        ASSERT_EQ(one, 3);
+      }
+    }
+  });
+}
+
+// A rank that wrote its part and left may destroy its group (closing its
+// connections) while the others still wait for a slow rank: the round must
+// complete for them, with its data.
+TEST(ArenaLeave, ARankThatLeftAndIsGoneDoesNotFailTheRound) {
+  with_thread_world(3, [](ProcessGroup& pg) {
+    std::vector<int32_t> v(5, pg.rank() == 0 ? 42 : 0);
+    if (pg.rank() == 2) std::this_thread::sleep_for(milliseconds(200));
+    pg.broadcast(v, 0)->wait();  // rank 0 leaves, then its group is destroyed
+    EXPECT_EQ(v, std::vector<int32_t>(5, 42)) << "rank " << pg.rank();
+  });
+  with_thread_world(3, [](ProcessGroup& pg) {
+    int64_t x = pg.rank() + 1;
+    if (pg.rank() == 2) std::this_thread::sleep_for(milliseconds(200));
+    pg.reduce(Tensor(&x, 1), 1)->wait();  // rank 0 leaves; rank 1 waits for rank 2
+    if (pg.rank() == 1) EXPECT_EQ(x, 6);
+  });
+  with_thread_world(3, [](ProcessGroup& pg) {
+    std::vector<int16_t> mine(3, static_cast<int16_t>(pg.rank() + 7));
+    std::vector<std::vector<int16_t>> all(3, std::vector<int16_t>(3, 0));
+    std::vector<Tensor> outputs;
+    if (pg.rank() == 1)
+      for (auto& o : all) outputs.emplace_back(o);
+    if (pg.rank() == 2) std::this_thread::sleep_for(milliseconds(200));
+    pg.gather(outputs, mine, 1)->wait();  // rank 0 leaves
+    if (pg.rank() == 1)
+      for (int q = 0; q < 3; ++q) EXPECT_EQ(all[q], std::vector<int16_t>(3, static_cast<int16_t>(q + 7)));
+  });
 }
 
 }  // namespace
