@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tdist/errors.h"
+#include "algorithms/selector.h"
 #include "reduce/reduce.h"
 #include "util/env.h"
 
@@ -27,7 +28,7 @@ constexpr size_t kMaxStreamSteps = size_t{1} << 23;
 
 }  // namespace
 
-size_t segment_bytes(Pipeline kind, bool one_host) {
+size_t segment_bytes(Pipeline kind, bool one_host, int ranks) {
   // Ring (all_reduce over TCP on one host, best of 3-5 runs, ms): 64M n=2:
   // 4 MiB segments 38, 1 MiB 57, unsegmented 58; 16M n=2: 7.0 / 10.0 / 7.5;
   // 16M n=4: 20.7 / 24.3 / 23.4; but 64M n=4: 89 / 119 / 77. Smaller
@@ -42,11 +43,16 @@ size_t segment_bytes(Pipeline kind, bool one_host) {
   // of 3-5 alternating runs, us: n=2 4M 555 / 967, 8M 1390 / 1925, 64M 11388
   // / 15834, 256 KiB varying 1.5x between runs; n=4 1M 785 / 1149, 64M 53838
   // / 121747, 8M 7679 / 7082).
-  static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kChainSegmentBytes = 256 * 1024,
-                          kHostChainSegmentBytes = 1024 * 1024;
+  // Ring again, 2 ranks over loopback TCP (2026-11-22, all_reduce, medians
+  // of 3 runs, us, 4 MiB / 1 MiB segments): 8M 2582 / 2501, 16M 6519 / 5209,
+  // 32M 13882 / 11340, 64M 28519 / 25138; 512 KiB slower (16M 7678): with
+  // two ranks a segment is reduced as soon as it arrives, and the next one
+  // is on its way, so smaller segments keep the data in cache at no cost.
+  static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kPairRingSegmentBytes = 1024 * 1024,
+                          kChainSegmentBytes = 256 * 1024, kHostChainSegmentBytes = 1024 * 1024;
   auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
   if (!v) {
-    if (kind == Pipeline::Ring) return kRingSegmentBytes;
+    if (kind == Pipeline::Ring) return one_host && ranks == 2 ? kPairRingSegmentBytes : kRingSegmentBytes;
     return one_host ? kHostChainSegmentBytes : kChainSegmentBytes;
   }
   char* end = nullptr;
@@ -56,8 +62,8 @@ size_t segment_bytes(Pipeline kind, bool one_host) {
   return static_cast<size_t>(n);
 }
 
-size_t segments_for(size_t max_count, size_t esize, Pipeline kind, bool one_host) {
-  size_t per = std::max<size_t>(1, segment_bytes(kind, one_host) / esize);  // elements per segment
+size_t segments_for(size_t max_count, size_t esize, Pipeline kind, bool one_host, int ranks) {
+  size_t per = std::max<size_t>(1, segment_bytes(kind, one_host, ranks) / esize);  // elements per segment
   return std::max<size_t>(1, (max_count + per - 1) / per);
 }
 
@@ -139,7 +145,7 @@ void run_ring(CollectiveContext& ctx, const RingPlan& p) {
   // scatter 64M, 2 ranks: 36 ms in 1 MiB segments, 79 ms whole); a ring that
   // only copies gains nothing from them (all_gather 64M, 2 ranks: 64 ms in
   // 1 MiB segments, 39 ms whole), so it moves whole blocks.
-  size_t S = reduces ? segments_for(p.work.max_count(), esize, Pipeline::Ring) : 1;
+  size_t S = reduces ? segments_for(p.work.max_count(), esize, Pipeline::Ring, one_host(ctx), n) : 1;
   S = std::min(S, std::max<size_t>(1, kMaxStreamSteps / static_cast<size_t>(steps)));
   auto block = [&](int i) { return ((i % n) + n) % n; };
   // Step g of the ring sends block pos-g-1 and receives block pos-g-2 (mod n),

@@ -19,12 +19,12 @@ namespace tdist {
 enum class Pipeline { Ring, Chain };
 
 // Bytes per segment: TDIST_ALGO_SEGMENT_BYTES when set (benchmarks, tests),
-// else the pipeline's default, which for a chain depends on whether every
-// rank is on one host (pipeline.cpp says why).
-size_t segment_bytes(Pipeline kind, bool one_host = false);
+// else the pipeline's default, which depends on whether every rank is on one
+// host and, for a ring, on the number of ranks (pipeline.cpp says why).
+size_t segment_bytes(Pipeline kind, bool one_host = false, int ranks = 0);
 
 // Number of segments to cut a block of `max_count` elements into.
-size_t segments_for(size_t max_count, size_t esize, Pipeline kind, bool one_host = false);
+size_t segments_for(size_t max_count, size_t esize, Pipeline kind, bool one_host = false, int ranks = 0);
 
 // One rank's part of a stream of `units` segment transfers: unit u receives a
 // segment from `from` and sends one to `to` (-1: none), with step tag

@@ -73,6 +73,10 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 //                   36670 / 39999; ring 128M 72767 / Rab 112868, 256M 154702 /
 //                   224497 (unpipelined, the fold of a 64 MiB half misses the
 //                   cache); n=4: 8M ring 13608 ~ Rab 13123, 32M 45501 / 55140.
+//                   n=2 once the ring's segments there were 1 MiB (medians
+//                   of 3, us): 4M Rab 1000 / ring 1197, 8M ring 2501 / Rab
+//                   2629, 16M 5209 / 5864, 32M 11340 / 12414, 64M 25138 /
+//                   28436.
 //   several hosts:  16K n=4 RD 268 / Rab 490, 64K n=4 Rab 580 / ring 744 /
 //                   RD 996; 64K n=8 RD 1494 ~ Rab 1602; 256K-1M n=4,8 Rab ~
 //                   ring; 4M n=8 ring 61467 / Rab 82594; 16M n=4 ring 210694 /
@@ -80,7 +84,7 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 std::string_view pick_all_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "recursive_doubling";
   if (s.bytes < (s.one_host ? 512 * KiB : 32 * KiB)) return "recursive_doubling";
-  const size_t rabenseifner_below = !s.one_host ? 512 * KiB : s.n == 2 ? 64 * MiB : 8 * MiB;
+  const size_t rabenseifner_below = !s.one_host ? 512 * KiB : 8 * MiB;
   if (power_of_two(s.n) && s.bytes < rabenseifner_below) return "rabenseifner";
   return "ring";
 }

@@ -1,5 +1,6 @@
 // The selector's automatic picks at the edges of their thresholds, on one
 // host and across hosts, and the all_to_all Bruck precondition.
+#include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
 #include "backend/algo_test_util.h"
 
@@ -17,12 +18,22 @@ TEST(AlgorithmSelector, AllReduceBySizeWorldAndPlacement) {
   EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 3)), "ring");  // not a power of two: no fold
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8)), "ring");
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 4)), "ring");
-  EXPECT_EQ(pick_all_reduce(on_one_host(32 * MiB, 2)), "rabenseifner");  // two ranks: up to 64 MiB
-  EXPECT_EQ(pick_all_reduce(on_one_host(64 * MiB, 2)), "ring");
+  EXPECT_EQ(pick_all_reduce(on_one_host(4 * MiB, 2)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(on_one_host(8 * MiB, 2)), "ring");  // in 1 MiB segments (segment_bytes)
   EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8, 7)), "recursive_doubling");  // fewer elements than ranks
   EXPECT_EQ(pick_all_reduce(across_hosts(16 * KiB, 8)), "recursive_doubling");
   EXPECT_EQ(pick_all_reduce(across_hosts(64 * KiB, 8)), "rabenseifner");
   EXPECT_EQ(pick_all_reduce(across_hosts(1 * MiB, 8)), "ring");
+}
+
+TEST(AlgorithmSelector, PipelineSegmentsBySizeOfTheGroupAndPlacement) {
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/true, 2), 1 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/true, 4), 4 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/false, 2), 4 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Chain, /*one_host=*/true, 2), 1 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Chain, /*one_host=*/false, 8), 256 * KiB);
+  ScopedEnv forced("TDIST_ALGO_SEGMENT_BYTES", "65536");
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/true, 2), 64 * KiB);
 }
 
 TEST(AlgorithmSelector, RootedCollectives) {
