@@ -130,6 +130,8 @@ class Arena {
   int first_missing(uint32_t round, int from) const;
   int next_missing(uint32_t round, int q) const;
   void arrive(uint32_t round);
+  // The first round of an operation: publishes its signature and arrives.
+  uint32_t publish_and_arrive(CollectiveContext& ctx, Signature sig);
   void wait_all(uint32_t round, CollectiveContext& ctx);
   void wait_slow(uint32_t round, int missing, CollectiveContext& ctx);
   void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,

@@ -48,13 +48,18 @@ std::string describe_signature(Signature s, bool with_size) {
 
 }  // namespace
 
-uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
+uint32_t Arena::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
   settle(ctx);
   const uint32_t r = round_ + 1;
   RankLine& me = line(rank_);
   me.what[r & 1].store(sig.what, std::memory_order_relaxed);
   me.size[r & 1].store(sig.size, std::memory_order_relaxed);
   arrive(r);
+  return r;
+}
+
+uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
+  const uint32_t r = publish_and_arrive(ctx, sig);
   // A rank that arrived and then failed (it gave up waiting for the others)
   // left valid data: whoever sees everyone arrived may complete the round.
   // Its next round then waits for the failed rank and sees the abort.
@@ -72,12 +77,7 @@ uint32_t Arena::sync(CollectiveContext& ctx) {
 }
 
 uint32_t Arena::start_and_leave(CollectiveContext& ctx, Signature sig) {
-  settle(ctx);
-  const uint32_t r = round_ + 1;
-  RankLine& me = line(rank_);
-  me.what[r & 1].store(sig.what, std::memory_order_relaxed);
-  me.size[r & 1].store(sig.size, std::memory_order_relaxed);
-  arrive(r);
+  const uint32_t r = publish_and_arrive(ctx, sig);
   left_ = true;
   left_checks_ = true;
   left_sig_ = sig;
