@@ -34,14 +34,14 @@ constexpr size_t kWriteChunkBytes = 256 * 1024;
 // ping-pong fall into a pattern where each, having just given up spinning,
 // must be woken for every message (50 us spins: 60 us round trips instead of
 // 1 us). Its first 2 us only pause (a reply on its way over shared memory
-// comes within a microsecond); after that it yields between polls. With more
-// ranks than cores the spin is as long, but yields from its start (pause_only
-// 0), so a rank that needs the core gets it, and a rank that waits
-// for a peer running on the other core still sees its message at once (4
-// ranks on 2 cores, TCP, medians of 3 alternating runs, us, 2 us spin / 100:
-// send/recv of 8 B 26.2 / 12.8, of 64 KiB 37.8 / 23.0, all_reduce of 8 B
-// 50.2 / 37.9, all_gather of 1 MiB 611 / 414, broadcast of 1 MiB 674 / 474;
-// over shared memory send/recv of 8 B 3.77 / 0.26, of 64 KiB 36.3 / 1.9).
+// comes within a microsecond); after that it yields between polls.
+// With more ranks than cores the spin is as long but yields from its start,
+// so a rank that needs the core gets it, while a rank whose peer runs on the
+// other core still sees its message at once. It used to block after 2 us
+// there: 4 ranks on 2 cores, medians of 3 alternating runs, us, 2 us / now:
+// TCP send/recv 8 B 11.3 / 5.6, 64 KiB 30.9 / 12.2, 1 MiB 256 / 144,
+// all_reduce 64 KiB 103 / 84; shared memory send/recv 1 MiB 214 / 42,
+// all_reduce 1 MiB 183 / 149.
 SpinPolicy spin_policy(int local_ranks) {
   if (auto lws = get_env_int("LOCAL_WORLD_SIZE")) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
