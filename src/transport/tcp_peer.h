@@ -2,6 +2,8 @@
 // the rendezvous that creates the connections).
 #pragma once
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -19,6 +21,16 @@
 namespace tdist {
 
 inline constexpr size_t kStagingBytes = 64 * 1024;
+// While a large payload streams into its buffer, the socket reports readable
+// only once this much of it (or all that is left) has arrived: fewer, larger
+// reads, and fewer window updates and wake-ups for the sender.
+inline constexpr size_t kStreamReadBytes = 256 * 1024;
+
+// Sets a socket's SO_RCVLOWAT, remembering it in `current` (no call when unchanged).
+inline void set_rcvlowat(int fd, int& current, int bytes) {
+  if (current == bytes) return;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0) current = bytes;
+}
 // epoll data id of the transport's wake-up eventfd (peers use their rank).
 inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 
@@ -33,9 +45,26 @@ struct TcpTransport::Unexpected {
   std::shared_ptr<Request> waiter;  // a receive matched while the payload was still arriving
 };
 
+// A received rendezvous message whose payload is arriving, in one piece or in
+// several (one per socket of the peer, see Lane).
+struct TcpTransport::RendezvousRx {
+  std::shared_ptr<Request> request;  // null: discard the data (the receive already failed)
+  size_t size = 0;                   // the announced size
+  size_t left = 0;                   // payload bytes not yet arrived
+  bool on_lanes = false;             // some pieces come over the extra sockets
+};
+
+// A send whose payload goes out in pieces over several sockets: it completes
+// when the last piece is written (all queues are under the peer's tx_mu).
+struct TcpTransport::SendPieces {
+  size_t left = 0;
+  bool failed = false;  // completed with an error already
+};
+
 struct TcpTransport::Peer {
   int rank = -1;
   Fd fd;
+  std::vector<std::unique_ptr<Lane>> lanes;  // the extra sockets (none by default)
   std::string address;  // "host:port" of the remote end
   std::string host_id;
   std::unique_ptr<ShmLink> shm;  // data through shared-memory rings when set
@@ -48,7 +77,11 @@ struct TcpTransport::Peer {
     std::shared_ptr<Request> request;  // null for a control frame (clear-to-send)
     size_t sent = 0;  // header and payload bytes written
     bool payload = true;  // false: the header alone (request-to-send, clear-to-send)
-    size_t bytes() const { return sizeof(header) + (payload && request ? request->size() : 0); }
+    size_t offset = 0;    // where the payload starts in the request's data (a piece)
+    std::shared_ptr<SendPieces> pieces{};  // set when the payload is one of several pieces
+    // A message's or piece's header carries its payload size.
+    size_t bytes() const { return sizeof(header) + (payload && request ? header.size : 0); }
+    char* payload_data() const { return static_cast<char*>(request->data()) + offset; }
   };
   std::mutex tx_mu;
   std::deque<TxItem> txq;
@@ -75,10 +108,39 @@ struct TcpTransport::Peer {
   std::shared_ptr<Request> rx_request;
   std::shared_ptr<Unexpected> rx_unexpected;
   // Receives matched to the peer's requests-to-send, by its id, waiting for the
-  // data (guarded by the transport's mu_). A null request: discard the data
-  // (the receive failed, e.g. on a size mismatch, after the peer was cleared).
-  std::unordered_map<uint32_t, std::shared_ptr<Request>> rendezvous_rx;
+  // data (guarded by the transport's mu_).
+  std::unordered_map<uint32_t, RendezvousRx> rendezvous_rx;
+  // Work on the extra sockets is under way (cleared rendezvous receives whose
+  // pieces use them, and lanes waiting to write): the lone-peer fast poll,
+  // which reads the main socket only, must then ask epoll.
+  std::atomic<int> lanes_busy{0};
   std::string abort_text;  // the reason a peer sent before closing
+  // The main socket is closed while extra sockets still deliver pieces sent
+  // before it: the peer fails with this error once they are closed too
+  // (rx_mu_; see main_socket_closed).
+  bool main_closed = false;
+  std::exception_ptr main_closed_error;
+};
+
+// One of a peer's extra sockets (TDIST_SOCKETS_PER_PEER > 1). They carry only
+// pieces of rendezvous payloads, so one large message streams over all the
+// connections at once; everything else, and the order of messages, stays on
+// the main socket.
+struct TcpTransport::Lane {
+  Fd fd;
+  uint32_t event_id = 0;
+  bool closed = false;  // the peer closed it while idle (it exits); the main socket tells why
+  // Sending: guarded by the peer's tx_mu.
+  std::deque<Peer::TxItem> txq;
+  bool out_armed = false;
+  // Receiving: guarded by rx_mu_. A piece is a header then its bytes.
+  wire::MessageHeader header{};
+  size_t header_got = 0;
+  bool in_piece = false;
+  char* dst = nullptr;  // nullptr: discard (into `discard`)
+  size_t piece_done = 0;
+  int rcvlowat = 1;
+  std::vector<char> discard;
 };
 
 }  // namespace tdist

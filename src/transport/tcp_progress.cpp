@@ -196,8 +196,11 @@ bool TcpTransport::poll_once(bool sockets) {
   // epoll first. When the message is there that is one system call instead
   // of two (epoll_wait, then recv), and when it is not, one either way. Not
   // while a large payload streams in (epoll then reports it only once much of
-  // it arrived: fewer, larger reads) or sends wait for room in the socket.
-  if (Peer* p = lone_socket_peer_; p && !p->failed && p->rcvlowat == 1 && !p->out_armed) {
+  // it arrived: fewer, larger reads) or sends wait for room in the socket,
+  // nor while the extra sockets carry pieces.
+  if (Peer* p = lone_socket_peer_;
+      p && !p->failed && !p->main_closed && p->rcvlowat == 1 && !p->out_armed &&
+      p->lanes_busy.load(std::memory_order_relaxed) == 0) {
     const uint64_t before = p->bytes_read;
     on_readable(*p);
     return moved || p->bytes_read != before || p->failed;
@@ -239,6 +242,13 @@ void TcpTransport::handle_events(const epoll_event* events, int n) {
   for (int i = 0; i < n && !stop_.load(std::memory_order_relaxed); ++i) {
     uint32_t id = events[i].data.u32;
     if (id == kWakeEventId) continue;  // abort(): stop_ is set, the loops end
+    if (id >= static_cast<uint32_t>(size_)) {  // an extra socket
+      auto [peer, lane] = lane_events_[id - size_];
+      if (peer->failed || lane->closed) continue;
+      if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_lane_readable(*peer, *lane);
+      if (!peer->failed && (events[i].events & EPOLLOUT)) on_writable(*peer);
+      continue;
+    }
     Peer& p = *peers_[id];
     if (p.failed) continue;
     if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(p);

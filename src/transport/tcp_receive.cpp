@@ -26,15 +26,6 @@ constexpr size_t kHeaderBytes = sizeof(wire::MessageHeader);
 // whole staging buffer), where it could go straight to its buffer. Many small
 // messages still come in one read.
 constexpr size_t kStagingReadBytes = 16 * 1024;
-// While a large payload streams into its buffer, the socket reports readable
-// only once this much of it (or all that is left) has arrived: fewer, larger
-// reads, and fewer window updates and wake-ups for the sender.
-constexpr size_t kStreamReadBytes = 256 * 1024;
-
-void set_rcvlowat(TcpTransport::Peer& p, int bytes) {
-  if (p.rcvlowat == bytes) return;
-  if (setsockopt(p.fd.get(), SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0) p.rcvlowat = bytes;
-}
 
 std::exception_ptr bad_header(const std::string& peer, const wire::MessageHeader& h) {
   return std::make_exception_ptr(DistNetworkError("protocol error from " + peer + ": bad message header (magic " +
@@ -48,7 +39,7 @@ void TcpTransport::on_writable(Peer& p) {
   {
     std::lock_guard<std::mutex> lock(p.tx_mu);
     error = flush_locked(p);
-    if (!error && p.txq.empty() && p.out_armed) arm_output_locked(p, false);
+    if (!error) update_output_locked(p);
   }
   if (error) fail_peer(p, error);
 }
@@ -107,7 +98,7 @@ void TcpTransport::on_readable(Peer& p) {
       }
       if (p.dst && need >= kDirectReadBytes) {
         if (!drained && read_some(p, p.dst + p.payload_done, need, p.payload_done)) continue;
-        if (!p.failed) set_rcvlowat(p, static_cast<int>(std::min(need, kStreamReadBytes)));
+        if (!p.failed) set_rcvlowat(p.fd.get(), p.rcvlowat, static_cast<int>(std::min(need, kStreamReadBytes)));
         return;
       }
     }
@@ -121,7 +112,7 @@ void TcpTransport::on_readable(Peer& p) {
     const size_t want = std::min(kStagingReadBytes, p.staging.size() - p.stage_end), before = p.stage_end;
     if (drained || !read_some(p, p.staging.data() + p.stage_end, want, p.stage_end)) {
       // Whatever comes next (a header, the tail of a payload) must wake us, however small.
-      if (!p.failed) set_rcvlowat(p, 1);
+      if (!p.failed) set_rcvlowat(p.fd.get(), p.rcvlowat, 1);
       return;
     }
     drained = p.stage_end - before < want;
@@ -141,7 +132,7 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-    fail_peer(p, std::make_exception_ptr(DistNetworkError(
+    main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
                      "connection to " + describe_peer(p.rank) + " lost: " +
                      (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
                              : errno_string(errno)))));
@@ -217,9 +208,13 @@ void TcpTransport::fail_out_of_step_locked(int peer, uint64_t arrived_tag) {
 void TcpTransport::finish_payload(Peer& p) {
   p.in_payload = false;
   p.dst = nullptr;
+  if (p.header.magic == wire::kRdvDataMagic) {
+    finish_piece(p, p.header.reserved, p.header.size);
+    return;
+  }
   if (p.header.magic == wire::kAbortMagic) {
-    fail_peer(p, std::make_exception_ptr(
-                     DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
+    main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
+                              describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
     return;
   }
   if (auto req = std::move(p.rx_request)) {

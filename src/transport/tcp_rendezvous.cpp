@@ -1,6 +1,6 @@
 // Setting up the TCP mesh through the store: every rank publishes
-// "<host id>\n<nonce>\n<port>\n<address,address,...>" under "tcp/<rank>",
-// dials every lower rank and accepts every higher one.
+// "<host id>\n<nonce>\n<port>\n<address,address,...>\n<sockets per peer>"
+// under "tcp/<rank>", dials every lower rank and accepts every higher one.
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -27,7 +27,23 @@ struct PeerInfo {
   uint64_t nonce = 0;
   uint16_t port = 0;
   std::vector<std::string> addresses;
+  int sockets = 1;  // TDIST_SOCKETS_PER_PEER of that rank
 };
+
+constexpr int kMaxSocketsPerPeer = 16;
+
+// How many connections this rank would like to each peer. A pair uses the
+// smaller of its two ranks' numbers, so a rank started without the variable
+// still connects (with one socket).
+int sockets_per_peer() {
+  auto v = get_env("TDIST_SOCKETS_PER_PEER");
+  if (!v) return 1;
+  auto n = get_env_int("TDIST_SOCKETS_PER_PEER");
+  if (!n || *n < 1 || *n > kMaxSocketsPerPeer)
+    throw DistValueError("TDIST_SOCKETS_PER_PEER=" + *v + " is not a number of sockets from 1 to " +
+                         std::to_string(kMaxSocketsPerPeer));
+  return static_cast<int>(*n);
+}
 
 // Addresses other hosts may reach us at: those of TDIST_SOCKET_IFNAME (a
 // comma-separated list of interfaces) or else of every interface that is up,
@@ -69,18 +85,23 @@ std::vector<std::string> local_addresses() {
 std::string encode(const PeerInfo& info) {
   std::string out = info.host_id + "\n" + std::to_string(info.nonce) + "\n" + std::to_string(info.port) + "\n";
   for (size_t i = 0; i < info.addresses.size(); ++i) out += (i ? "," : "") + info.addresses[i];
-  return out;
+  return out + "\n" + std::to_string(info.sockets);
 }
 
 PeerInfo decode(const std::string& text, int rank) {
   std::stringstream ss(text);
   PeerInfo info;
-  std::string nonce, port, addrs;
+  std::string nonce, port, addrs, sockets;
   if (!std::getline(ss, info.host_id) || !std::getline(ss, nonce) || !std::getline(ss, port) ||
       !std::getline(ss, addrs))
     throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
-  info.nonce = std::stoull(nonce);
-  info.port = static_cast<uint16_t>(std::stoul(port));
+  try {
+    info.nonce = std::stoull(nonce);
+    info.port = static_cast<uint16_t>(std::stoul(port));
+    if (std::getline(ss, sockets)) info.sockets = std::clamp(std::stoi(sockets), 1, kMaxSocketsPerPeer);
+  } catch (const std::exception&) {
+    throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
+  }
   std::stringstream as(addrs);
   for (std::string a; std::getline(as, a, ',');) info.addresses.push_back(a);
   return info;
@@ -110,6 +131,7 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   self.nonce = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
   self.port = local_port(listener.get());
   self.addresses = addresses;
+  self.sockets = sockets_per_peer();
   store.set("tcp/" + std::to_string(rank), encode(self));
 
   // Every rank's record (this waits for all ranks to arrive).
@@ -134,12 +156,13 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     std::vector<std::string> candidates = info.addresses;
     if (info.host_id == self.host_id) candidates.insert(candidates.begin(), "127.0.0.1");
     Fd fd;
-    std::string last_error;
+    std::string last_error, reached;  // the address that answered: the extra sockets go there too
     for (size_t i = 0; i < candidates.size() && !fd.valid(); ++i) {
       bool last = i + 1 == candidates.size();
       Deadline step = last ? deadline : deadline.earlier(Deadline::after(Millis(3000)));
       try {
         fd = connect_tcp(candidates[i], info.port, step, label + " dialling " + t->describe_peer(peer));
+        reached = candidates[i];
       } catch (const DistNetworkError& e) {
         last_error = e.what();
       }
@@ -151,19 +174,36 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     p->rank = peer;
     p->address = peer_address(fd.get());
     p->host_id = info.host_id;
+    for (int lane = 1; lane < std::min(self.sockets, info.sockets); ++lane) {
+      const std::string which = " (socket " + std::to_string(lane + 1) + ")";
+      Fd extra = connect_tcp(reached, info.port, deadline, label + " dialling " + t->describe_peer(peer) + which);
+      hello.lane = static_cast<uint32_t>(lane);
+      send_all(extra.get(), &hello, sizeof(hello), deadline, t->describe_peer(peer));
+      p->lanes.push_back(std::make_unique<Lane>());
+      p->lanes.back()->fd = std::move(extra);
+    }
     p->fd = std::move(fd);
     t->peers_[peer] = std::move(p);
   }
 
-  // Accept the higher ranks. A connection that does not say a valid hello is
-  // dropped without disturbing the others.
-  int expected = size - 1 - rank;
+  // Accept the higher ranks, each with all its sockets. A connection that does
+  // not say a valid hello is dropped without disturbing the others.
+  auto sockets_with = [&](int r) { return std::min(self.sockets, infos[r].sockets); };
+  auto connected = [&](int r) {
+    const Peer* p = t->peers_[r].get();
+    if (!p || !p->fd.valid()) return false;
+    for (auto& lane : p->lanes)
+      if (!lane) return false;
+    return true;
+  };
+  int expected = 0;
+  for (int r = rank + 1; r < size; ++r) expected += sockets_with(r);
   while (expected > 0) {
     Fd fd = accept_tcp(listener.get(), deadline);
     if (!fd.valid()) {
       std::vector<int> missing;
       for (int r = rank + 1; r < size; ++r)
-        if (!t->peers_[r]) missing.push_back(r);
+        if (!connected(r)) missing.push_back(r);
       throw DistNetworkError(label + ": ranks " + missing_ranks_text(missing) + " did not connect within " +
                              format_ms(options.timeout));
     }
@@ -175,19 +215,32 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
       TDIST_LOG(LogLevel::Warn, label << ": dropped a connection: " << e.what());
       continue;
     }
-    int from = static_cast<int>(hello.rank);
-    if (hello.magic != wire::kHelloMagic || hello.nonce != self.nonce || static_cast<int>(hello.size) != size ||
-        from <= rank || from >= size || t->peers_[from]) {
+    const int from = static_cast<int>(hello.rank);
+    const bool valid = hello.magic == wire::kHelloMagic && hello.nonce == self.nonce &&
+                       static_cast<int>(hello.size) == size && from > rank && from < size &&
+                       hello.lane < static_cast<uint32_t>(sockets_with(from));
+    Peer* p = valid ? t->peers_[from].get() : nullptr;
+    if (valid && !p) {
+      auto created = std::make_unique<Peer>();
+      created->rank = from;
+      created->host_id = infos[from].host_id;
+      created->lanes.resize(sockets_with(from) - 1);
+      p = created.get();
+      t->peers_[from] = std::move(created);
+    }
+    const bool duplicate = p && (hello.lane == 0 ? p->fd.valid() : p->lanes[hello.lane - 1] != nullptr);
+    if (!valid || duplicate) {
       TDIST_LOG(LogLevel::Warn, label << ": dropped a connection from " << peer_address(fd.get())
-                                      << " with an invalid hello (rank " << from << ")");
+                                      << " with an invalid hello (rank " << from << ", socket " << hello.lane << ")");
       continue;
     }
-    auto p = std::make_unique<Peer>();
-    p->rank = from;
-    p->address = peer_address(fd.get());
-    p->host_id = infos[from].host_id;
-    p->fd = std::move(fd);
-    t->peers_[from] = std::move(p);
+    if (hello.lane == 0) {
+      p->address = peer_address(fd.get());
+      p->fd = std::move(fd);
+    } else {
+      p->lanes[hello.lane - 1] = std::make_unique<Lane>();
+      p->lanes[hello.lane - 1]->fd = std::move(fd);
+    }
     --expected;
   }
   t->attach_shared_memory(deadline);

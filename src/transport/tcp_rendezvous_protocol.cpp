@@ -22,6 +22,52 @@ bool TcpTransport::uses_rendezvous(const Peer& p, size_t size) const {
   return !p.shm && rendezvous_bytes_ > 0 && size > rendezvous_bytes_;
 }
 
+// A receive (null: discard) cleared for the peer's message `id` of `size`
+// bytes; its data may now come, in pieces over the peer's sockets. With mu_ held.
+void TcpTransport::expect_rendezvous_data_locked(Peer& p, uint32_t id, std::shared_ptr<Request> req, size_t size) {
+  RendezvousRx rx{std::move(req), size, size, wire::piece_count(size, 1 + p.lanes.size()) > 1};
+  if (rx.on_lanes) p.lanes_busy.fetch_add(1, std::memory_order_relaxed);
+  p.rendezvous_rx.emplace(id, std::move(rx));
+}
+
+// Checks a rendezvous data header (main socket or extra one) against what we
+// cleared, and returns where its bytes go (nullptr: discard them). Fails the
+// peer and returns false when the header does not fit. With rx_mu_ held.
+bool TcpTransport::begin_piece(Peer& p, uint32_t id, uint64_t offset, uint64_t bytes, char*& dst) {
+  std::string problem;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = p.rendezvous_rx.find(id);
+    if (it == p.rendezvous_rx.end()) {
+      problem = "data for message " + std::to_string(id) + " that was not cleared";
+    } else if (offset > it->second.size || bytes > it->second.size - offset || bytes > it->second.left) {
+      problem = "data for message " + std::to_string(id) + " at offset " + std::to_string(offset) + ", " +
+                std::to_string(bytes) + " bytes, outside its " + std::to_string(it->second.size) + " bytes";
+    } else {
+      dst = it->second.request ? static_cast<char*>(it->second.request->data()) + offset : nullptr;
+      return true;
+    }
+  }
+  fail_peer(p, protocol_error(describe_peer(p.rank), problem));
+  return false;
+}
+
+// A piece of message `id` arrived whole; the last one completes the receive.
+void TcpTransport::finish_piece(Peer& p, uint32_t id, size_t bytes) {
+  std::shared_ptr<Request> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = p.rendezvous_rx.find(id);
+    if (it == p.rendezvous_rx.end()) return;  // failed meanwhile
+    it->second.left -= bytes;
+    if (it->second.left > 0) return;
+    done = std::move(it->second.request);
+    if (it->second.on_lanes) p.lanes_busy.fetch_sub(1, std::memory_order_relaxed);
+    p.rendezvous_rx.erase(it);
+  }
+  if (done) done->complete(nullptr, p.rank);
+}
+
 // A request-to-send: match it with a posted receive like a message's header,
 // or keep it as an unexpected (announced only) message for a later receive.
 void TcpTransport::on_request_to_send(Peer& p) {
@@ -34,7 +80,7 @@ void TcpTransport::on_request_to_send(Peer& p) {
     bool fits = false;
     if (auto req = take_posted_locked(p.rank, tag, size, fits)) {
       // A receive that failed on a size mismatch is done: null, the data is discarded.
-      p.rendezvous_rx.emplace(id, fits ? std::move(req) : nullptr);
+      expect_rendezvous_data_locked(p, id, fits ? std::move(req) : nullptr, size);
       clear = true;
     } else {
       fail_out_of_step_locked(p.rank, tag);
@@ -50,7 +96,8 @@ void TcpTransport::on_request_to_send(Peer& p) {
   if (clear) send_clear_to_send(p, id);
 }
 
-// The peer is ready for one of our announced sends: queue its payload.
+// The peer is ready for one of our announced sends: queue its payload, in
+// pieces over all the peer's sockets when it has several.
 void TcpTransport::on_clear_to_send(Peer& p) {
   const uint32_t id = p.header.reserved;
   std::exception_ptr error;
@@ -63,41 +110,30 @@ void TcpTransport::on_clear_to_send(Peer& p) {
     } else {
       auto req = std::move(it->second);
       p.awaiting_cts.erase(it);
-      p.txq.push_back(
-          Peer::TxItem{wire::MessageHeader{wire::kRdvDataMagic, id, req->tag(), req->size()}, req, 0});
-      if (p.txq.size() == 1) error = flush_locked(p);
-      if (!error && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
+      const uint64_t size = req->size(), pieces = wire::piece_count(size, 1 + p.lanes.size());
+      auto shared = pieces > 1 ? std::make_shared<SendPieces>(SendPieces{pieces, false}) : nullptr;
+      for (uint64_t i = 0; i < pieces; ++i) {
+        const uint64_t offset = wire::piece_offset(size, pieces, i);
+        Peer::TxItem item{wire::MessageHeader{wire::kRdvDataMagic, id, offset, wire::piece_size(size, pieces, i)},
+                          req, 0, true, offset, shared};
+        (i == 0 ? p.txq : p.lanes[i - 1]->txq).push_back(std::move(item));
+      }
+      error = flush_locked(p);
+      if (!error) update_output_locked(p);
     }
   }
   if (error) fail_peer(p, error);
 }
 
-// The payload of a message we cleared: into its receive's buffer, or discarded.
+// A piece of a message we cleared arrives on the main socket: into its
+// receive's buffer, or discarded.
 void TcpTransport::begin_rendezvous_data(Peer& p) {
-  const uint32_t id = p.header.reserved;
-  std::shared_ptr<Request> req;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = p.rendezvous_rx.find(id);
-    if (it == p.rendezvous_rx.end()) {
-      // Not cleared by us: nothing in this stream can be trusted any more.
-    } else {
-      req = std::move(it->second);
-      p.rendezvous_rx.erase(it);
-      p.in_payload = true;
-      p.payload_done = 0;
-      p.dst = nullptr;
-      p.rx_request.reset();
-      if (req && req->size() == p.header.size) {
-        p.dst = static_cast<char*>(req->data());
-        p.rx_request = std::move(req);
-      } else if (req) {
-        req->complete(size_mismatch(p.rank, p.header.tag, req->size(), p.header.size), p.rank);
-      }
-      return;
-    }
-  }
-  fail_peer(p, protocol_error(describe_peer(p.rank), "data for message " + std::to_string(id) + " that was not cleared"));
+  char* dst = nullptr;
+  if (!begin_piece(p, p.header.reserved, p.header.tag, p.header.size, dst)) return;
+  p.in_payload = true;
+  p.payload_done = 0;
+  p.dst = dst;
+  p.rx_request.reset();
 }
 
 // Answers a request-to-send. Control frames go ahead of queued messages (but
@@ -112,7 +148,7 @@ void TcpTransport::send_clear_to_send(Peer& p, uint32_t id) {
     if (pos != p.txq.end() && pos->sent > 0) ++pos;
     p.txq.insert(pos, Peer::TxItem{wire::MessageHeader{wire::kCtsMagic, id, 0, 0}, nullptr, 0, false});
     error = flush_locked(p);
-    if (!error && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
+    if (!error) update_output_locked(p);
   }
   if (error) ::shutdown(p.fd.get(), SHUT_RDWR);  // the reading side notices and fails the peer
 }

@@ -94,6 +94,15 @@ void TcpTransport::start() {
     if (!p->shm && size_ == 2) lone_socket_peer_ = p.get();
     set_nonblocking(p->fd.get(), true);
     epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
+    // Both ends know whether the rings were set up: the extra sockets of a
+    // ring peer would never carry anything, and close on both sides unread.
+    if (p->shm) p->lanes.clear();
+    for (auto& lane : p->lanes) {
+      lane->event_id = static_cast<uint32_t>(size_ + lane_events_.size());
+      lane_events_.emplace_back(p.get(), lane.get());
+      set_nonblocking(lane->fd.get(), true);
+      epoll_update(EPOLL_CTL_ADD, lane->fd.get(), EPOLLIN | EPOLLRDHUP, lane->event_id);
+    }
   }
   const SpinPolicy spin = spin_policy(local_ranks);
   spin_ = spin.spin;
@@ -222,7 +231,7 @@ void TcpTransport::post_send(std::shared_ptr<Request> req) {
       p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, std::move(req), 0});
     }
     if (p.txq.size() == 1) error = flush_locked(p);
-    if (!error && !p.txq.empty() && !p.out_armed) arm_output_locked(p, true);
+    if (!error) update_output_locked(p);
   }
   if (error) {
     // Let the progress thread see the broken socket and fail the peer.
@@ -230,31 +239,41 @@ void TcpTransport::post_send(std::shared_ptr<Request> req) {
   }
 }
 
-// Writes queued messages until the socket (or ring) is full. Called with tx_mu held.
+// Writes queued messages until the socket (or ring) is full, on the main
+// socket and on each extra one. Called with tx_mu held.
 std::exception_ptr TcpTransport::flush_locked(Peer& p) {
   if (p.shm) {
     flush_ring_locked(p);
     return nullptr;
   }
-  while (!p.txq.empty()) {
-    auto& item = p.txq.front();
+  std::exception_ptr error = flush_queue_locked(p, nullptr);
+  for (auto& lane : p.lanes)
+    if (!error && !lane->txq.empty()) error = flush_queue_locked(p, lane.get());
+  return error;
+}
+
+std::exception_ptr TcpTransport::flush_queue_locked(Peer& p, Lane* lane) {
+  const int fd = lane ? lane->fd.get() : p.fd.get();
+  std::deque<Peer::TxItem>& txq = lane ? lane->txq : p.txq;
+  while (!txq.empty()) {
+    auto& item = txq.front();
     iovec iov[2];
     int n = 0;
     constexpr size_t hsize = sizeof(wire::MessageHeader);
-    const size_t total = item.bytes();
+    const size_t total = item.bytes(), payload = total - hsize;
     if (item.sent < hsize) {
       iov[n++] = iovec{reinterpret_cast<char*>(&item.header) + item.sent, hsize - item.sent};
-      if (total > hsize) iov[n++] = iovec{item.request->data(), std::min(kWriteChunkBytes, item.request->size())};
+      if (payload > 0) iov[n++] = iovec{item.payload_data(), std::min(kWriteChunkBytes, payload)};
     } else {
       size_t off = item.sent - hsize;
-      iov[n++] = iovec{static_cast<char*>(item.request->data()) + off, std::min(kWriteChunkBytes, item.request->size() - off)};
+      iov[n++] = iovec{item.payload_data() + off, std::min(kWriteChunkBytes, payload - off)};
     }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = n;
     size_t want = 0;
     for (int i = 0; i < n; ++i) want += iov[i].iov_len;
-    ssize_t w = ::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return nullptr;
@@ -267,9 +286,11 @@ std::exception_ptr TcpTransport::flush_locked(Peer& p) {
     }
     item.sent += static_cast<size_t>(w);
     if (item.sent == total) {
-      // A request-to-send is written, but its send completes with the payload.
-      if (item.payload && item.request) item.request->complete(nullptr, p.rank);
-      p.txq.pop_front();
+      // A request-to-send is written, but its send completes with the payload,
+      // and a send in pieces with its last piece.
+      if (item.payload && item.request && (!item.pieces || --item.pieces->left == 0))
+        item.request->complete(nullptr, p.rank);
+      txq.pop_front();
     } else if (static_cast<size_t>(w) < want) {
       return nullptr;  // partial write: the socket is full
     }
@@ -335,10 +356,23 @@ void TcpTransport::ring_doorbell_locked(Peer& p) {
   }
 }
 
-void TcpTransport::arm_output_locked(Peer& p, bool on) {
-  epoll_update(EPOLL_CTL_MOD, p.fd.get(), EPOLLIN | EPOLLRDHUP | (on ? uint32_t{EPOLLOUT} : 0u),
-               static_cast<uint32_t>(p.rank));
-  p.out_armed = on;
+// Asks epoll to report a socket writable exactly while something waits to be
+// written to it (the main socket and each extra one). With tx_mu held.
+void TcpTransport::update_output_locked(Peer& p) {
+  const bool main_wants = !p.txq.empty();
+  if (main_wants != p.out_armed.load(std::memory_order_relaxed)) {
+    epoll_update(EPOLL_CTL_MOD, p.fd.get(), EPOLLIN | EPOLLRDHUP | (main_wants ? uint32_t{EPOLLOUT} : 0u),
+                 static_cast<uint32_t>(p.rank));
+    p.out_armed = main_wants;
+  }
+  for (auto& lane : p.lanes) {
+    const bool wants = !lane->txq.empty();
+    if (wants == lane->out_armed || lane->closed) continue;
+    epoll_update(EPOLL_CTL_MOD, lane->fd.get(), EPOLLIN | EPOLLRDHUP | (wants ? uint32_t{EPOLLOUT} : 0u),
+                 lane->event_id);
+    lane->out_armed = wants;
+    p.lanes_busy.fetch_add(wants ? 1 : -1, std::memory_order_relaxed);
+  }
 }
 
 void TcpTransport::post_recv(std::shared_ptr<Request> req) {
@@ -374,7 +408,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
       if (!fits) req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
       clear_peer = peers_[entry->peer].get();
       clear_id = entry->rendezvous_id;
-      clear_peer->rendezvous_rx.emplace(clear_id, fits ? req : nullptr);
+      expect_rendezvous_data_locked(*clear_peer, clear_id, fits ? req : nullptr, entry->size);
     } else if (entry->size != size) {
       req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
     } else if (entry->complete) {
@@ -435,9 +469,7 @@ void TcpTransport::abort(std::exception_ptr cause) {
     if (p->rx_unexpected && p->rx_unexpected->waiter) p->rx_unexpected->waiter->complete(cause, p->rank);
     p->rx_request.reset();
     p->rx_unexpected.reset();
-    for (auto& [id, r] : p->rendezvous_rx)
-      if (r) r->complete(cause, p->rank);
-    p->rendezvous_rx.clear();
+    fail_rendezvous_receives_locked(*p, cause);
     std::lock_guard<std::mutex> tx(p->tx_mu);
     // Tell the peer why, when the stream is between two messages (best effort;
     // a ring peer's socket carries only whole control frames).
@@ -454,6 +486,7 @@ void TcpTransport::abort(std::exception_ptr cause) {
     p->tx_failed = true;
     p->tx_error = cause;
     if (p->fd.valid()) ::shutdown(p->fd.get(), SHUT_RDWR);
+    for (auto& lane : p->lanes) ::shutdown(lane->fd.get(), SHUT_RDWR);
   }
 }
 
@@ -463,6 +496,10 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   TDIST_LOG(LogLevel::Info, options_.label << ": peer failed: " << describe_peer(p.rank));
   epoll_update(EPOLL_CTL_DEL, p.fd.get(), 0, 0);
   ::shutdown(p.fd.get(), SHUT_RDWR);
+  for (auto& lane : p.lanes) {
+    if (!lane->closed) epoll_update(EPOLL_CTL_DEL, lane->fd.get(), 0, 0);
+    ::shutdown(lane->fd.get(), SHUT_RDWR);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     p.failed = true;
@@ -488,9 +525,7 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
     if (p.rx_unexpected && p.rx_unexpected->waiter) p.rx_unexpected->waiter->complete(error, p.rank);
     p.rx_request.reset();
     p.rx_unexpected.reset();
-    for (auto& [id, r] : p.rendezvous_rx)
-      if (r) r->complete(error, p.rank);
-    p.rendezvous_rx.clear();
+    fail_rendezvous_receives_locked(p, error);
     p.in_payload = false;
   }
   std::lock_guard<std::mutex> tx(p.tx_mu);
@@ -499,11 +534,31 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   fail_sends_locked(p, error);
 }
 
+// Fails every receive waiting for rendezvous data from p, and stops the extra
+// sockets' reading into their buffers. With rx_mu_ and mu_ held.
+void TcpTransport::fail_rendezvous_receives_locked(Peer& p, const std::exception_ptr& error) {
+  for (auto& [id, rx] : p.rendezvous_rx)
+    if (rx.request) rx.request->complete(error, p.rank);
+  p.rendezvous_rx.clear();
+  for (auto& lane : p.lanes) {
+    lane->in_piece = false;
+    lane->dst = nullptr;
+  }
+}
+
 // Fails every send to p not yet written, announced ones included. With p.tx_mu held.
 void TcpTransport::fail_sends_locked(Peer& p, const std::exception_ptr& error) {
-  for (auto& it : p.txq)
-    if (it.request) it.request->complete(error, p.rank);
+  // A send in pieces sits in several queues: it completes once.
+  auto fail = [&](Peer::TxItem& it) {
+    if (!it.request || (it.pieces && std::exchange(it.pieces->failed, true))) return;
+    it.request->complete(error, p.rank);
+  };
+  for (auto& it : p.txq) fail(it);
   p.txq.clear();
+  for (auto& lane : p.lanes) {
+    for (auto& it : lane->txq) fail(it);
+    lane->txq.clear();
+  }
   p.ring_backlog.store(false, std::memory_order_relaxed);
   for (auto& [id, r] : p.awaiting_cts) r->complete(error, p.rank);
   p.awaiting_cts.clear();

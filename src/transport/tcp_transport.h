@@ -73,6 +73,9 @@ class TcpTransport final : public Transport {
 
   struct Peer;
   struct Unexpected;
+  struct Lane;
+  struct RendezvousRx;
+  struct SendPieces;
 
  private:
   TcpTransport(int rank, int size, TcpTransportOptions options);
@@ -111,15 +114,26 @@ class TcpTransport final : public Transport {
   void on_clear_to_send(Peer& p);
   void begin_rendezvous_data(Peer& p);
   void send_clear_to_send(Peer& p, uint32_t id);
+  void expect_rendezvous_data_locked(Peer& p, uint32_t id, std::shared_ptr<Request> req, size_t size);
+  bool begin_piece(Peer& p, uint32_t id, uint64_t offset, uint64_t bytes, char*& dst);
+  void finish_piece(Peer& p, uint32_t id, size_t bytes);
+  void fail_rendezvous_receives_locked(Peer& p, const std::exception_ptr& error);
+  // The extra sockets (tcp_lanes.cpp): pieces of rendezvous payloads only.
+  void on_lane_readable(Peer& p, Lane& lane);
+  // The peer closed its main socket (or said why it gives up): fails it, once
+  // the pieces still streaming over its extra sockets are in.
+  void main_socket_closed(Peer& p, std::exception_ptr error);
+  bool all_lanes_closed(const Peer& p) const;
   // Fails the receives posted for `peer` that its message with `tag` proves out of step (mu_ held).
   void fail_out_of_step_locked(int peer, uint64_t arrived_tag);
   void fail_peer(Peer& p, std::exception_ptr error);
   void fail_sends_locked(Peer& p, const std::exception_ptr& error);  // with p.tx_mu held
   bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
   std::exception_ptr flush_locked(Peer& p);
+  std::exception_ptr flush_queue_locked(Peer& p, Lane* lane);  // lane null: the main socket
   void flush_ring_locked(Peer& p);
   void post_ring_send_locked(Peer& p, std::shared_ptr<Request> req);
-  void arm_output_locked(Peer& p, bool on);
+  void update_output_locked(Peer& p);
   void check_peer_arg(int peer, bool is_recv) const;
   void post_send(std::shared_ptr<Request> req);
   void post_recv(std::shared_ptr<Request> req);
@@ -145,6 +159,8 @@ class TcpTransport final : public Transport {
   std::vector<Peer*> shm_peers_;  // peers reached through rings
   bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
   Peer* lone_socket_peer_ = nullptr;  // the only peer, when it exchanges data over its socket
+  // The extra sockets by epoll id (id - size_): their peer and lane.
+  std::vector<std::pair<Peer*, Lane*>> lane_events_;
   std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
   std::chrono::nanoseconds pause_only_{0};  // the first part of the spin, polling without yielding
   size_t rendezvous_bytes_ = 0;  // socket messages larger than this go by rendezvous (0: none)

@@ -30,7 +30,7 @@ struct Hello {
   uint32_t magic;
   uint32_t rank;   // the dialler's rank
   uint32_t size;   // its world size, must match
-  uint32_t reserved;
+  uint32_t lane;   // which of the pair's sockets this is: 0 the main one, then the extra ones
   uint64_t nonce;  // the acceptor's published nonce: proves the dialler read our address
 };
 static_assert(sizeof(Hello) == 24);
@@ -58,10 +58,30 @@ static_assert(sizeof(ShmReply) == 8);
 // allocate (page faults) and copy from: the sender announces the message with
 // a request-to-send (tag, size; `reserved` carries the sender's id for it),
 // the receiver answers clear-to-send (that id) once a receive matches, and the
-// sender then streams the payload framed as rendezvous data (that id, tag, size).
+// sender then streams the payload framed as rendezvous data. With several
+// sockets per peer the payload goes in pieces, one per socket, each framed as
+// rendezvous data: `reserved` the id, `tag` the piece's offset in the
+// payload, `size` its length (one piece: offset 0, the whole payload).
 inline constexpr uint32_t kRtsMagic = 0x54445131;      // "TDQ1"
 inline constexpr uint32_t kCtsMagic = 0x54444331;      // "TDC1"
 inline constexpr uint32_t kRdvDataMagic = 0x54445631;  // "TDV1"
+
+// How a rendezvous payload of `size` bytes is cut for `sockets` connections:
+// both ends compute it, so the receiver knows which sockets will carry data.
+// Pieces are at least kMinPieceBytes (smaller ones would cost more in system
+// calls and wake-ups than the parallel streams gain), 64-byte aligned, the
+// last one taking the remainder.
+inline constexpr uint64_t kMinPieceBytes = 64 * 1024;
+inline uint64_t piece_count(uint64_t size, uint64_t sockets) {
+  uint64_t n = size / kMinPieceBytes;
+  return n < 1 ? 1 : (n < sockets ? n : sockets);
+}
+inline uint64_t piece_offset(uint64_t size, uint64_t pieces, uint64_t i) {
+  return i * (size / pieces & ~uint64_t{63});
+}
+inline uint64_t piece_size(uint64_t size, uint64_t pieces, uint64_t i) {
+  return (i + 1 == pieces ? size : piece_offset(size, pieces, i + 1)) - piece_offset(size, pieces, i);
+}
 
 // Largest message the receiver buffers before a matching receive is posted;
 // a header announcing more from a peer is a protocol error, not an allocation.

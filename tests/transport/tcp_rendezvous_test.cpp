@@ -4,7 +4,9 @@
 // (TDIST_SHM=0) and a 1 KiB limit, and check the cases the protocol adds:
 // receives posted late or out of order, announced and eager messages mixed
 // under one tag, receives from any rank, a size mismatch (the stream must stay
-// in step), and a peer that dies while a send waits for its clearance.
+// in step), and a peer that dies while a send waits for its clearance. Each
+// runs with one socket per peer and with three (TDIST_SOCKETS_PER_PEER), where
+// payloads of 128 KiB and more go in pieces over all of them.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -18,11 +20,19 @@
 namespace tdist::testing {
 namespace {
 
-// Sockets only, and every message larger than 1 KiB announced.
-struct RendezvousOverTcp {
+// Sockets only, every message larger than 1 KiB announced, and the test's
+// number of sockets per peer.
+class TcpRendezvous : public ::testing::TestWithParam<int> {
+ protected:
   ScopedEnv shm{"TDIST_SHM", "0"};
   ScopedEnv threshold{"TDIST_TCP_RENDEZVOUS_BYTES", "1024"};
+  ScopedEnv sockets{"TDIST_SOCKETS_PER_PEER", std::to_string(GetParam())};
 };
+
+INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpRendezvous, ::testing::Values(1, 3),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return std::to_string(info.param) + (info.param == 1 ? "Socket" : "Sockets");
+                         });
 
 std::vector<uint8_t> pattern(size_t n, int seed) {
   std::vector<uint8_t> v(n);
@@ -32,8 +42,7 @@ std::vector<uint8_t> pattern(size_t n, int seed) {
 
 Tensor bytes(std::vector<uint8_t>& v) { return Tensor(v.data(), static_cast<int64_t>(v.size())); }
 
-TEST(TcpRendezvous, AReceivePostedAfterTheAnnouncementGetsTheMessage) {
-  RendezvousOverTcp env;
+TEST_P(TcpRendezvous, AReceivePostedAfterTheAnnouncementGetsTheMessage) {
   with_thread_world(2, [](ProcessGroup& pg) {
     auto msg = pattern(300001, 1);
     if (pg.rank() == 0) {
@@ -49,8 +58,7 @@ TEST(TcpRendezvous, AReceivePostedAfterTheAnnouncementGetsTheMessage) {
   });
 }
 
-TEST(TcpRendezvous, ReceivesInReverseOrderOfLargeAndSmallMessagesUnderOneTag) {
-  RendezvousOverTcp env;
+TEST_P(TcpRendezvous, ReceivesInReverseOrderOfLargeAndSmallMessagesUnderOneTag) {
   with_thread_world(2, [](ProcessGroup& pg) {
     // Under one tag, messages match in the order sent, whichever way each goes.
     const std::vector<size_t> sizes = {5000, 10, 70000, 1023, 1024, 0, 200000};
@@ -80,8 +88,7 @@ TEST(TcpRendezvous, ReceivesInReverseOrderOfLargeAndSmallMessagesUnderOneTag) {
   });
 }
 
-TEST(TcpRendezvous, EveryRankSendsAndReceivesLargeMessagesAtOnce) {
-  RendezvousOverTcp env;
+TEST_P(TcpRendezvous, EveryRankSendsAndReceivesLargeMessagesAtOnce) {
   for (int n : {2, 3, 5}) {
     with_thread_world(n, [](ProcessGroup& pg) {
       const int right = (pg.rank() + 1) % pg.size(), left = (pg.rank() + pg.size() - 1) % pg.size();
@@ -96,8 +103,7 @@ TEST(TcpRendezvous, EveryRankSendsAndReceivesLargeMessagesAtOnce) {
   }
 }
 
-TEST(TcpRendezvous, AReceiveFromAnyRankTakesAnnouncedMessages) {
-  RendezvousOverTcp env;
+TEST_P(TcpRendezvous, AReceiveFromAnyRankTakesAnnouncedMessages) {
   with_thread_world(3, [](ProcessGroup& pg) {
     if (pg.rank() != 0) {
       auto out = pattern(50000, pg.rank());
@@ -118,27 +124,30 @@ TEST(TcpRendezvous, AReceiveFromAnyRankTakesAnnouncedMessages) {
   });
 }
 
-TEST(TcpRendezvous, ASizeMismatchFailsTheReceiveAndNamesBothSizes) {
-  RendezvousOverTcp env;
+TEST_P(TcpRendezvous, ASizeMismatchFailsTheReceiveAndNamesBothSizes) {
   with_thread_world(2, [](ProcessGroup& pg) {
-    auto msg = pattern(40000, 2);
+    auto msg = pattern(400000, 2), next = pattern(200000, 5);
     if (pg.rank() == 0) {
       pg.send(bytes(msg), 1, 1)->wait();  // cleared, then discarded by the receiver
+      pg.send(bytes(next), 1, 2)->wait();
     } else {
-      std::vector<uint8_t> in(30000);
+      std::vector<uint8_t> in(300000);
       try {
         pg.recv(bytes(in), 0, 1)->wait();
-        FAIL() << "a 40000-byte message was received into 30000 bytes";
+        FAIL() << "a 400000-byte message was received into 300000 bytes";
       } catch (const DistBackendError& e) {
         std::string m = e.what();
-        EXPECT_TRUE(contains(m, "30000 bytes") && contains(m, "40000 bytes") && contains(m, "rank 0")) << m;
+        EXPECT_TRUE(contains(m, "300000 bytes") && contains(m, "400000 bytes") && contains(m, "rank 0")) << m;
       }
+      // The discarded payload left the streams in step: the next message arrives intact.
+      std::vector<uint8_t> after(next.size());
+      pg.recv(bytes(after), 0, 2)->wait();
+      EXPECT_EQ(after, next);
     }
   });
 }
 
-TEST(TcpRendezvous, ASendWaitingForClearanceFailsWhenThePeerDies) {
-  RendezvousOverTcp env;
+TEST_P(TcpRendezvous, ASendWaitingForClearanceFailsWhenThePeerDies) {
   Shared<PortBoard> board;
   auto results = run_in_processes(2, [&](int rank) {
     init_process_world(*board, rank, 2, std::chrono::seconds(60));

@@ -1,0 +1,196 @@
+// Several sockets per peer (TDIST_SOCKETS_PER_PEER): large payloads go in
+// pieces over all of a pair's connections. These tests check what the extra
+// connections add beyond tcp_rendezvous_test (which runs its cases with one
+// and with three sockets): a sender that exits right after a large send (its
+// pieces may still be on their way when its main socket closes), ranks that
+// ask for different numbers, invalid values, garbage on an extra socket, and
+// a piece that arrives after the peer's goodbye on its main socket.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/process_world.h"
+#include "backend/world.h"
+#include "common/scoped_env.h"
+#include "tdist/errors.h"
+#include "tdist/store.h"
+#include "transport/request.h"
+#include "transport/tcp_transport.h"
+#include "transport/wire.h"
+#include "util/socket.h"
+
+namespace tdist::testing {
+namespace {
+
+std::vector<uint8_t> pattern(size_t n, int seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 7 + seed * 31 + (i >> 11));
+  return v;
+}
+
+Tensor bytes(std::vector<uint8_t>& v) { return Tensor(v.data(), static_cast<int64_t>(v.size())); }
+
+TEST(TcpLanes, ALargeMessageSentRightBeforeTheSenderExitsArrivesWhole) {
+  ScopedEnv shm("TDIST_SHM", "0");
+  ScopedEnv sockets("TDIST_SOCKETS_PER_PEER", "4");
+  Shared<PortBoard> board;
+  auto results = run_in_processes(2, [&](int rank) {
+    init_process_world(*board, rank, 2, std::chrono::seconds(60));
+    auto msg = pattern(5 << 20, 9);
+    if (rank == 0) {
+      send(bytes(msg), PeerRank(1), nullptr, 3);
+      // Its goodbye on the main socket, then its sockets close, while the
+      // pieces on the others may still be streaming.
+      destroy_process_group();
+      _exit(0);
+    }
+    std::vector<uint8_t> in(msg.size());
+    recv(bytes(in), PeerRank(0), nullptr, 3);
+    if (in != msg) throw std::runtime_error("the 5 MiB message arrived damaged");
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(TcpLanes, RanksAskingForDifferentNumbersUseTheSmaller) {
+  ScopedEnv shm("TDIST_SHM", "0");
+  Shared<PortBoard> board;
+  auto results = run_in_processes(3, [&](int rank) {
+    setenv("TDIST_SOCKETS_PER_PEER", std::to_string(rank + 2).c_str(), 1);  // 2, 3, 4
+    init_process_world(*board, rank, 3, std::chrono::seconds(60));
+    const int right = (rank + 1) % 3, left = (rank + 2) % 3;
+    auto out = pattern(3 << 20, rank);
+    std::vector<uint8_t> in(out.size());
+    auto s = isend(bytes(out), PeerRank(right), nullptr, 1);
+    recv(bytes(in), PeerRank(left), nullptr, 1);
+    s->wait();
+    if (in != pattern(3 << 20, left)) throw std::runtime_error("a 3 MiB message arrived damaged");
+    barrier();
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(TcpLanes, AnInvalidNumberIsRejectedNamingTheVariable) {
+  ScopedEnv shm("TDIST_SHM", "0");
+  for (const char* bad : {"0", "17", "two"}) {
+    ScopedEnv sockets("TDIST_SOCKETS_PER_PEER", bad);
+    try {
+      with_thread_world(2, [](ProcessGroup&) {}, std::chrono::seconds(20));
+      ADD_FAILURE() << "TDIST_SOCKETS_PER_PEER=" << bad << " was accepted";
+    } catch (const std::exception& e) {
+      std::string m = e.what();
+      EXPECT_TRUE(contains(m, "TDIST_SOCKETS_PER_PEER") && contains(m, bad)) << m;
+    }
+  }
+}
+
+// Rank 1 played by hand over raw sockets, joined with two sockets per peer:
+// the tests write frames on them as the peer would, or would not.
+class HandPlayedPeer {
+ public:
+  HandPlayedPeer() {
+    options_.label = "rank 0";
+    options_.timeout = std::chrono::seconds(20);
+    std::thread rank0([&] { transport = TcpTransport::connect(store_, 0, 2, options_); });
+    store_.wait({"tcp/0"}, std::chrono::seconds(20));
+    std::string record = store_.get("tcp/0");  // host, nonce, port, addresses, sockets
+    std::vector<std::string> lines;
+    for (size_t at = 0; at <= record.size();) {
+      size_t end = std::min(record.find('\n', at), record.size());
+      lines.push_back(record.substr(at, end - at));
+      at = end + 1;
+    }
+    const uint64_t nonce = std::stoull(lines.at(1));
+    const uint16_t port = static_cast<uint16_t>(std::stoul(lines.at(2)));
+    store_.set("tcp/1", "another-host\n1\n1\n127.0.0.1\n2");
+    main_socket = connect_tcp("127.0.0.1", port, deadline(), "hand-played rank 1");
+    extra = connect_tcp("127.0.0.1", port, deadline(), "hand-played rank 1");
+    wire::Hello hello{wire::kHelloMagic, 1, 2, 0, nonce};
+    send_all(main_socket.get(), &hello, sizeof(hello), deadline(), "rank 0");
+    hello.lane = 1;
+    send_all(extra.get(), &hello, sizeof(hello), deadline(), "rank 0");
+    rank0.join();
+  }
+  static Deadline deadline() { return Deadline::after(std::chrono::seconds(20)); }
+  void write(Fd& fd, const wire::MessageHeader& h, const void* payload = nullptr, size_t n = 0) {
+    send_all(fd.get(), &h, sizeof(h), deadline(), "rank 0");
+    if (n > 0) send_all(fd.get(), payload, n, deadline(), "rank 0");
+  }
+
+  std::unique_ptr<TcpTransport> transport;
+  Fd main_socket, extra;
+
+ private:
+  ScopedEnv shm_{"TDIST_SHM", "0"};
+  ScopedEnv sockets_{"TDIST_SOCKETS_PER_PEER", "2"};
+  HashStore store_;
+  TcpTransportOptions options_;
+};
+
+// Rank 0 must fail the peer with a protocol error naming it (its waiting
+// receive gets the error), not crash or write anywhere.
+void expect_protocol_error_for(const wire::MessageHeader& frame, const std::string& expected) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  std::vector<uint8_t> in(1000);
+  auto r = peer.transport->irecv(1, 5, in.data(), in.size());
+  peer.write(peer.extra, frame);
+  try {
+    peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+    ADD_FAILURE() << "a receive completed although rank 1 sent garbage";
+  } catch (const DistError& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(contains(m, "protocol error from rank 1") && contains(m, expected)) << m;
+  }
+}
+
+TEST(TcpLanes, DataForAMessageNeverClearedIsAProtocolError) {
+  expect_protocol_error_for(wire::MessageHeader{wire::kRdvDataMagic, 7, 0, 4096}, "not cleared");
+}
+
+TEST(TcpLanes, AnythingButRendezvousDataOnAnExtraSocketIsAProtocolError) {
+  expect_protocol_error_for(wire::MessageHeader{wire::kMessageMagic, 0, 5, 1000}, "bad header on an extra socket");
+}
+
+// The peer's goodbye on the main socket overtakes the piece still on its way
+// over the other: the message is received all the same, then the peer fails.
+TEST(TcpLanes, APieceArrivingAfterThePeersGoodbyeStillCompletesItsMessage) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  const size_t size = 256 * 1024;  // two pieces: wire::piece_count(256 KiB, 2)
+  ASSERT_EQ(wire::piece_count(size, 2), 2u);
+  auto msg = pattern(size, 4);
+  std::vector<uint8_t> in(size);
+  auto r = peer.transport->irecv(1, 8, in.data(), in.size());
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, 1, 8, size});
+  wire::MessageHeader cts{};
+  recv_all(peer.main_socket.get(), &cts, sizeof(cts), HandPlayedPeer::deadline(), "rank 0");
+  ASSERT_EQ(cts.magic, wire::kCtsMagic);
+  ASSERT_EQ(cts.reserved, 1u);
+  const uint64_t second = wire::piece_offset(size, 2, 1);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRdvDataMagic, 1, 0, second}, msg.data(), second);
+  const std::string why = "rank 1 is done";
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kAbortMagic, 0, 0, why.size()}, why.data(), why.size());
+  peer.main_socket.reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 reads the goodbye first
+  peer.write(peer.extra, wire::MessageHeader{wire::kRdvDataMagic, 1, second, size - second}, msg.data() + second,
+             size - second);
+  peer.extra.reset();
+  peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+  EXPECT_EQ(in, msg);
+  // Then the peer is failed, with the reason it gave.
+  std::vector<uint8_t> more(10);
+  auto r2 = peer.transport->irecv(1, 9, more.data(), more.size());
+  try {
+    peer.transport->wait(*r2, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+    ADD_FAILURE() << "a receive from a rank that left completed";
+  } catch (const DistError& e) {
+    EXPECT_TRUE(contains(e.what(), why)) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tdist::testing
