@@ -37,12 +37,17 @@ inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 struct TcpTransport::Unexpected {
   int peer;
   uint64_t tag;
-  size_t size = 0;       // the message's size (data holds it unless this is a rendezvous)
-  bool rendezvous = false;  // only announced: the sender waits for our clear-to-send
+  size_t size = 0;       // the message's size
+  // Only announced: data holds the payload's head (wire::rendezvous_head), and
+  // the sender waits for our clear-to-send to send the rest.
+  bool rendezvous = false;
   uint32_t rendezvous_id = 0;
   PayloadPool::Buffer data;  // from the transport's pool; returned once copied out
-  bool complete = false;
-  std::shared_ptr<Request> waiter;  // a receive matched while the payload was still arriving
+  bool complete = false;     // all of data arrived
+  // A receive matched while data was still arriving: it gets data then (a
+  // rendezvous whose receive failed on its size has matched, but no waiter).
+  bool matched = false;
+  std::shared_ptr<Request> waiter;
 };
 
 // A received rendezvous message whose payload is arriving, in one piece or in
@@ -50,7 +55,7 @@ struct TcpTransport::Unexpected {
 struct TcpTransport::RendezvousRx {
   std::shared_ptr<Request> request;  // null: discard the data (the receive already failed)
   size_t size = 0;                   // the announced size
-  size_t left = 0;                   // payload bytes not yet arrived
+  size_t left = 0;                   // payload bytes not yet arrived (the head counts too)
   bool on_lanes = false;             // some pieces come over the extra sockets
 };
 
@@ -75,12 +80,12 @@ struct TcpTransport::Peer {
   struct TxItem {
     wire::MessageHeader header;
     std::shared_ptr<Request> request;  // null for a control frame (clear-to-send)
-    size_t sent = 0;  // header and payload bytes written
-    bool payload = true;  // false: the header alone (request-to-send, clear-to-send)
-    size_t offset = 0;    // where the payload starts in the request's data (a piece)
+    size_t sent = 0;     // header and payload bytes written
+    size_t length = 0;   // payload bytes after the header (all, a piece, or a request-to-send's head)
+    size_t offset = 0;   // where they start in the request's data
+    bool completes = true;  // writing it completes the send (not a request-to-send's: the rest follows)
     std::shared_ptr<SendPieces> pieces{};  // set when the payload is one of several pieces
-    // A message's or piece's header carries its payload size.
-    size_t bytes() const { return sizeof(header) + (payload && request ? header.size : 0); }
+    size_t bytes() const { return sizeof(header) + length; }
     char* payload_data() const { return static_cast<char*>(request->data()) + offset; }
   };
   std::mutex tx_mu;

@@ -224,6 +224,10 @@ void TcpTransport::finish_payload(Peer& p) {
   }
   if (auto entry = std::move(p.rx_unexpected)) {
     p.rx_unexpected.reset();
+    if (entry->rendezvous) {
+      finish_unexpected_head(p, std::move(entry));
+      return;
+    }
     std::lock_guard<std::mutex> lock(mu_);
     entry->complete = true;
     if (entry->waiter) {

@@ -4,11 +4,14 @@
 // held, like the rest of the framing.
 #include <sys/socket.h>
 
+#include <cstring>
+
 #include "tdist/backend.h"
 #include "tdist/errors.h"
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
+#include "util/logging.h"
 
 namespace tdist {
 
@@ -23,9 +26,12 @@ bool TcpTransport::uses_rendezvous(const Peer& p, size_t size) const {
 }
 
 // A receive (null: discard) cleared for the peer's message `id` of `size`
-// bytes; its data may now come, in pieces over the peer's sockets. With mu_ held.
-void TcpTransport::expect_rendezvous_data_locked(Peer& p, uint32_t id, std::shared_ptr<Request> req, size_t size) {
-  RendezvousRx rx{std::move(req), size, size, wire::piece_count(size, 1 + p.lanes.size()) > 1};
+// bytes, of which `arrived` (its head, or nothing yet) are in place; the rest
+// may now come, in pieces over the peer's sockets. With mu_ held.
+void TcpTransport::expect_rendezvous_data_locked(Peer& p, uint32_t id, std::shared_ptr<Request> req, size_t size,
+                                                 size_t arrived) {
+  const size_t rest = size - wire::rendezvous_head(size);
+  RendezvousRx rx{std::move(req), size, size - arrived, wire::piece_count(rest, 1 + p.lanes.size()) > 1};
   if (rx.on_lanes) p.lanes_busy.fetch_add(1, std::memory_order_relaxed);
   p.rendezvous_rx.emplace(id, std::move(rx));
 }
@@ -70,30 +76,70 @@ void TcpTransport::finish_piece(Peer& p, uint32_t id, size_t bytes) {
 
 // A request-to-send: match it with a posted receive like a message's header,
 // or keep it as an unexpected (announced only) message for a later receive.
+// Its head follows: read next, as the first piece of the payload when a
+// receive matched, else into the unexpected message's buffer.
 void TcpTransport::on_request_to_send(Peer& p) {
   const uint32_t id = p.header.reserved;
   const uint64_t tag = p.header.tag;
-  const size_t size = p.header.size;
+  const size_t size = p.header.size, head = wire::rendezvous_head(size);
   bool clear = false;
+  std::shared_ptr<Unexpected> entry;
   {
     std::lock_guard<std::mutex> lock(mu_);
     bool fits = false;
     if (auto req = take_posted_locked(p.rank, tag, size, fits)) {
       // A receive that failed on a size mismatch is done: null, the data is discarded.
-      expect_rendezvous_data_locked(p, id, fits ? std::move(req) : nullptr, size);
+      expect_rendezvous_data_locked(p, id, fits ? std::move(req) : nullptr, size, 0);
       clear = true;
     } else {
       fail_out_of_step_locked(p.rank, tag);
-      auto entry = std::make_shared<Unexpected>();
+      entry = std::make_shared<Unexpected>();
       entry->peer = p.rank;
       entry->tag = tag;
       entry->size = size;
       entry->rendezvous = true;
       entry->rendezvous_id = id;
-      unexpected_.push_back(std::move(entry));
+      try {
+        entry->data = payload_pool_.take(head);
+      } catch (const std::bad_alloc&) {
+        // Cannot buffer the head: discard it and fail whoever expects the message.
+        TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << head << " bytes from "
+                                                  << describe_peer(p.rank));
+        entry.reset();
+      }
+      if (entry) unexpected_.push_back(entry);
     }
   }
+  // The clear-to-send goes before the head is read: the rest of the payload
+  // is on its way sooner.
   if (clear) send_clear_to_send(p, id);
+  if (clear) {
+    p.header = wire::MessageHeader{wire::kRdvDataMagic, id, 0, head};
+    begin_rendezvous_data(p);
+    return;
+  }
+  p.header.size = head;  // the frame's payload, read by the framing; finish_payload ends it
+  p.in_payload = true;
+  p.payload_done = 0;
+  p.dst = entry ? entry->data.data() : nullptr;
+  p.rx_request.reset();
+  p.rx_unexpected = std::move(entry);
+}
+
+// The head of an unexpected rendezvous message arrived whole. A receive that
+// matched it meanwhile gets it now (it was cleared then; the rest may be
+// arriving); else it waits in the entry for one. With rx_mu_ held.
+void TcpTransport::finish_unexpected_head(Peer& p, std::shared_ptr<Unexpected> entry) {
+  const size_t head = wire::rendezvous_head(entry->size);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entry->complete = true;
+    if (!entry->matched) return;
+    if (entry->waiter && head > 0) std::memcpy(entry->waiter->data(), entry->data.data(), head);
+    payload_pool_.give(std::move(entry->data));
+    entry->waiter.reset();
+  }
+  finish_piece(p, entry->rendezvous_id, head);
 }
 
 // The peer is ready for one of our announced sends: queue its payload, in
@@ -110,12 +156,14 @@ void TcpTransport::on_clear_to_send(Peer& p) {
     } else {
       auto req = std::move(it->second);
       p.awaiting_cts.erase(it);
-      const uint64_t size = req->size(), pieces = wire::piece_count(size, 1 + p.lanes.size());
+      // The request-to-send carried the head; the rest goes now.
+      const uint64_t size = req->size(), head = wire::rendezvous_head(size), rest = size - head;
+      const uint64_t pieces = wire::piece_count(rest, 1 + p.lanes.size());
       auto shared = pieces > 1 ? std::make_shared<SendPieces>(SendPieces{pieces, false}) : nullptr;
       for (uint64_t i = 0; i < pieces; ++i) {
-        const uint64_t offset = wire::piece_offset(size, pieces, i);
-        Peer::TxItem item{wire::MessageHeader{wire::kRdvDataMagic, id, offset, wire::piece_size(size, pieces, i)},
-                          req, 0, true, offset, shared};
+        const uint64_t offset = head + wire::piece_offset(rest, pieces, i), bytes = wire::piece_size(rest, pieces, i);
+        Peer::TxItem item{wire::MessageHeader{wire::kRdvDataMagic, id, offset, bytes}, req, 0, bytes, offset, true,
+                          shared};
         (i == 0 ? p.txq : p.lanes[i - 1]->txq).push_back(std::move(item));
       }
       error = flush_locked(p);
@@ -146,7 +194,7 @@ void TcpTransport::send_clear_to_send(Peer& p, uint32_t id) {
     if (p.tx_failed) return;
     auto pos = p.txq.begin();
     if (pos != p.txq.end() && pos->sent > 0) ++pos;
-    p.txq.insert(pos, Peer::TxItem{wire::MessageHeader{wire::kCtsMagic, id, 0, 0}, nullptr, 0, false});
+    p.txq.insert(pos, Peer::TxItem{wire::MessageHeader{wire::kCtsMagic, id, 0, 0}, nullptr});
     error = flush_locked(p);
     if (!error) update_output_locked(p);
   }

@@ -223,12 +223,13 @@ void TcpTransport::post_send(std::shared_ptr<Request> req) {
       return;
     }
     if (uses_rendezvous(p, size)) {
-      // Announce it; the payload follows the peer's clear-to-send (on_clear_to_send).
+      // Announce it with its head; the rest follows the peer's clear-to-send (on_clear_to_send).
       uint32_t id = p.next_rendezvous_id++;
       p.awaiting_cts.emplace(id, req);
-      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size}, std::move(req), 0, false});
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size}, std::move(req), 0,
+                                   wire::rendezvous_head(size), 0, false});
     } else {
-      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, std::move(req), 0});
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, std::move(req), 0, size});
     }
     if (p.txq.size() == 1) error = flush_locked(p);
     if (!error) update_output_locked(p);
@@ -286,9 +287,9 @@ std::exception_ptr TcpTransport::flush_queue_locked(Peer& p, Lane* lane) {
     }
     item.sent += static_cast<size_t>(w);
     if (item.sent == total) {
-      // A request-to-send is written, but its send completes with the payload,
-      // and a send in pieces with its last piece.
-      if (item.payload && item.request && (!item.pieces || --item.pieces->left == 0))
+      // A request-to-send is written, but its send completes with the rest of
+      // the payload, and a send in pieces with its last piece.
+      if (item.completes && item.request && (!item.pieces || --item.pieces->left == 0))
         item.request->complete(nullptr, p.rank);
       txq.pop_front();
     } else if (static_cast<size_t>(w) < want) {
@@ -312,7 +313,8 @@ void TcpTransport::post_ring_send_locked(Peer& p, std::shared_ptr<Request> req) 
       return;
     }
   }
-  p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, req->tag(), req->size()}, std::move(req), 0});
+  const size_t size = req->size();
+  p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, req->tag(), size}, std::move(req), 0, size});
   flush_ring_locked(p);
   // What is left waits for room. Whoever drives flushes it (poll_rings sees
   // ring_backlog); one that sleeps in epoll meanwhile is woken by the reader's
@@ -408,7 +410,16 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
       if (!fits) req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
       clear_peer = peers_[entry->peer].get();
       clear_id = entry->rendezvous_id;
-      expect_rendezvous_data_locked(*clear_peer, clear_id, fits ? req : nullptr, entry->size);
+      const size_t head = wire::rendezvous_head(entry->size);
+      if (entry->complete) {  // the head is here: only the rest is due
+        if (fits && head > 0) std::memcpy(data, entry->data.data(), head);
+        payload_pool_.give(std::move(entry->data));
+        expect_rendezvous_data_locked(*clear_peer, clear_id, fits ? req : nullptr, entry->size, head);
+      } else {  // it gets the head once that is in (finish_unexpected_head)
+        entry->matched = true;
+        if (fits) entry->waiter = req;
+        expect_rendezvous_data_locked(*clear_peer, clear_id, fits ? req : nullptr, entry->size, 0);
+      }
     } else if (entry->size != size) {
       req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
     } else if (entry->complete) {
@@ -416,6 +427,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
       payload_pool_.give(std::move(entry->data));
       req->complete(nullptr, entry->peer);
     } else {
+      entry->matched = true;
       entry->waiter = req;
     }
     return true;
@@ -517,8 +529,9 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
         ++it;
       }
     }
+    // What arrived whole stays for a receive, but not an announcement: the rest will not come.
     for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-      if ((*it)->peer == p.rank && !(*it)->complete) it = unexpected_.erase(it);
+      if ((*it)->peer == p.rank && (!(*it)->complete || (*it)->rendezvous)) it = unexpected_.erase(it);
       else ++it;
     }
     if (p.rx_request) p.rx_request->complete(error, p.rank);

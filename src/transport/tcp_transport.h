@@ -111,10 +111,12 @@ class TcpTransport final : public Transport {
   // Rendezvous (tcp_rendezvous_protocol.cpp): large socket messages wait for a receive.
   bool uses_rendezvous(const Peer& p, size_t size) const;
   void on_request_to_send(Peer& p);
+  void finish_unexpected_head(Peer& p, std::shared_ptr<Unexpected> entry);
   void on_clear_to_send(Peer& p);
   void begin_rendezvous_data(Peer& p);
   void send_clear_to_send(Peer& p, uint32_t id);
-  void expect_rendezvous_data_locked(Peer& p, uint32_t id, std::shared_ptr<Request> req, size_t size);
+  void expect_rendezvous_data_locked(Peer& p, uint32_t id, std::shared_ptr<Request> req, size_t size,
+                                     size_t arrived);
   bool begin_piece(Peer& p, uint32_t id, uint64_t offset, uint64_t bytes, char*& dst);
   void finish_piece(Peer& p, uint32_t id, size_t bytes);
   void fail_rendezvous_receives_locked(Peer& p, const std::exception_ptr& error);

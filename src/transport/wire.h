@@ -62,15 +62,28 @@ static_assert(sizeof(ShmReply) == 8);
 // sockets per peer the payload goes in pieces, one per socket, each framed as
 // rendezvous data: `reserved` the id, `tag` the piece's offset in the
 // payload, `size` its length (one piece: offset 0, the whole payload).
+// The request-to-send carries the payload's first rendezvous_head(size) bytes
+// (its head) right after the header, so data streams while the clear-to-send
+// travels back; the data frames then cover the rest, from that offset on.
 inline constexpr uint32_t kRtsMagic = 0x54445131;      // "TDQ1"
 inline constexpr uint32_t kCtsMagic = 0x54444331;      // "TDC1"
 inline constexpr uint32_t kRdvDataMagic = 0x54445631;  // "TDV1"
 
-// How a rendezvous payload of `size` bytes is cut for `sockets` connections:
-// both ends compute it, so the receiver knows which sockets will carry data.
-// Pieces are at least kMinPieceBytes (smaller ones would cost more in system
-// calls and wake-ups than the parallel streams gain), 64-byte aligned, the
-// last one taking the remainder.
+// The head a request-to-send carries: about what streams during the round
+// trip of the announcement on loopback (tens of µs), at most half the payload.
+// A receiver that has no receive posted yet buffers it (a copy it saves the
+// rest of the payload). Both ends compute it.
+inline constexpr uint64_t kRendezvousHeadBytes = 256 * 1024;
+inline uint64_t rendezvous_head(uint64_t size) {
+  return size / 2 < kRendezvousHeadBytes ? size / 2 : kRendezvousHeadBytes;
+}
+
+// How the rest of a rendezvous payload (`size` bytes after its head) is cut
+// for `sockets` connections (offsets relative to the rest): both ends compute
+// it, so the receiver knows which sockets will carry data. Pieces are at least
+// kMinPieceBytes (smaller ones would cost more in system calls and wake-ups
+// than the parallel streams gain), 64-byte aligned, the last one taking the
+// remainder.
 inline constexpr uint64_t kMinPieceBytes = 64 * 1024;
 inline uint64_t piece_count(uint64_t size, uint64_t sockets) {
   uint64_t n = size / kMinPieceBytes;

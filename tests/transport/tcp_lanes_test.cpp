@@ -18,21 +18,14 @@
 #include "common/scoped_env.h"
 #include "tdist/errors.h"
 #include "tdist/store.h"
+#include "transport/byte_pattern.h"
+#include "transport/hand_played_peer.h"
 #include "transport/request.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
-#include "util/socket.h"
 
 namespace tdist::testing {
 namespace {
-
-std::vector<uint8_t> pattern(size_t n, int seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 7 + seed * 31 + (i >> 11));
-  return v;
-}
-
-Tensor bytes(std::vector<uint8_t>& v) { return Tensor(v.data(), static_cast<int64_t>(v.size())); }
 
 TEST(TcpLanes, ALargeMessageSentRightBeforeTheSenderExitsArrivesWhole) {
   ScopedEnv shm("TDIST_SHM", "0");
@@ -87,57 +80,14 @@ TEST(TcpLanes, AnInvalidNumberIsRejectedNamingTheVariable) {
   }
 }
 
-// Rank 1 played by hand over raw sockets, joined with two sockets per peer:
-// the tests write frames on them as the peer would, or would not.
-class HandPlayedPeer {
- public:
-  HandPlayedPeer() {
-    options_.label = "rank 0";
-    options_.timeout = std::chrono::seconds(20);
-    std::thread rank0([&] { transport = TcpTransport::connect(store_, 0, 2, options_); });
-    store_.wait({"tcp/0"}, std::chrono::seconds(20));
-    std::string record = store_.get("tcp/0");  // host, nonce, port, addresses, sockets
-    std::vector<std::string> lines;
-    for (size_t at = 0; at <= record.size();) {
-      size_t end = std::min(record.find('\n', at), record.size());
-      lines.push_back(record.substr(at, end - at));
-      at = end + 1;
-    }
-    const uint64_t nonce = std::stoull(lines.at(1));
-    const uint16_t port = static_cast<uint16_t>(std::stoul(lines.at(2)));
-    store_.set("tcp/1", "another-host\n1\n1\n127.0.0.1\n2");
-    main_socket = connect_tcp("127.0.0.1", port, deadline(), "hand-played rank 1");
-    extra = connect_tcp("127.0.0.1", port, deadline(), "hand-played rank 1");
-    wire::Hello hello{wire::kHelloMagic, 1, 2, 0, nonce};
-    send_all(main_socket.get(), &hello, sizeof(hello), deadline(), "rank 0");
-    hello.lane = 1;
-    send_all(extra.get(), &hello, sizeof(hello), deadline(), "rank 0");
-    rank0.join();
-  }
-  static Deadline deadline() { return Deadline::after(std::chrono::seconds(20)); }
-  void write(Fd& fd, const wire::MessageHeader& h, const void* payload = nullptr, size_t n = 0) {
-    send_all(fd.get(), &h, sizeof(h), deadline(), "rank 0");
-    if (n > 0) send_all(fd.get(), payload, n, deadline(), "rank 0");
-  }
-
-  std::unique_ptr<TcpTransport> transport;
-  Fd main_socket, extra;
-
- private:
-  ScopedEnv shm_{"TDIST_SHM", "0"};
-  ScopedEnv sockets_{"TDIST_SOCKETS_PER_PEER", "2"};
-  HashStore store_;
-  TcpTransportOptions options_;
-};
-
 // Rank 0 must fail the peer with a protocol error naming it (its waiting
 // receive gets the error), not crash or write anywhere.
 void expect_protocol_error_for(const wire::MessageHeader& frame, const std::string& expected) {
-  HandPlayedPeer peer;
+  HandPlayedPeer peer(2);
   ASSERT_TRUE(peer.transport);
   std::vector<uint8_t> in(1000);
   auto r = peer.transport->irecv(1, 5, in.data(), in.size());
-  peer.write(peer.extra, frame);
+  peer.write(peer.extra.at(0), frame);
   try {
     peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
     ADD_FAILURE() << "a receive completed although rank 1 sent garbage";
@@ -158,27 +108,28 @@ TEST(TcpLanes, AnythingButRendezvousDataOnAnExtraSocketIsAProtocolError) {
 // The peer's goodbye on the main socket overtakes the piece still on its way
 // over the other: the message is received all the same, then the peer fails.
 TEST(TcpLanes, APieceArrivingAfterThePeersGoodbyeStillCompletesItsMessage) {
-  HandPlayedPeer peer;
+  HandPlayedPeer peer(2);
   ASSERT_TRUE(peer.transport);
-  const size_t size = 256 * 1024;  // two pieces: wire::piece_count(256 KiB, 2)
-  ASSERT_EQ(wire::piece_count(size, 2), 2u);
+  // The announcement carries the first half; the rest goes in two pieces, one per socket.
+  const size_t size = 512 * 1024, head = wire::rendezvous_head(size), rest = size - head;
+  ASSERT_EQ(wire::piece_count(rest, 2), 2u);
   auto msg = pattern(size, 4);
   std::vector<uint8_t> in(size);
   auto r = peer.transport->irecv(1, 8, in.data(), in.size());
-  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, 1, 8, size});
-  wire::MessageHeader cts{};
-  recv_all(peer.main_socket.get(), &cts, sizeof(cts), HandPlayedPeer::deadline(), "rank 0");
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, 1, 8, size}, msg.data(), head);
+  wire::MessageHeader cts = peer.read_header();
   ASSERT_EQ(cts.magic, wire::kCtsMagic);
   ASSERT_EQ(cts.reserved, 1u);
-  const uint64_t second = wire::piece_offset(size, 2, 1);
-  peer.write(peer.main_socket, wire::MessageHeader{wire::kRdvDataMagic, 1, 0, second}, msg.data(), second);
+  const uint64_t second = head + wire::piece_offset(rest, 2, 1);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRdvDataMagic, 1, head, second - head}, msg.data() + head,
+             second - head);
   const std::string why = "rank 1 is done";
   peer.write(peer.main_socket, wire::MessageHeader{wire::kAbortMagic, 0, 0, why.size()}, why.data(), why.size());
   peer.main_socket.reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 reads the goodbye first
-  peer.write(peer.extra, wire::MessageHeader{wire::kRdvDataMagic, 1, second, size - second}, msg.data() + second,
-             size - second);
-  peer.extra.reset();
+  peer.write(peer.extra.at(0), wire::MessageHeader{wire::kRdvDataMagic, 1, second, size - second},
+             msg.data() + second, size - second);
+  peer.extra.at(0).reset();
   peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
   EXPECT_EQ(in, msg);
   // Then the peer is failed, with the reason it gave.

@@ -16,6 +16,7 @@
 #include "backend/process_world.h"
 #include "backend/world.h"
 #include "common/scoped_env.h"
+#include "transport/byte_pattern.h"
 
 namespace tdist::testing {
 namespace {
@@ -34,13 +35,6 @@ INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpRendezvous, ::testing::Values(1, 3),
                            return std::to_string(info.param) + (info.param == 1 ? "Socket" : "Sockets");
                          });
 
-std::vector<uint8_t> pattern(size_t n, int seed) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 13 + seed * 101 + (i >> 9));
-  return v;
-}
-
-Tensor bytes(std::vector<uint8_t>& v) { return Tensor(v.data(), static_cast<int64_t>(v.size())); }
 
 TEST_P(TcpRendezvous, AReceivePostedAfterTheAnnouncementGetsTheMessage) {
   with_thread_world(2, [](ProcessGroup& pg) {

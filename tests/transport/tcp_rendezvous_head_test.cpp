@@ -1,0 +1,156 @@
+// A request-to-send carries the head of its payload (wire::rendezvous_head),
+// so the receiver gets data before it has even cleared the rest. Rank 1 is
+// played by hand so that each test can cut the stream where the cases differ:
+// the announcement read before or after a receive is posted, a receive
+// matched while its head is still arriving, a size mismatch then, and a peer
+// that leaves after announcing. The sleeps only make the intended order
+// likely; every order must give the same result.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/process_world.h"
+#include "tdist/errors.h"
+#include "transport/byte_pattern.h"
+#include "transport/hand_played_peer.h"
+#include "transport/request.h"
+#include "transport/tcp_transport.h"
+#include "transport/wire.h"
+
+namespace tdist::testing {
+namespace {
+
+constexpr size_t kSize = 1 << 20;  // over the default rendezvous limit (512 KiB)
+constexpr uint64_t kTag = 8;
+constexpr uint32_t kId = 3;
+
+void let_rank0_read() { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
+
+void expect_clear_to_send(HandPlayedPeer& peer) {
+  wire::MessageHeader cts = peer.read_header();
+  EXPECT_EQ(cts.magic, wire::kCtsMagic);
+  EXPECT_EQ(cts.reserved, kId);
+}
+
+// The rest of the payload after its head, framed as rendezvous data.
+void write_rest(HandPlayedPeer& peer, const std::vector<uint8_t>& msg) {
+  const size_t head = wire::rendezvous_head(msg.size());
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRdvDataMagic, kId, head, msg.size() - head},
+             msg.data() + head, msg.size() - head);
+}
+
+TEST(TcpRendezvousHead, TheHeadIsAtMostHalfThePayloadAndSetsTheRestsOffset) {
+  EXPECT_EQ(wire::rendezvous_head(2), 1u);
+  EXPECT_EQ(wire::rendezvous_head(1001), 500u);
+  EXPECT_EQ(wire::rendezvous_head(kSize), wire::kRendezvousHeadBytes);
+}
+
+// A receive posted first: the clear-to-send goes out as soon as the
+// announcement is read, before its head is in.
+TEST(TcpRendezvousHead, APostedReceiveIsClearedBeforeTheHeadArrives) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  auto msg = pattern(kSize, 1);
+  const size_t head = wire::rendezvous_head(kSize);
+  std::vector<uint8_t> in(kSize);
+  auto r = peer.transport->irecv(1, kTag, in.data(), in.size());
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, kId, kTag, kSize}, msg.data(), 1000);
+  expect_clear_to_send(peer);
+  peer.write_bytes(peer.main_socket, msg.data() + 1000, head - 1000);
+  write_rest(peer, msg);
+  peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+  EXPECT_EQ(in, msg);
+}
+
+// The head waits in a buffer for a receive posted later, which gets it
+// copied and is cleared for the rest.
+TEST(TcpRendezvousHead, AHeadThatArrivedBeforeItsReceiveIsCopiedIntoIt) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  auto msg = pattern(kSize, 2);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, kId, kTag, kSize}, msg.data(),
+             wire::rendezvous_head(kSize));
+  let_rank0_read();
+  std::vector<uint8_t> in(kSize);
+  auto r = peer.transport->irecv(1, kTag, in.data(), in.size());
+  expect_clear_to_send(peer);
+  write_rest(peer, msg);
+  peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+  EXPECT_EQ(in, msg);
+}
+
+// A receive that matches while the head is half in is cleared at once; it
+// gets the head once that is whole, whichever of head and rest ends last.
+TEST(TcpRendezvousHead, AReceiveMatchedWhileTheHeadArrivesGetsAllOfIt) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  auto msg = pattern(kSize, 3);
+  const size_t head = wire::rendezvous_head(kSize);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, kId, kTag, kSize}, msg.data(), head / 2);
+  let_rank0_read();
+  std::vector<uint8_t> in(kSize);
+  auto r = peer.transport->irecv(1, kTag, in.data(), in.size());
+  expect_clear_to_send(peer);
+  peer.write_bytes(peer.main_socket, msg.data() + head / 2, head - head / 2);
+  write_rest(peer, msg);
+  peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+  EXPECT_EQ(in, msg);
+}
+
+// A receive of another size fails naming both sizes; the message's head and
+// rest are read and dropped, and the next message arrives intact.
+TEST(TcpRendezvousHead, ASizeMismatchWhileTheHeadArrivesDropsTheMessageAndKeepsTheStreamInStep) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  auto msg = pattern(kSize, 4), next = pattern(3000, 5);
+  const size_t head = wire::rendezvous_head(kSize);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, kId, kTag, kSize}, msg.data(), head / 2);
+  let_rank0_read();
+  std::vector<uint8_t> small(kSize / 2);
+  auto r = peer.transport->irecv(1, kTag, small.data(), small.size());
+  try {
+    peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+    ADD_FAILURE() << "a " << kSize << "-byte message was received into " << small.size() << " bytes";
+  } catch (const DistBackendError& e) {
+    std::string m = e.what();
+    EXPECT_TRUE(contains(m, std::to_string(kSize) + " bytes") && contains(m, std::to_string(kSize / 2) + " bytes"))
+        << m;
+  }
+  expect_clear_to_send(peer);  // the sender must not be left waiting
+  peer.write_bytes(peer.main_socket, msg.data() + head / 2, head - head / 2);
+  write_rest(peer, msg);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kMessageMagic, 0, kTag + 1, next.size()}, next.data(),
+             next.size());
+  std::vector<uint8_t> after(next.size());
+  auto r2 = peer.transport->irecv(1, kTag + 1, after.data(), after.size());
+  peer.transport->wait(*r2, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+  EXPECT_EQ(after, next);
+}
+
+// The peer announced, sent the head, then left: a receive posted afterwards
+// fails with the reason it gave instead of waiting for a rest that will not
+// come.
+TEST(TcpRendezvousHead, AReceiveOfAMessageWhoseSenderLeftAfterTheHeadFails) {
+  HandPlayedPeer peer;
+  ASSERT_TRUE(peer.transport);
+  auto msg = pattern(kSize, 6);
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kRtsMagic, kId, kTag, kSize}, msg.data(),
+             wire::rendezvous_head(kSize));
+  const std::string why = "rank 1 is done";
+  peer.write(peer.main_socket, wire::MessageHeader{wire::kAbortMagic, 0, 0, why.size()}, why.data(), why.size());
+  peer.main_socket.reset();
+  let_rank0_read();
+  std::vector<uint8_t> in(kSize);
+  auto r = peer.transport->irecv(1, kTag, in.data(), in.size());
+  try {
+    peer.transport->wait(*r, HandPlayedPeer::deadline(), /*abort_on_error=*/false);
+    ADD_FAILURE() << "a receive completed although its sender left before the rest";
+  } catch (const DistError& e) {
+    EXPECT_TRUE(contains(e.what(), why)) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace tdist::testing
