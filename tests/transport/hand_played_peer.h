@@ -3,12 +3,16 @@
 // write, in any order and cut anywhere, and read what rank 0 answers.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/scoped_env.h"
+#include "tdist/errors.h"
 #include "tdist/store.h"
+#include "transport/request.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/socket.h"
@@ -50,6 +54,24 @@ class HandPlayedPeer {
   }
   void write_bytes(Fd& fd, const void* payload, size_t n) {
     if (n > 0) send_all(fd.get(), payload, n, deadline(), "rank 0");
+  }
+  // Rank 1 gives up, as a real rank would: says why, then closes its main socket.
+  void say_goodbye(const std::string& why) {
+    write(main_socket, wire::MessageHeader{wire::kAbortMagic, 0, 0, why.size()}, why.data(), why.size());
+    main_socket.reset();
+  }
+  // Waits for rank 0's request `r`, which must succeed.
+  void wait(Request& r) { transport->wait(r, deadline(), /*abort_on_error=*/false); }
+  // Waits for rank 0's request `r`, which must fail: the error's text ("" and
+  // a test failure when it succeeded).
+  std::string failure_of(Request& r) {
+    try {
+      wait(r);
+    } catch (const DistError& e) {
+      return e.what();
+    }
+    ADD_FAILURE() << "a request of rank 0 succeeded that should have failed";
+    return "";
   }
   // The next frame rank 0 writes on the main socket (a clear-to-send here).
   wire::MessageHeader read_header() {
