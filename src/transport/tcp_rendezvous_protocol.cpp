@@ -11,7 +11,6 @@
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
-#include "util/logging.h"
 
 namespace tdist {
 
@@ -82,7 +81,7 @@ void TcpTransport::on_request_to_send(Peer& p) {
   const uint32_t id = p.header.reserved;
   const uint64_t tag = p.header.tag;
   const size_t size = p.header.size, head = wire::rendezvous_head(size);
-  bool clear = false;
+  bool clear = false, cannot_buffer = false;
   std::shared_ptr<Unexpected> entry;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -101,19 +100,23 @@ void TcpTransport::on_request_to_send(Peer& p) {
       entry->rendezvous_id = id;
       try {
         entry->data = payload_pool_.take(head);
+        unexpected_.push_back(entry);
       } catch (const std::bad_alloc&) {
-        // Cannot buffer the head: discard it and fail whoever expects the message.
-        TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << head << " bytes from "
-                                                  << describe_peer(p.rank));
-        entry.reset();
+        cannot_buffer = true;
       }
-      if (entry) unexpected_.push_back(entry);
     }
   }
-  // The clear-to-send goes before the head is read: the rest of the payload
-  // is on its way sooner.
-  if (clear) send_clear_to_send(p, id);
+  if (cannot_buffer) {  // the stream cannot go on without reading the head somewhere
+    fail_peer(p, std::make_exception_ptr(DistBackendError(
+                     "out of memory: cannot buffer " + std::to_string(head) + " bytes of a message of " +
+                     std::to_string(size) + " bytes (tag " + std::to_string(tag) + ") from " +
+                     describe_peer(p.rank) + " until its receive is posted")));
+    return;
+  }
   if (clear) {
+    // The clear-to-send goes before the head is read: the rest of the payload
+    // is on its way sooner.
+    send_clear_to_send(p, id);
     p.header = wire::MessageHeader{wire::kRdvDataMagic, id, 0, head};
     begin_rendezvous_data(p);
     return;
@@ -121,7 +124,7 @@ void TcpTransport::on_request_to_send(Peer& p) {
   p.header.size = head;  // the frame's payload, read by the framing; finish_payload ends it
   p.in_payload = true;
   p.payload_done = 0;
-  p.dst = entry ? entry->data.data() : nullptr;
+  p.dst = entry->data.data();
   p.rx_request.reset();
   p.rx_unexpected = std::move(entry);
 }
