@@ -18,12 +18,13 @@
 set -euo pipefail
 
 # Debian packages the build and the tests need (build-essential brings g++ and the ASan/UBSan
-# runtimes; binutils' objdump and libc's ldd are used by the install test). The SGD example
+# runtimes; binutils' objdump and libc's ldd are used by the install test; libssl-dev: OpenSSL's
+# libcrypto for the job token's HMAC-SHA256 and nonces). The SGD example
 # (examples/sgd_digits.cpp) reads the digits data set that python3-sklearn ships, with zlib.
 # The Python module (python/) needs Debian's Python headers, pybind11, NumPy and pytest; the
 # PyTorch plugin (python/torch/) needs torch 1.13 and its C++ headers.
 TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config
-  libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev libssl-dev
   zlib1g-dev python3-sklearn
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev)
 
