@@ -11,11 +11,13 @@
 #include <sstream>
 
 #include "tdist/errors.h"
+#include "transport/tcp_handshake.h"
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/env.h"
 #include "util/host_id.h"
+#include "util/job_token.h"
 #include "util/logging.h"
 
 namespace tdist {
@@ -124,6 +126,9 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     return t;
   }
 
+  // The job token, read once: every connection of this mesh is proven with it.
+  const std::optional<std::string> token = auth::job_token();
+  if (!token) auth::warn_open_once(label + "'s connections to other ranks");
   std::vector<std::string> addresses = local_addresses();
   Fd listener = listen_tcp(get_env("TDIST_SOCKET_IFNAME") ? addresses.front() : "", 0);
   PeerInfo self;
@@ -168,17 +173,17 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
       }
     }
     if (!fd.valid()) throw DistNetworkError(last_error);
-    wire::Hello hello{wire::kHelloMagic, static_cast<uint32_t>(rank), static_cast<uint32_t>(size), 0, info.nonce};
-    send_all(fd.get(), &hello, sizeof(hello), deadline, t->describe_peer(peer));
+    const std::string who = t->describe_peer(peer);
+    tcp_handshake::dial(fd.get(), {rank, peer, size, 0}, info.nonce, token, deadline, who);
     auto p = std::make_unique<Peer>();
     p->rank = peer;
     p->address = peer_address(fd.get());
     p->host_id = info.host_id;
     for (int lane = 1; lane < std::min(self.sockets, info.sockets); ++lane) {
       const std::string which = " (socket " + std::to_string(lane + 1) + ")";
-      Fd extra = connect_tcp(reached, info.port, deadline, label + " dialling " + t->describe_peer(peer) + which);
-      hello.lane = static_cast<uint32_t>(lane);
-      send_all(extra.get(), &hello, sizeof(hello), deadline, t->describe_peer(peer));
+      Fd extra = connect_tcp(reached, info.port, deadline, label + " dialling " + who + which);
+      tcp_handshake::dial(extra.get(), {rank, peer, size, static_cast<uint32_t>(lane)}, info.nonce, token, deadline,
+                          who + which);
       p->lanes.push_back(std::make_unique<Lane>());
       p->lanes.back()->fd = std::move(extra);
     }
@@ -198,29 +203,27 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   };
   int expected = 0;
   for (int r = rank + 1; r < size; ++r) expected += sockets_with(r);
+  // Handshakes are read concurrently: a silent or hostile connection costs
+  // the job nothing but a log line.
+  tcp_handshake::Acceptor acceptor(listener.get(), rank, size, self.nonce, token, label);
+  auto wanted = [&](int from, uint32_t lane) {
+    if (lane >= static_cast<uint32_t>(sockets_with(from))) return false;
+    const Peer* p = t->peers_[from].get();
+    if (!p) return true;
+    return lane == 0 ? !p->fd.valid() : p->lanes[lane - 1] == nullptr;
+  };
   while (expected > 0) {
-    Fd fd = accept_tcp(listener.get(), deadline);
-    if (!fd.valid()) {
+    auto accepted = acceptor.next(deadline, wanted);
+    if (!accepted) {
       std::vector<int> missing;
       for (int r = rank + 1; r < size; ++r)
         if (!connected(r)) missing.push_back(r);
       throw DistNetworkError(label + ": ranks " + missing_ranks_text(missing) + " did not connect within " +
                              format_ms(options.timeout));
     }
-    wire::Hello hello{};
-    try {
-      recv_all(fd.get(), &hello, sizeof(hello), deadline.earlier(Deadline::after(Millis(5000))),
-               "a connecting rank at " + peer_address(fd.get()));
-    } catch (const DistNetworkError& e) {
-      TDIST_LOG(LogLevel::Warn, label << ": dropped a connection: " << e.what());
-      continue;
-    }
-    const int from = static_cast<int>(hello.rank);
-    const bool valid = hello.magic == wire::kHelloMagic && hello.nonce == self.nonce &&
-                       static_cast<int>(hello.size) == size && from > rank && from < size &&
-                       hello.lane < static_cast<uint32_t>(sockets_with(from));
-    Peer* p = valid ? t->peers_[from].get() : nullptr;
-    if (valid && !p) {
+    const int from = accepted->rank;
+    Peer* p = t->peers_[from].get();
+    if (!p) {
       auto created = std::make_unique<Peer>();
       created->rank = from;
       created->host_id = infos[from].host_id;
@@ -228,18 +231,12 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
       p = created.get();
       t->peers_[from] = std::move(created);
     }
-    const bool duplicate = p && (hello.lane == 0 ? p->fd.valid() : p->lanes[hello.lane - 1] != nullptr);
-    if (!valid || duplicate) {
-      TDIST_LOG(LogLevel::Warn, label << ": dropped a connection from " << peer_address(fd.get())
-                                      << " with an invalid hello (rank " << from << ", socket " << hello.lane << ")");
-      continue;
-    }
-    if (hello.lane == 0) {
-      p->address = peer_address(fd.get());
-      p->fd = std::move(fd);
+    if (accepted->lane == 0) {
+      p->address = accepted->address;
+      p->fd = std::move(accepted->fd);
     } else {
-      p->lanes[hello.lane - 1] = std::make_unique<Lane>();
-      p->lanes[hello.lane - 1]->fd = std::move(fd);
+      p->lanes[accepted->lane - 1] = std::make_unique<Lane>();
+      p->lanes[accepted->lane - 1]->fd = std::move(accepted->fd);
     }
     --expected;
   }

@@ -8,7 +8,7 @@
 namespace tdist::wire {
 
 inline constexpr uint32_t kMessageMagic = 0x54444d31;  // "TDM1"
-inline constexpr uint32_t kHelloMagic = 0x54444831;    // "TDH1"
+inline constexpr uint32_t kHelloMagic = 0x54444832;    // "TDH2"
 // A rank that gives up (timeout, lost peer) tells its peers why before it
 // closes: the header's size is the length of the text that follows.
 inline constexpr uint32_t kAbortMagic = 0x54444131;    // "TDA1"
@@ -25,15 +25,39 @@ struct MessageHeader {
 };
 static_assert(sizeof(MessageHeader) == 24);
 
-// Sent by the dialling rank right after connecting.
+// The connection handshake (transport/tcp_handshake.h): the acceptor speaks
+// first with a fresh nonce, the dialler answers with a Hello that proves it
+// knows the job token, the acceptor answers with a Welcome that proves the
+// same back. Without a job token the proofs are zero and only the published
+// store nonce is checked (torch's open mode).
+inline constexpr uint32_t kChallengeMagic = 0x54444332;  // "TDC2"
+inline constexpr uint32_t kWelcomeMagic = 0x54445732;    // "TDW2"
+inline constexpr uint32_t kChallengeWantsToken = 1;
+
+struct Challenge {
+  uint32_t magic;
+  uint32_t flags;        // kChallengeWantsToken when the acceptor has a job token
+  uint8_t nonce[16];     // fresh for this connection
+};
+static_assert(sizeof(Challenge) == 24);
+
 struct Hello {
   uint32_t magic;
-  uint32_t rank;   // the dialler's rank
-  uint32_t size;   // its world size, must match
-  uint32_t lane;   // which of the pair's sockets this is: 0 the main one, then the extra ones
-  uint64_t nonce;  // the acceptor's published nonce: proves the dialler read our address
+  uint32_t rank;         // the dialler's rank
+  uint32_t size;         // its world size, must match
+  uint32_t lane;         // which of the pair's sockets this is: 0 the main one, then the extra ones
+  uint64_t store_nonce;  // the acceptor's published nonce: proves the dialler read our address
+  uint8_t nonce[16];     // the dialler's fresh nonce
+  uint8_t proof[32];     // HMAC of the job token over both nonces and the fields above; zero without a token
 };
-static_assert(sizeof(Hello) == 24);
+static_assert(sizeof(Hello) == 72);
+
+struct Welcome {
+  uint32_t magic;
+  uint32_t accepted;     // 0: refused (the dialler's proof or fields were wrong)
+  uint8_t proof[32];     // the acceptor's HMAC; zero without a token
+};
+static_assert(sizeof(Welcome) == 40);
 
 // Set-up of shared-memory rings between two ranks of one host, right after
 // the hello: the lower rank offers a segment (its name follows; name_size 0:

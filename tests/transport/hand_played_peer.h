@@ -13,8 +13,10 @@
 #include "tdist/errors.h"
 #include "tdist/store.h"
 #include "transport/request.h"
+#include "transport/tcp_handshake.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
+#include "util/job_token.h"
 #include "util/socket.h"
 
 namespace tdist::testing {
@@ -37,13 +39,13 @@ class HandPlayedPeer {
     const uint64_t nonce = std::stoull(lines.at(1));
     const uint16_t port = static_cast<uint16_t>(std::stoul(lines.at(2)));
     store_.set("tcp/1", "another-host\n1\n1\n127.0.0.1\n" + std::to_string(sockets));
-    wire::Hello hello{wire::kHelloMagic, 1, 2, 0, nonce};
+    const auto token = auth::job_token();
     main_socket = connect_tcp("127.0.0.1", port, deadline(), "hand-played rank 1");
-    send_all(main_socket.get(), &hello, sizeof(hello), deadline(), "rank 0");
+    tcp_handshake::dial(main_socket.get(), {1, 0, 2, 0}, nonce, token, deadline(), "rank 0");
     for (int lane = 1; lane < sockets; ++lane) {
       extra.push_back(connect_tcp("127.0.0.1", port, deadline(), "hand-played rank 1"));
-      hello.lane = static_cast<uint32_t>(lane);
-      send_all(extra.back().get(), &hello, sizeof(hello), deadline(), "rank 0");
+      tcp_handshake::dial(extra.back().get(), {1, 0, 2, static_cast<uint32_t>(lane)}, nonce, token, deadline(),
+                          "rank 0");
     }
     rank0.join();
   }

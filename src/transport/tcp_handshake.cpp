@@ -1,0 +1,229 @@
+#include "transport/tcp_handshake.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "tdist/errors.h"
+#include "util/job_token.h"
+#include "util/logging.h"
+
+namespace tdist::tcp_handshake {
+
+namespace {
+
+auth::Digest proof(const std::string& token, const char* purpose, const uint8_t* acceptor_nonce,
+                   const uint8_t* dialler_nonce, const Identity& id) {
+  auto nonce = [](const uint8_t* n) { return std::string_view(reinterpret_cast<const char*>(n), 16); };
+  return auth::hmac(token, {purpose, nonce(acceptor_nonce), nonce(dialler_nonce), std::to_string(id.dialler),
+                            std::to_string(id.acceptor), std::to_string(id.size), std::to_string(id.lane)});
+}
+
+constexpr const char* kDialPurpose = "tdist-mesh-dial";
+constexpr const char* kAcceptPurpose = "tdist-mesh-accept";
+
+bool same(const uint8_t* bytes, const auth::Digest& d) {
+  auth::Digest got;
+  std::memcpy(got.data(), bytes, got.size());
+  return auth::equal(got, d);
+}
+
+constexpr const char* kTokenHint = "start every rank with the same TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE";
+
+}  // namespace
+
+void dial(int fd, const Identity& id, uint64_t store_nonce, const std::optional<std::string>& token,
+          Deadline deadline, const std::string& peer) {
+  wire::Challenge challenge{};
+  recv_all(fd, &challenge, sizeof(challenge), deadline, peer + " (waiting for its handshake)");
+  if (challenge.magic != wire::kChallengeMagic)
+    throw DistNetworkError(peer + " did not answer with a tdist handshake (magic 0x" + [&] {
+      char buf[16];
+      std::snprintf(buf, sizeof(buf), "%08x", challenge.magic);
+      return std::string(buf);
+    }() + "): another program, or another version of tdist, listens there");
+  const bool wants_token = challenge.flags & wire::kChallengeWantsToken;
+  if (wants_token && !token)
+    throw DistNetworkError(peer + " requires the job token and this rank has none: " + kTokenHint);
+  if (!wants_token && token)
+    throw DistNetworkError(peer + " runs without a job token and this rank has one: " + kTokenHint);
+
+  wire::Hello hello{};
+  hello.magic = wire::kHelloMagic;
+  hello.rank = static_cast<uint32_t>(id.dialler);
+  hello.size = static_cast<uint32_t>(id.size);
+  hello.lane = id.lane;
+  hello.store_nonce = store_nonce;
+  auth::Nonce mine = auth::random_nonce();
+  std::memcpy(hello.nonce, mine.data(), mine.size());
+  if (token) {
+    auth::Digest d = proof(*token, kDialPurpose, challenge.nonce, hello.nonce, id);
+    std::memcpy(hello.proof, d.data(), d.size());
+  }
+  send_all(fd, &hello, sizeof(hello), deadline, peer);
+
+  wire::Welcome welcome{};
+  recv_all(fd, &welcome, sizeof(welcome), deadline, peer + " (waiting for it to accept the handshake)");
+  if (welcome.magic != wire::kWelcomeMagic || !welcome.accepted)
+    throw DistNetworkError(peer + " refused this rank's handshake: " +
+                           (token ? std::string("the job tokens differ (") + kTokenHint + ")"
+                                  : std::string("the address record this rank read from the store is not "
+                                                "that rank's current one (a store of an earlier job?)")));
+  if (token && !same(welcome.proof, proof(*token, kAcceptPurpose, challenge.nonce, hello.nonce, id)))
+    throw DistNetworkError(peer + " did not prove that it knows the job token: it is not the rank it claims to be");
+}
+
+// ---------------------------------------------------------------- acceptor
+
+struct Acceptor::Pending {
+  Fd fd;
+  std::string address;
+  Deadline deadline = Deadline::never();
+  wire::Challenge challenge{};
+  wire::Hello hello{};
+  size_t got = 0;  // bytes of `hello` read so far
+};
+
+Acceptor::Acceptor(int listen_fd, int rank, int size, uint64_t store_nonce, std::optional<std::string> token,
+                   std::string label)
+    : listen_fd_(listen_fd),
+      rank_(rank),
+      size_(size),
+      store_nonce_(store_nonce),
+      token_(std::move(token)),
+      label_(std::move(label)) {
+  set_nonblocking(listen_fd_, true);
+}
+
+Acceptor::~Acceptor() = default;
+
+void Acceptor::drop(size_t index, const std::string& why) {
+  TDIST_LOG(LogLevel::Warn, label_ << ": dropped a connection from " << pending_[index].address << ": " << why);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+void Acceptor::accept_all() {
+  for (;;) {
+    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        TDIST_LOG(LogLevel::Warn, label_ << ": accept failed: " << errno_string(errno));
+      return;
+    }
+    Pending p;
+    p.fd = Fd(fd);
+    set_nodelay(fd);
+    p.address = peer_address(fd);
+    p.deadline = Deadline::after(kHandshakeTime);
+    p.challenge.magic = wire::kChallengeMagic;
+    p.challenge.flags = token_ ? wire::kChallengeWantsToken : 0;
+    auth::Nonce n = auth::random_nonce();
+    std::memcpy(p.challenge.nonce, n.data(), n.size());
+    // A fresh socket's send buffer always holds these 24 bytes.
+    if (::send(fd, &p.challenge, sizeof(p.challenge), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+        static_cast<ssize_t>(sizeof(p.challenge))) {
+      TDIST_LOG(LogLevel::Warn, label_ << ": dropped a connection from " << p.address
+                                       << ": could not send the handshake: " << errno_string(errno));
+      continue;
+    }
+    pending_.push_back(std::move(p));
+    if (pending_.size() > kMaxPending)
+      drop(0, "more than " + std::to_string(kMaxPending) + " connections were in handshake at once");
+  }
+}
+
+bool Acceptor::read_hello(Pending& p, bool* gone) {
+  auto* bytes = reinterpret_cast<char*>(&p.hello);
+  for (;;) {
+    ssize_t r = ::recv(p.fd.get(), bytes + p.got, sizeof(p.hello) - p.got, MSG_DONTWAIT);
+    if (r > 0) {
+      p.got += static_cast<size_t>(r);
+      if (p.got == sizeof(p.hello)) return true;
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    *gone = true;
+    return false;
+  }
+}
+
+std::optional<Accepted> Acceptor::finish(Pending& p, const std::function<bool(int, uint32_t)>& wanted) {
+  const wire::Hello& h = p.hello;
+  const int from = static_cast<int>(h.rank);
+  const Identity id{from, rank_, size_, h.lane};
+  std::string why;
+  if (h.magic != wire::kHelloMagic) {
+    why = "not a tdist handshake";
+  } else if (static_cast<int>(h.size) != size_ || from <= rank_ || from >= size_) {
+    why = "it claims to be rank " + std::to_string(h.rank) + " of " + std::to_string(h.size) +
+          ", which does not dial rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+  } else if (token_ && !same(h.proof, proof(*token_, kDialPurpose, p.challenge.nonce, h.nonce, id))) {
+    why = "it claims to be rank " + std::to_string(from) + " but does not prove it knows the job token";
+  } else if (h.store_nonce != store_nonce_) {
+    why = "it claims to be rank " + std::to_string(from) + " but did not read this rank's current address record";
+  } else if (!wanted(from, h.lane)) {
+    why = "it claims to be rank " + std::to_string(from) + " socket " + std::to_string(h.lane + 1) +
+          ", which is already connected or not expected";
+  }
+  wire::Welcome welcome{wire::kWelcomeMagic, why.empty() ? 1u : 0u, {}};
+  if (why.empty() && token_) {
+    auth::Digest d = proof(*token_, kAcceptPurpose, p.challenge.nonce, h.nonce, id);
+    std::memcpy(welcome.proof, d.data(), d.size());
+  }
+  // Best effort for a refusal: the refused dialler learns why from its own side.
+  bool sent = ::send(p.fd.get(), &welcome, sizeof(welcome), MSG_NOSIGNAL | MSG_DONTWAIT) ==
+              static_cast<ssize_t>(sizeof(welcome));
+  if (!why.empty()) {
+    TDIST_LOG(LogLevel::Warn, label_ << ": refused a connection from " << p.address << ": " << why);
+    return std::nullopt;
+  }
+  if (!sent) {
+    TDIST_LOG(LogLevel::Warn, label_ << ": dropped a connection from " << p.address
+                                     << " (rank " << from << "): could not answer its handshake");
+    return std::nullopt;
+  }
+  set_nonblocking(p.fd.get(), false);
+  return Accepted{std::move(p.fd), from, h.lane, p.address};
+}
+
+std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bool(int, uint32_t)>& wanted) {
+  std::vector<pollfd> fds;
+  for (;;) {
+    for (size_t i = pending_.size(); i-- > 0;)
+      if (pending_[i].deadline.expired())
+        drop(i, "it did not complete the handshake within " + format_ms(kHandshakeTime) +
+                    " (not a rank of this job?)");
+    Deadline wake = deadline;
+    fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    for (const Pending& p : pending_) {
+      fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
+      wake = wake.earlier(p.deadline);
+    }
+    int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
+    if (rc < 0 && errno != EINTR)
+      throw DistNetworkError(label_ + ": poll while accepting connections failed: " + errno_string(errno));
+    if (rc > 0) {
+      // Pending connections first (indices still match fds), then new ones.
+      for (size_t i = pending_.size(); i-- > 0;) {
+        if (!fds[i + 1].revents) continue;
+        bool gone = false;
+        if (read_hello(pending_[i], &gone)) {
+          Pending p = std::move(pending_[i]);
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          if (auto a = finish(p, wanted)) return a;
+        } else if (gone) {
+          drop(i, "it closed the connection during the handshake");
+        }
+      }
+      if (fds[0].revents) accept_all();
+    }
+    if (deadline.expired()) return std::nullopt;
+  }
+}
+
+}  // namespace tdist::tcp_handshake
