@@ -2,6 +2,7 @@
 import multiprocessing
 import multiprocessing.connection
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -126,12 +127,18 @@ def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn", 
         raise ValueError(f"spawn: nprocs must be >= 1, got {nprocs}")
     ctx = multiprocessing.get_context(start_method)
     port = _free_port(master_addr) if set_env else None
+    # One secret for this job unless the caller chose one, so that nobody else can join it.
+    token = None
+    if set_env and not os.environ.get("TDIST_JOB_TOKEN") and not os.environ.get("TDIST_JOB_TOKEN_FILE"):
+        token = secrets.token_hex(32)
     processes, error_queues = [], []
     for rank in range(nprocs):
         env = {}
         if set_env:
             env = {"MASTER_ADDR": master_addr, "MASTER_PORT": str(port), "RANK": str(rank),
                    "LOCAL_RANK": str(rank), "WORLD_SIZE": str(nprocs), "LOCAL_WORLD_SIZE": str(nprocs)}
+            if token:
+                env["TDIST_JOB_TOKEN"] = token
         q = ctx.SimpleQueue()
         p = ctx.Process(target=_run_rank, args=(fn, rank, tuple(args), q, env), daemon=daemon)
         p.start()

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tdist/errors.h"
+#include "util/job_token.h"
 #include "util/socket.h"
 
 namespace tdist {
@@ -34,11 +35,13 @@ bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0
 
 void spawn(const std::function<void(int rank, int world_size)>& fn, int nprocs, SpawnOptions options) {
   if (nprocs < 1) throw DistValueError("spawn: nprocs must be >= 1, got " + std::to_string(nprocs));
-  std::string port;
+  std::string port, token;
   if (options.set_env) {
     // A port the kernel just handed out; the rank-0 store binds it again.
     Fd probe = listen_tcp(options.master_addr, 0);
     port = std::to_string(local_port(probe.get()));
+    // One secret for this job, unless the caller chose one: nobody else joins it.
+    if (!auth::job_token()) token = auth::generate_token();
   }
   std::fflush(nullptr);
   std::vector<pid_t> pids;
@@ -56,6 +59,7 @@ void spawn(const std::function<void(int rank, int world_size)>& fn, int nprocs, 
         setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
         setenv("WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
         setenv("LOCAL_WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
+        if (!token.empty()) setenv("TDIST_JOB_TOKEN", token.c_str(), 1);
       }
       int code = 0;
       try {

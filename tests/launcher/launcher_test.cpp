@@ -126,6 +126,26 @@ TEST(LauncherEnv, OmpNumThreadsKeptWhenSet) {
   EXPECT_EQ(env_of(dir, 1)["OMP_NUM_THREADS"], "7");
 }
 
+TEST(LauncherEnv, EveryJobGetsItsOwnTokenUnlessTheUserSetOne) {
+  auto tokens = [](const std::vector<std::string>& extra_env) {
+    ScratchDir dir;
+    Result r = run(dir, {"--nproc-per-node", "2", worker_path(), "dump", dir.path()}, extra_env);
+    EXPECT_TRUE(r.exited() && r.code() == 0) << r.describe();
+    return std::pair{env_of(dir, 0)["TDIST_JOB_TOKEN"], env_of(dir, 1)["TDIST_JOB_TOKEN"]};
+  };
+  auto [a0, a1] = tokens({});
+  auto [b0, b1] = tokens({});
+  EXPECT_EQ(a0.size(), 64u);
+  EXPECT_EQ(a0, a1);  // one token per job, shared by its workers
+  EXPECT_EQ(b0, b1);
+  EXPECT_NE(a0, b0);  // and a new one per job
+  auto [c0, c1] = tokens({"TDIST_JOB_TOKEN=chosen-by-the-user"});
+  EXPECT_EQ(c0, "chosen-by-the-user");
+  EXPECT_EQ(c1, "chosen-by-the-user");
+  auto [d0, d1] = tokens({"TDIST_JOB_TOKEN_FILE=/nonexistent/token"});
+  EXPECT_EQ(d0, "");  // the file is the workers' to read: no second token next to it
+}
+
 TEST(LauncherEnv, InheritedVariablesOverridden) {
   ScratchDir dir;
   Result r = run(dir, {"--nproc-per-node", "1", worker_path(), "dump", dir.path()},
@@ -331,7 +351,9 @@ TEST(LauncherFailure, KilledWorkerNamesTheSignal) {
 
 TEST(LauncherFailure, SecondNodeReportsGlobalRank) {
   ScratchDir dir;
-  Result r = run(dir, {"--nnodes=2", "--node-rank=1", "--nproc-per-node=2", worker_path(), "fail", "3", "5"});
+  // Nodes of one job share the token the user set (without one tdistrun warns first).
+  Result r = run(dir, {"--nnodes=2", "--node-rank=1", "--nproc-per-node=2", worker_path(), "fail", "3", "5"},
+                 {"TDIST_JOB_TOKEN=shared-by-the-nodes"});
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 5);
   EXPECT_NE(first_launcher_line(r.err).find("rank 3 (local_rank 1, pid "), std::string::npos) << r.err;

@@ -86,7 +86,8 @@ int main(int argc, char** argv) {
     static const char* kKeys[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
                                   "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME", "MASTER_ADDR",
                                   "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT",
-                                  "TORCHELASTIC_MAX_RESTARTS", "TDIST_LAUNCHED", "OMP_NUM_THREADS"};
+                                  "TORCHELASTIC_MAX_RESTARTS", "TDIST_LAUNCHED", "OMP_NUM_THREADS",
+                                  "TDIST_JOB_TOKEN"};
     std::string out;
     for (const char* key : kKeys) {
       if (const char* v = std::getenv(key)) out += std::string(key) + "=" + v + "\n";

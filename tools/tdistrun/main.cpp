@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "free_port.h"
+#include "job_token.h"
 #include "options.h"
 #include "signals.h"
 #include "supervisor.h"
@@ -30,6 +31,12 @@ int main(int argc, char** argv) {
       break;
   }
   Options& opt = parsed.options;
+  try {
+    opt.job_token = job_token_for_workers(opt, process_env());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tdistrun: %s\n", e.what());
+    return 1;
+  }
   for (const auto& w : opt.warnings) std::fprintf(stderr, "tdistrun: warning: %s\n", w.c_str());
 
   std::string error;

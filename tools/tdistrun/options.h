@@ -26,6 +26,8 @@ struct Options {
   double kill_timeout_s = 5.0;
   std::string program;
   std::vector<std::string> program_args;
+  // Handed to the workers as TDIST_JOB_TOKEN when not empty (job_token.h).
+  std::string job_token;
   // Notes for the user (e.g. options that --standalone overrides); printed to stderr.
   std::vector<std::string> warnings;
 };

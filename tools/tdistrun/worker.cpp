@@ -35,6 +35,7 @@ std::vector<std::pair<std::string, std::string>> worker_variables(const Options&
       {"TORCHELASTIC_MAX_RESTARTS", "0"},
       {"TDIST_LAUNCHED", "1"},
   };
+  if (!opt.job_token.empty()) vars.emplace_back("TDIST_JOB_TOKEN", opt.job_token);
   // As torchrun: several workers each running one thread per core would overload the node.
   if (!omp_num_threads_set && opt.nproc_per_node > 1) vars.emplace_back("OMP_NUM_THREADS", "1");
   return vars;
