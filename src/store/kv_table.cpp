@@ -5,21 +5,27 @@
 namespace tdist::store_detail {
 
 void KvTable::set(const std::string& key, std::string value) {
+  bytes_ -= footprint(key);
   Entry& e = map_[key];
   e.value = std::move(value);
   e.counter = false;
+  bytes_ += key.size() + e.value.size();
 }
 
 void KvTable::set_counter(const std::string& key, std::string decimal) {
+  bytes_ -= footprint(key);
   Entry& e = map_[key];
   e.value = std::move(decimal);
   e.counter = true;
+  bytes_ += key.size() + e.value.size();
 }
 
 void KvTable::append(const std::string& key, const std::string& value) {
+  bytes_ -= footprint(key);
   Entry& e = map_[key];
   e.value += value;
   e.counter = false;
+  bytes_ += key.size() + e.value.size();
 }
 
 KvTable::AddStatus KvTable::add(const std::string& key, int64_t amount, int64_t* result) {
@@ -53,8 +59,7 @@ bool KvTable::compare_set(const std::string& key, const std::string& expected, c
     return true;
   }
   if (it->second.value == expected) {
-    it->second.value = desired;
-    it->second.counter = false;
+    set(key, desired);
     *after = desired;
     return true;
   }

@@ -25,7 +25,12 @@ class KvTable {
   }
   bool contains(const std::string& key) const { return map_.count(key) != 0; }
   size_t size() const { return map_.size(); }
-  void clear() { map_.clear(); }
+  // Bytes of keys and values held (what a store's memory limit counts).
+  size_t bytes() const { return bytes_; }
+  void clear() {
+    map_.clear();
+    bytes_ = 0;
+  }
 
   void set(const std::string& key, std::string value);
   void set_counter(const std::string& key, std::string decimal);
@@ -36,13 +41,21 @@ class KvTable {
   // value returned to the caller.
   bool compare_set(const std::string& key, const std::string& expected, const std::string& desired,
                    std::string* after);
-  bool erase(const std::string& key) { return map_.erase(key) != 0; }
+  bool erase(const std::string& key) {
+    bytes_ -= footprint(key);
+    return map_.erase(key) != 0;
+  }
 
   // The text of an add() failure, for "<store>: add(...): <text>".
   static std::string add_error(AddStatus status, int64_t current_or_zero, int64_t amount);
 
  private:
+  size_t footprint(const std::string& key) const {
+    auto it = map_.find(key);
+    return it == map_.end() ? 0 : key.size() + it->second.value.size();
+  }
   std::unordered_map<std::string, Entry> map_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace tdist::store_detail

@@ -10,6 +10,8 @@
 #include "store/tcp_store_server.h"
 #include "tdist/errors.h"
 #include "tdist/store.h"
+#include "util/bind_address.h"
+#include "util/job_token.h"
 #include "util/logging.h"
 #include "util/socket.h"
 
@@ -56,7 +58,8 @@ class Client {
       : host_(host),
         port_(port),
         name_("TCPStore(" + endpoint(host, port) + ")"),
-        peer_("TCPStore server " + endpoint(host, port)) {
+        peer_("TCPStore server " + endpoint(host, port)),
+        token_(auth::job_token()) {
     idle_.push_back(open(deadline_after(timeout)));
   }
 
@@ -80,12 +83,20 @@ class Client {
       }
     }
     try {
-      if (!conn.valid()) conn = open(deadline);
-      send_request(conn.get(), c, keys, values, arg, deadline);
-      Response r = read_response(conn.get(), deadline);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (idle_.size() < kMaxIdle && broken_.empty()) idle_.push_back(std::move(conn));
-      return r;
+      if (conn.valid()) {
+        // A kept connection the server closed as idle (TDIST_STORE_IDLE_TIMEOUT_S)
+        // never saw the request: send it again on a new one. The server closes
+        // only connections with nothing pending, so nothing runs twice.
+        try {
+          return finish(std::move(conn), c, keys, values, arg, deadline);
+        } catch (const DistNetworkError&) {
+          if (deadline.expired()) throw;  // no answer in time: not an idle close
+          conn = open(deadline.earlier(Deadline::after(kReconnectTime)));
+        }
+      } else {
+        conn = open(deadline);
+      }
+      return finish(std::move(conn), c, keys, values, arg, deadline);
     } catch (const DistNetworkError& e) {
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -99,14 +110,51 @@ class Client {
 
  private:
   static constexpr size_t kMaxIdle = 8;
+  static constexpr Millis kReconnectTime{1000};
 
+  Response finish(Fd conn, Command c, std::span<const std::string* const> keys,
+                  std::span<const std::string* const> values, int64_t arg, Deadline deadline) {
+    send_request(conn.get(), c, keys, values, arg, deadline);
+    Response r = read_response(conn.get(), deadline);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < kMaxIdle && broken_.empty()) idle_.push_back(std::move(conn));
+    return r;
+  }
+
+  // Connects and greets; with a job token, the server proves it knows it and
+  // so does this client (see tcp_store_protocol.h). A refusal is a
+  // DistStoreError: the server is there, the client may not use it.
   Fd open(Deadline deadline) {
     Fd fd = connect_tcp(host_, port_, deadline, name_ + " client");
-    send_request(fd.get(), Command::kHello, {}, {}, kMagic, deadline);
+    const auth::Nonce mine = auth::random_nonce();
+    const std::string nonce(auth::view(mine));
+    const std::string* nonce_value = &nonce;
+    send_request(fd.get(), Command::kHello, {}, {&nonce_value, 1}, kMagic, deadline);
     Response r = read_response(fd.get(), deadline);
-    if (r.status != Status::kOk || r.num != kVersion)
+    if (r.status != Status::kOk || r.num != kVersion || r.values.size() < 2 || r.values[0].size() != mine.size())
       throw DistNetworkError(name_ + ": the server at " + endpoint(host_, port_) +
-                             " answered the hello with an unexpected protocol version " + std::to_string(r.num));
+                             " answered the hello with an unexpected protocol version " + std::to_string(r.num) +
+                             " (this client speaks " + std::to_string(kVersion) + ")");
+    const bool wants_token = r.values[1] == "token";
+    const char* hint = "every process of a job needs the same TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE";
+    if (wants_token && !token_)
+      throw DistStoreError(name_ + ": the server requires the job token and this process has none (" + hint + ")");
+    if (!wants_token && token_)
+      throw DistStoreError(name_ + ": the server runs without a job token and this process has one (" + hint + ")");
+    if (!token_) return fd;
+    const std::string& server_nonce = r.values[0];
+    auth::Digest server_proof = auth::hmac(*token_, {"tdist-store-server", nonce, server_nonce});
+    if (r.values.size() < 3 || r.values[2].size() != server_proof.size() ||
+        !auth::equal(server_proof, *reinterpret_cast<const auth::Digest*>(r.values[2].data())))
+      throw DistStoreError(name_ + ": the server holds a different job token than this process (" + hint + ")");
+    auth::Digest proof = auth::hmac(*token_, {"tdist-store-client", nonce, server_nonce});
+    const std::string proof_text(reinterpret_cast<const char*>(proof.data()), proof.size());
+    const std::string* proof_value = &proof_text;
+    send_request(fd.get(), Command::kAuth, {}, {&proof_value, 1}, 0, deadline);
+    Response a = read_response(fd.get(), deadline);
+    if (a.status != Status::kOk)
+      throw DistStoreError(name_ + ": the server refused this client: " +
+                           (a.values.empty() ? std::string("no reason given") : a.values[0]));
     return fd;
   }
 
@@ -173,6 +221,7 @@ class Client {
   std::string name_;
   std::string peer_;
   std::mutex mu_;
+  const std::optional<std::string> token_;  // the job token, read once
   std::vector<Fd> idle_;   // connected, greeted, not in use
   std::string broken_;     // the first network failure, once one happened
 };
@@ -225,7 +274,9 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
                          std::to_string(*options.world_size));
   if (options.is_master) {
     try {
-      state_->server = options.multi_tenant ? TcpStoreServer::shared(port_) : std::make_shared<TcpStoreServer>(port_);
+      const std::string bind = bind_address_for(host_);
+      state_->server = options.multi_tenant ? TcpStoreServer::shared(bind, port_)
+                                            : std::make_shared<TcpStoreServer>(bind, port_);
     } catch (const DistNetworkError& e) {
       throw DistNetworkError("TCPStore(" + endpoint(host_, port_) + "): cannot start the server: " + e.what());
     }

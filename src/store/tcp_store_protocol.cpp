@@ -19,6 +19,7 @@ const char* command_name(Command c) {
     case Command::kMultiGet: return "multi_get";
     case Command::kMultiSet: return "multi_set";
     case Command::kWaitCounter: return "wait_counter";
+    case Command::kAuth: return "auth";
   }
   return "?";
 }
@@ -58,7 +59,7 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
            std::to_string(k) + " and " + std::to_string(v) + ")";
     return false;
   };
-  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kWaitCounter)) {
+  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kAuth)) {
     *why = "unknown command byte " + std::to_string(command);
     return false;
   }
@@ -69,6 +70,7 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
   }
   switch (static_cast<Command>(command)) {
     case Command::kHello:
+    case Command::kAuth: return expect(0, 1);
     case Command::kNumKeys: return expect(0, 0);
     case Command::kSet:
     case Command::kAppend:

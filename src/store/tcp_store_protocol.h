@@ -10,7 +10,8 @@
 //               | nvalues x (u64 value_len | value bytes)
 //
 //   command       nkeys   nvalues        arg          response (status OK)
-//   HELLO     1   0       0              kMagic       num = kVersion
+//   HELLO     1   0       1 (nonce)      kMagic       num = kVersion, values = [server nonce, "token"|"open",
+//                                                     server proof]
 //   SET       2   1       1 (value)      0            -
 //   GET       3   1       0              timeout ms   values = [value]
 //   ADD       4   1       0              amount       num = new count
@@ -23,10 +24,17 @@
 //   MULTI_GET 11  0..max  0              timeout ms   values = the keys' values
 //   MULTI_SET 12  n       n              0            -
 //   WAIT_COUNTER 13 1     1 (u64 target) timeout ms   num = the counter's value
+//   AUTH      14  0       1 (proof)      0            -  (ERROR and the connection closed: wrong proof)
 //
 // Status: OK 0; TIMEOUT 1 (a waiting command's timeout expired on the server:
 // values = the keys still missing, num = the counter for WAIT_COUNTER);
 // ERROR 2 (values = [message], e.g. add on a key that is not a counter).
+//
+// The job token (util/job_token.h): a server that has one answers HELLO with
+// "token" and its proof HMAC(token, "tdist-store-server", client nonce, server
+// nonce), and serves nothing but AUTH until the client sent its proof
+// HMAC(token, "tdist-store-client", client nonce, server nonce). The token never
+// crosses the wire. Without a token the server answers "open" and serves at once.
 //
 // The first request of a connection must be HELLO with kMagic. The server
 // drops a connection (and only it) that sends anything else first, an unknown
@@ -50,7 +58,7 @@
 namespace tdist::store_detail {
 
 inline constexpr int64_t kMagic = 0x3153'5453'4944'5400;  // "\0TDISTS1" read as little-endian bytes
-inline constexpr int64_t kVersion = 1;
+inline constexpr int64_t kVersion = 2;
 inline const std::string kWorkersKey = std::string("\0tdist/store_users", 18);
 
 enum class Command : uint8_t {
@@ -67,6 +75,7 @@ enum class Command : uint8_t {
   kMultiGet = 11,
   kMultiSet = 12,
   kWaitCounter = 13,
+  kAuth = 14,
 };
 
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };

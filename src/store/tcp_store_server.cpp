@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
+#include <optional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -19,6 +21,7 @@
 #include "store/store_util.h"
 #include "store/tcp_store_protocol.h"
 #include "tdist/errors.h"
+#include "util/job_token.h"
 #include "util/logging.h"
 
 namespace tdist::store_detail {
@@ -31,6 +34,8 @@ constexpr size_t kReadChunk = 64 * 1024;
 constexpr size_t kDirectChunk = 1 << 20;   // receive large values straight into place, 1 MiB at a time
 constexpr size_t kReadBudget = 4 << 20;    // bytes read from one connection per wakeup (fairness)
 constexpr Millis kAcceptPause{100};        // after EMFILE and the like
+constexpr size_t kMaxGreetingBytes = 4096;  // what a client may send before it has authenticated
+constexpr Millis kSweepEvery{1000};         // how often handshake and idle deadlines are checked
 
 struct Conn {
   uint64_t id = 0;
@@ -42,7 +47,12 @@ struct Conn {
   std::string out;  // response bytes not yet sent: out[out_pos, end)
   size_t out_pos = 0;
   bool greeted = false;
+  bool authenticated = false;  // greeted, and proved the job token when the server has one
   bool closing = false;
+  bool closing_after_flush = false;  // refused: close once the error is sent
+  auth::Nonce client_nonce{}, server_nonce{};
+  size_t greeting_bytes = 0;  // bytes received before authentication
+  Clock::time_point since = Clock::now();  // of the connection, then of its last request
   uint64_t waiter = 0;  // the parked request, 0 when none
   uint32_t events = 0;  // current epoll interest
   bool writing() const { return out_pos < out.size(); }
@@ -67,6 +77,10 @@ struct TcpStoreServer::Loop {
   Fd epoll;
   int wake_fd = -1;
   std::string name;  // "TCPStore server on port N", for logs
+  std::optional<std::string> token;  // the job token; nullopt: an open store
+  StoreLimits limits;
+  size_t buffered = 0;  // answer bytes held for all clients, not yet sent
+  Clock::time_point next_sweep = Clock::now() + kSweepEvery;
 
   KvTable table;
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns;
@@ -98,6 +112,12 @@ struct TcpStoreServer::Loop {
   void expire(Clock::time_point now);
   void remove_waiter(uint64_t waiter_id);
   void drop(Conn& c, LogLevel level, const std::string& why);
+  void greet(Conn& c, Request& req);
+  void serve(Conn& c, Request req);
+  bool authenticate(Conn& c, const Request& req);
+  void sweep(Clock::time_point now);
+  bool make_room_for_a_connection();
+  std::optional<std::string> over_limit(const Request& req) const;
   void update_interest(Conn& c);
   int next_timeout_ms() const;
 };
@@ -127,6 +147,7 @@ void TcpStoreServer::Loop::run() {
     if (stop) break;
     auto now = Clock::now();
     expire(now);
+    if (now >= next_sweep) sweep(now);
     if (listen_paused && now >= listen_resume) {
       epoll_event ev{};
       ev.events = EPOLLIN;
@@ -151,6 +172,7 @@ void TcpStoreServer::Loop::run() {
 int TcpStoreServer::Loop::next_timeout_ms() const {
   std::optional<Clock::time_point> next;
   if (!timers.empty()) next = timers.begin()->first;
+  if (!conns.empty() && (!next || next_sweep < *next)) next = next_sweep;
   if (listen_paused && (!next || listen_resume < *next)) next = listen_resume;
   if (!next) return -1;
   auto left = std::chrono::duration_cast<std::chrono::microseconds>(*next - Clock::now()).count();
@@ -172,6 +194,12 @@ void TcpStoreServer::Loop::accept_all() {
       listen_paused = true;
       listen_resume = Clock::now() + kAcceptPause;
       return;
+    }
+    if (conns.size() - to_close.size() >= limits.max_connections && !make_room_for_a_connection()) {
+      TDIST_LOG(LogLevel::Warn, name << ": refused a connection from " << peer_address(fd) << ": "
+                                     << limits.max_connections << " clients are connected (TDIST_STORE_MAX_CONNECTIONS)");
+      ::close(fd);
+      continue;
     }
     set_nodelay(fd);
     auto c = std::make_unique<Conn>();
@@ -230,6 +258,7 @@ void TcpStoreServer::Loop::drop(Conn& c, LogLevel level, const std::string& why)
   ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, c.fd.get(), nullptr);
   c.fd.reset();
   // Buffers go now, the object at the end of the iteration (callers may hold it).
+  buffered -= c.out.size() - c.out_pos;
   std::string().swap(c.in);
   std::string().swap(c.out);
   c.parser = RequestParser();
@@ -266,6 +295,8 @@ void TcpStoreServer::Loop::pump(Conn& c) {
   }
   size_t budget = kReadBudget;
   while (!busy() && budget > 0) {
+    if (!c.authenticated && c.greeting_bytes > kMaxGreetingBytes)
+      return drop(c, LogLevel::Warn, "sent " + std::to_string(c.greeting_bytes) + " bytes without authenticating");
     ssize_t n;
     size_t remaining = 0;
     if (std::string* value = c.parser.value_in_progress(&remaining); value != nullptr && remaining >= kReadChunk) {
@@ -275,6 +306,7 @@ void TcpStoreServer::Loop::pump(Conn& c) {
       value->resize(old + chunk);
       n = ::recv(c.fd.get(), value->data() + old, chunk, MSG_DONTWAIT);
       value->resize(old + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n > 0 && !c.authenticated) c.greeting_bytes += static_cast<size_t>(n);
       if (n > 0) {
         budget -= std::min(budget, static_cast<size_t>(n));
         if (c.parser.committed(static_cast<size_t>(n)) == RequestParser::Result::kDone) handle(c, c.parser.take());
@@ -282,6 +314,7 @@ void TcpStoreServer::Loop::pump(Conn& c) {
       }
     } else {
       n = ::recv(c.fd.get(), scratch.data(), scratch.size(), MSG_DONTWAIT);
+      if (n > 0 && !c.authenticated) c.greeting_bytes += static_cast<size_t>(n);
       if (n > 0) {
         budget -= std::min(budget, static_cast<size_t>(n));
         if (!feed(scratch.data(), static_cast<size_t>(n))) return;
@@ -304,6 +337,7 @@ void TcpStoreServer::Loop::flush(Conn& c) {
     ssize_t n = ::send(c.fd.get(), c.out.data() + c.out_pos, c.out.size() - c.out_pos, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       c.out_pos += static_cast<size_t>(n);
+      buffered -= static_cast<size_t>(n);
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
@@ -314,6 +348,7 @@ void TcpStoreServer::Loop::flush(Conn& c) {
     c.out.clear();
     c.out_pos = 0;
     if (c.out.capacity() > kReadChunk) std::string().swap(c.out);
+    if (c.closing_after_flush) return drop(c, LogLevel::Debug, "refused");
   }
   update_interest(c);
 }
@@ -324,7 +359,9 @@ void TcpStoreServer::Loop::respond(Conn& c, const Response& r) {
     c.out.clear();
     c.out_pos = 0;
   }
-  c.out += encode_response(r);
+  std::string bytes = encode_response(r);
+  buffered += bytes.size();
+  c.out += bytes;
   flush(c);
 }
 
@@ -356,17 +393,112 @@ std::optional<int64_t> TcpStoreServer::Loop::counter(const std::string& key) con
   return parse_counter(e->value);
 }
 
-void TcpStoreServer::Loop::handle(Conn& c, Request req) {
-  if (!c.greeted) {
-    if (req.command != Command::kHello || req.arg != kMagic)
-      return drop(c, LogLevel::Info, "the first request is not a TCPStore hello (not a TCPStore client?)");
-    c.greeted = true;
+void TcpStoreServer::Loop::greet(Conn& c, Request& req) {
+  if (req.command != Command::kHello || req.arg != kMagic || req.values[0].size() != c.client_nonce.size())
+    return drop(c, LogLevel::Warn, "the first request is not a TCPStore hello of this version (not a TCPStore client?)");
+  c.greeted = true;
+  std::memcpy(c.client_nonce.data(), req.values[0].data(), c.client_nonce.size());
+  c.server_nonce = auth::random_nonce();
+  Response r;
+  r.num = kVersion;
+  r.values.emplace_back(auth::view(c.server_nonce));
+  r.values.emplace_back(token ? "token" : "open");
+  if (token) {
+    auth::Digest d = auth::hmac(*token, {"tdist-store-server", auth::view(c.client_nonce), auth::view(c.server_nonce)});
+    r.values.emplace_back(reinterpret_cast<const char*>(d.data()), d.size());
+  } else {
+    c.authenticated = true;
   }
+  respond(c, r);
+}
+
+bool TcpStoreServer::Loop::authenticate(Conn& c, const Request& req) {
+  auth::Digest want =
+      auth::hmac(*token, {"tdist-store-client", auth::view(c.client_nonce), auth::view(c.server_nonce)});
+  auth::Digest got{};
+  bool ok = req.command == Command::kAuth && req.values.size() == 1 && req.values[0].size() == got.size();
+  if (ok) std::memcpy(got.data(), req.values[0].data(), got.size());
+  if (!ok || !auth::equal(got, want)) {
+    TDIST_LOG(LogLevel::Warn, name << ": refused client " << c.peer << ": "
+                                   << (req.command == Command::kAuth ? "its proof of the job token is wrong"
+                                                                     : "it sent a request before authenticating"));
+    c.closing_after_flush = true;
+    respond_error(c, "this TCPStore requires the job token, and the client's proof of it is wrong or missing "
+                     "(every process of a job needs the same TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE)");
+    return false;
+  }
+  c.authenticated = true;
+  respond(c, Response{});
+  return true;
+}
+
+// The request's answer or effect would cross a limit: the error text, else nullopt.
+std::optional<std::string> TcpStoreServer::Loop::over_limit(const Request& req) const {
+  size_t grows = 0;
+  switch (req.command) {
+    case Command::kSet:
+    case Command::kMultiSet:
+      for (size_t i = 0; i < req.keys.size(); ++i) grows += req.keys[i].size() + req.values[i].size();
+      break;
+    case Command::kCompareSet:
+      grows = req.keys[0].size() + req.values[1].size();
+      break;
+    case Command::kAppend: {
+      const KvTable::Entry* e = table.find(req.keys[0]);
+      size_t after = (e ? e->value.size() : 0) + req.values[0].size();
+      if (after > TCPStore::kMaxValueBytes)
+        return "append would grow the value of " + quote(req.keys[0]) + " to " + std::to_string(after) +
+               " bytes, above the value limit of " + std::to_string(TCPStore::kMaxValueBytes);
+      grows = req.keys[0].size() + req.values[0].size();
+      break;
+    }
+    case Command::kGet:
+    case Command::kMultiGet: {
+      // Computed before any answer is built: a request naming one large key
+      // many times must not make the server build a huge answer.
+      size_t answer = 0;
+      for (const auto& k : req.keys)
+        if (const KvTable::Entry* e = table.find(k)) answer += e->value.size() + 8;
+      if (answer > limits.max_answer_bytes)
+        return "the answer would be " + std::to_string(answer) + " bytes, above the limit of " +
+               std::to_string(limits.max_answer_bytes) + " (TDIST_STORE_MAX_ANSWER_BYTES)";
+      if (buffered + answer > limits.max_buffered_bytes)
+        return "answers of " + std::to_string(buffered) + " bytes wait to be sent to clients; " +
+               std::to_string(answer) + " more would pass the limit of " + std::to_string(limits.max_buffered_bytes) +
+               " (TDIST_STORE_MAX_BUFFERED_BYTES)";
+      return std::nullopt;
+    }
+    default:
+      return std::nullopt;
+  }
+  if (table.bytes() + grows > limits.max_bytes)
+    return "the store holds " + std::to_string(table.bytes()) + " bytes; " + std::to_string(grows) +
+           " more would pass its limit of " + std::to_string(limits.max_bytes) + " (TDIST_STORE_MAX_BYTES)";
+  return std::nullopt;
+}
+
+void TcpStoreServer::Loop::handle(Conn& c, Request req) {
+  c.since = Clock::now();
+  if (!c.greeted) return greet(c, req);
+  if (!c.authenticated) {
+    authenticate(c, req);
+    return;
+  }
+  if (auto why = over_limit(req)) return respond_error(c, *why);
+  try {
+    serve(c, std::move(req));
+  } catch (const std::bad_alloc&) {
+    // The event loop lives on; only this request fails.
+    respond_error(c, "the store server ran out of memory serving this request");
+  }
+}
+
+void TcpStoreServer::Loop::serve(Conn& c, Request req) {
   Response r;
   switch (req.command) {
     case Command::kHello:
-      r.num = kVersion;
-      break;
+    case Command::kAuth:
+      return drop(c, LogLevel::Warn, "a second greeting on one connection");
     case Command::kSet:
       table.set(req.keys[0], std::move(req.values[0]));
       notify(req.keys[0]);
@@ -418,6 +550,34 @@ void TcpStoreServer::Loop::handle(Conn& c, Request req) {
     }
   }
   respond(c, r);
+}
+
+// Closes connections that did not authenticate within the handshake time,
+// and connections idle (no request, no parked wait) for the idle timeout.
+void TcpStoreServer::Loop::sweep(Clock::time_point now) {
+  next_sweep = now + kSweepEvery;
+  for (auto& [id, conn] : conns) {
+    Conn& c = *conn;
+    if (c.closing) continue;
+    if (!c.authenticated && now - c.since > limits.handshake_time) {
+      drop(c, LogLevel::Warn, "did not authenticate within " + format_ms(limits.handshake_time));
+    } else if (c.authenticated && limits.idle_timeout.count() > 0 && c.waiter == 0 && !c.writing() &&
+               !c.parser.in_progress() && now - c.since > limits.idle_timeout) {
+      drop(c, LogLevel::Debug, "idle for " + format_ms(limits.idle_timeout) + " (TDIST_STORE_IDLE_TIMEOUT_S)");
+    }
+  }
+}
+
+// At the connection cap: closes the oldest connection that has not
+// authenticated, so that strangers cannot lock the job's processes out.
+bool TcpStoreServer::Loop::make_room_for_a_connection() {
+  Conn* oldest = nullptr;
+  for (auto& [id, conn] : conns)
+    if (!conn->closing && !conn->authenticated && (!oldest || conn->since < oldest->since)) oldest = conn.get();
+  if (!oldest) return false;
+  drop(*oldest, LogLevel::Warn,
+       "unauthenticated, and " + std::to_string(limits.max_connections) + " clients are connected (TDIST_STORE_MAX_CONNECTIONS)");
+  return true;
 }
 
 void TcpStoreServer::Loop::park(Conn& c, Request req) {
@@ -478,7 +638,16 @@ void TcpStoreServer::Loop::notify(const std::string& key) {
 void TcpStoreServer::Loop::complete(uint64_t waiter_id) {
   Waiter& w = waiters.at(waiter_id);
   Response r;
-  if (w.command == Command::kGet || w.command == Command::kMultiGet) r.values = values_of(w.keys);
+  if (w.command == Command::kGet || w.command == Command::kMultiGet) {
+    // The keys arrived after the request was checked: check the answer again.
+    Request asked{w.command, 0, w.keys, {}};
+    if (auto why = over_limit(asked)) {
+      r.status = Status::kError;
+      r.values.push_back(*why);
+    } else {
+      r.values = values_of(w.keys);
+    }
+  }
   if (w.command == Command::kWaitCounter) r.num = counter(w.keys[0]).value_or(0);
   uint64_t conn_id = w.conn;
   remove_waiter(waiter_id);
@@ -523,11 +692,14 @@ void TcpStoreServer::Loop::remove_waiter(uint64_t waiter_id) {
 
 // ---------------------------------------------------------------- server
 
-TcpStoreServer::TcpStoreServer(uint16_t port) : loop_(std::make_unique<Loop>()) {
-  loop_->listen = listen_tcp("", port);
+TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port) : loop_(std::make_unique<Loop>()) {
+  loop_->token = auth::job_token();
+  loop_->limits = StoreLimits::from_environment();
+  loop_->listen = listen_tcp(bind_host, port);
   set_nonblocking(loop_->listen.get(), true);
   port_ = local_port(loop_->listen.get());
-  loop_->name = "TCPStore server on port " + std::to_string(port_);
+  loop_->name = "TCPStore server on " + local_address(loop_->listen.get());
+  if (!loop_->token) auth::warn_open_once(loop_->name);
   loop_->epoll = Fd(::epoll_create1(EPOLL_CLOEXEC));
   wake_ = Fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!loop_->epoll.valid() || !wake_.valid())
@@ -560,7 +732,7 @@ TcpStoreServer::~TcpStoreServer() {
   TDIST_LOG(LogLevel::Debug, loop_->name << ": stopped");
 }
 
-std::shared_ptr<TcpStoreServer> TcpStoreServer::shared(uint16_t port) {
+std::shared_ptr<TcpStoreServer> TcpStoreServer::shared(const std::string& bind_host, uint16_t port) {
   static std::mutex mu;
   static std::map<uint16_t, std::weak_ptr<TcpStoreServer>> servers;
   std::lock_guard<std::mutex> lock(mu);
@@ -570,7 +742,7 @@ std::shared_ptr<TcpStoreServer> TcpStoreServer::shared(uint16_t port) {
     if (it != servers.end())
       if (auto s = it->second.lock()) return s;
   }
-  auto s = std::make_shared<TcpStoreServer>(port);
+  auto s = std::make_shared<TcpStoreServer>(bind_host, port);
   servers[s->port()] = s;
   return s;
 }

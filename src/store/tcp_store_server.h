@@ -7,15 +7,30 @@
 #include <string>
 #include <thread>
 
+#include "util/deadline.h"
 #include "util/socket.h"
 
 namespace tdist::store_detail {
 
+// What one server holds and serves at most; over a limit, the client that
+// asked gets an error (or is closed, for the connection limits) and the server
+// lives on. Read from TDIST_STORE_* when a server starts (README: Environment).
+struct StoreLimits {
+  size_t max_bytes = size_t{2} << 30;           // keys and values held
+  size_t max_answer_bytes = size_t{1} << 30;    // one get/multi_get answer
+  size_t max_buffered_bytes = size_t{2} << 30;  // answers not yet sent, all clients together
+  size_t max_connections = 4096;                // never above half the descriptor limit
+  Millis handshake_time{5000};                  // to say hello and authenticate
+  Millis idle_timeout{0};                       // an authenticated client with nothing pending; 0: never
+  static StoreLimits from_environment();
+};
+
 class TcpStoreServer {
  public:
-  // Listens on every interface at `port` (0: the kernel picks one); throws
-  // DistNetworkError naming the port when it cannot.
-  explicit TcpStoreServer(uint16_t port);
+  // Listens at bind_host:port ("" or "*": every interface; port 0: the kernel
+  // picks one); throws DistNetworkError naming them when it cannot. Requires
+  // the job token (util/job_token.h) from its clients when this process has one.
+  TcpStoreServer(const std::string& bind_host, uint16_t port);
   // Stops the loop and closes every connection (their clients then fail with
   // DistNetworkError).
   ~TcpStoreServer();
@@ -26,7 +41,7 @@ class TcpStoreServer {
 
   // The server shared by multi_tenant TCPStores of this process on `port`
   // (a new one when none is alive, registered under its bound port).
-  static std::shared_ptr<TcpStoreServer> shared(uint16_t port);
+  static std::shared_ptr<TcpStoreServer> shared(const std::string& bind_host, uint16_t port);
 
  private:
   struct Loop;

@@ -251,14 +251,28 @@ class RawClient {
   explicit RawClient(uint16_t port)
       : fd_(tdist::connect_tcp("127.0.0.1", port, tdist::Deadline::after(10s), "raw test client")) {}
   void send(const std::string& bytes) { tdist::send_all(fd_.get(), bytes.data(), bytes.size(), tdist::Deadline::after(10s), "server"); }
+  // The greeting of an open store (no job token): a nonce out, the server's
+  // nonce, mode and proof back.
   void hello() {
     std::string b;
-    sd::encode_request_head(b, sd::Command::kHello, 0, 0, sd::kMagic);
+    sd::encode_request_head(b, sd::Command::kHello, 0, 1, sd::kMagic);
+    sd::put_u64(b, 16);
+    b += std::string(16, 'n');
     send(b);
     char head[sd::kResponseHeaderBytes];
-    tdist::recv_all(fd_.get(), head, sizeof(head), tdist::Deadline::after(10s), "server");
+    recv(head, sizeof(head));
     EXPECT_EQ(head[0], 0);
+    for (uint32_t i = 0, n = sd::get_u32(head + 9); i < n; ++i) {
+      char len[8];
+      recv(len, sizeof(len));
+      std::string value(sd::get_u64(len), '\0');
+      recv(value.data(), value.size());
+      if (i == 1) {
+        EXPECT_EQ(value, "open");
+      }
+    }
   }
+  void recv(void* p, size_t n) { tdist::recv_all(fd_.get(), p, n, tdist::Deadline::after(10s), "server"); }
   // True when the server closes the connection (EOF or reset) within 10 s.
   bool closed_by_server() {
     char buf[4096];
