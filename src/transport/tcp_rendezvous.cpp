@@ -15,6 +15,7 @@
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"
 #include "transport/wire.h"
+#include "util/bind_address.h"
 #include "util/env.h"
 #include "util/host_id.h"
 #include "util/job_token.h"
@@ -84,6 +85,30 @@ std::vector<std::string> local_addresses() {
   return out;
 }
 
+// Where the mesh listener binds, and what this rank publishes: the interfaces
+// of TDIST_SOCKET_IFNAME; loopback for a job whose MASTER_ADDR is loopback
+// (every rank is on this host); else the address of the route to MASTER_ADDR;
+// every interface with TDIST_BIND_ALL=1 or when none of these is known (a
+// group made over a user's store).
+std::string choose_bind_address(std::vector<std::string>& addresses) {
+  if (env_flag("TDIST_BIND_ALL", false)) return "";
+  if (get_env("TDIST_SOCKET_IFNAME")) return addresses.front();
+  auto master = get_env("MASTER_ADDR");
+  if (!master || master->empty()) return "";
+  if (is_loopback_host(*master)) {
+    addresses = {"127.0.0.1"};
+    return addresses.front();
+  }
+  std::string towards = local_address_towards(*master);
+  if (towards.empty() || is_loopback_host(towards)) return "";
+  addresses = {towards};
+  return towards;
+}
+
+bool has_loopback(const std::vector<std::string>& addresses) {
+  return std::any_of(addresses.begin(), addresses.end(), [](const std::string& a) { return is_loopback_host(a); });
+}
+
 std::string encode(const PeerInfo& info) {
   std::string out = info.host_id + "\n" + std::to_string(info.nonce) + "\n" + std::to_string(info.port) + "\n";
   for (size_t i = 0; i < info.addresses.size(); ++i) out += (i ? "," : "") + info.addresses[i];
@@ -130,7 +155,7 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   const std::optional<std::string> token = auth::job_token();
   if (!token) auth::warn_open_once(label + "'s connections to other ranks");
   std::vector<std::string> addresses = local_addresses();
-  Fd listener = listen_tcp(get_env("TDIST_SOCKET_IFNAME") ? addresses.front() : "", 0);
+  Fd listener = listen_tcp(choose_bind_address(addresses), 0);
   PeerInfo self;
   self.host_id = host_id();
   self.nonce = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
@@ -159,7 +184,9 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   for (int peer = 0; peer < rank; ++peer) {
     const PeerInfo& info = infos[peer];
     std::vector<std::string> candidates = info.addresses;
-    if (info.host_id == self.host_id) candidates.insert(candidates.begin(), "127.0.0.1");
+    // A peer of this host that listens on loopback too is dialled there first.
+    if (info.host_id == self.host_id && has_loopback(info.addresses) && candidates.front() != "127.0.0.1")
+      candidates.insert(candidates.begin(), "127.0.0.1");
     Fd fd;
     std::string last_error, reached;  // the address that answered: the extra sockets go there too
     for (size_t i = 0; i < candidates.size() && !fd.valid(); ++i) {
