@@ -28,7 +28,9 @@ Options:
                        MIN:MAX ranges are not).
   --node-rank R        this node's rank, 0 .. nnodes-1 [0].
   --master-addr A      address (name or IP) of the node with RANK 0, where the
-                       program's TCPStore listens [127.0.0.1].
+                       program's TCPStore listens [127.0.0.1]. The store and
+                       the ranks bind that address's interface (loopback for
+                       127.0.0.1), not every interface (TDIST_BIND_ALL=1 does).
   --master-port P      port for that store on the master node [29500].
                        0 picks a free port (single node only).
   --standalone         single node: MASTER_ADDR=127.0.0.1 and a free
@@ -66,6 +68,12 @@ tdistrun's own environment:
   TORCHELASTIC_RUN_ID --rdzv-id ("none" by default)
   TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0 (no restarts)
   TDIST_LAUNCHED=1
+  TDIST_JOB_TOKEN     a random secret made for this job when one node runs
+                      it and neither TDIST_JOB_TOKEN nor TDIST_JOB_TOKEN_FILE
+                      is set: the store and the ranks admit only processes
+                      that prove they know it. With --nnodes > 1 set the same
+                      TDIST_JOB_TOKEN_FILE (mode 600) on every node; without
+                      it the job is open, as torch's, and tdistrun warns.
   OMP_NUM_THREADS=1   when it is unset and nproc_per_node > 1, as torchrun
                       does, so that the workers do not overload the node; set
                       it yourself to tune.
