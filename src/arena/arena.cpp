@@ -131,10 +131,18 @@ std::unique_ptr<Arena> Arena::setup(Store& store, Transport& transport, const st
   // reading these keys would leave that rank with a closed store connection.
   std::vector<std::string> read_keys;
   for (int r = 1; r < n; ++r) read_keys.push_back(read_key(r));
-  if (rank == 0)
+  if (rank == 0) {
     store.wait(read_keys, timeout);
-  else
+    // Every rank has read what it needs: the set-up keys go, so that groups
+    // made and destroyed by the hundred leave nothing in the store.
+    store.delete_key(kSegmentKey);
+    for (int r = 1; r < n; ++r) {
+      store.delete_key(status_key(r));
+      store.delete_key(read_key(r));
+    }
+  } else {
     store.set(read_key(rank), "1");
+  }
   // Every rank that maps the segment has mapped it by now: the name can go.
   seg.unlink();
 

@@ -268,6 +268,10 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     --expected;
   }
   t->attach_shared_memory(deadline);
+  // Every peer read this rank's record before it connected (higher ranks) or
+  // accepted (lower ranks): it can go, so that the store does not grow with
+  // every group made.
+  store.delete_key("tcp/" + std::to_string(rank));
   t->start();
   return t;
 }

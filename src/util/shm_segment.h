@@ -46,6 +46,11 @@ class ShmSegment {
   bool owns_name_ = false;  // created here and not yet unlinked
 };
 
+// Removes the names of tdist segments in /dev/shm whose creator (named by pid
+// and pid namespace in the segment's name) is dead and owned by this user;
+// returns how many. ShmSegment::create runs it once per process.
+size_t remove_segments_of_dead_processes();
+
 // Whether shared memory may be used: TDIST_SHM is unset or not "0".
 bool shm_enabled();
 
