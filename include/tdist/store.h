@@ -172,6 +172,12 @@ class TCPStore : public Store {
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }  // the bound port when constructed with port 0
+  // For an orderly end (destroy_process_group): the server this store hosts
+  // (is_master) stops accepting connections; connected clients are still
+  // served. Then stop_server() closes it now, whoever still holds the store:
+  // its port is free and its clients' calls fail. Both do nothing elsewhere.
+  void stop_accepting();
+  void stop_server();
 
   // Limits the server enforces; a request beyond them drops that client only.
   static constexpr size_t kMaxKeyBytes = 4096;

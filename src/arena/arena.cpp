@@ -135,10 +135,14 @@ std::unique_ptr<Arena> Arena::setup(Store& store, Transport& transport, const st
     store.wait(read_keys, timeout);
     // Every rank has read what it needs: the set-up keys go, so that groups
     // made and destroyed by the hundred leave nothing in the store.
-    store.delete_key(kSegmentKey);
-    for (int r = 1; r < n; ++r) {
-      store.delete_key(status_key(r));
-      store.delete_key(read_key(r));
+    // (FileStore cannot delete, as torch's cannot: its keys stay.)
+    try {
+      store.delete_key(kSegmentKey);
+      for (int r = 1; r < n; ++r) {
+        store.delete_key(status_key(r));
+        store.delete_key(read_key(r));
+      }
+    } catch (const DistError&) {
     }
   } else {
     store.set(read_key(rank), "1");

@@ -36,6 +36,7 @@ void init_process_group(const InitOptions& options) {
   world().default_group = std::move(group);
   world().default_version.fetch_add(1, std::memory_order_release);
   world().store = r.store;
+  world().owns_store = !options.store;
   world().scoped_store = scoped;
 }
 

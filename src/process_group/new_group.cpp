@@ -82,8 +82,42 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   return g;
 }
 
+namespace {
+
+// Leaving in order, when init made the store: rank 0, whose process serves
+// it, waits (bounded) until every rank has left, stops accepting, says so,
+// and closes it. A rank that goes on to init again on the same port then
+// never reaches the closing store, and no group handle keeps the port bound.
+void leave_store(Store& scoped, TCPStore* hosted, int rank, int size) {
+  constexpr std::chrono::milliseconds kLeaveWait{10000};
+  try {
+    if (rank == 0) {
+      std::vector<std::string> keys;
+      for (int r = 1; r < size; ++r) keys.push_back("left/" + std::to_string(r));
+      try {
+        if (!keys.empty()) scoped.wait(keys, kLeaveWait);
+      } catch (const DistError&) {
+        // A rank that never left (exited, crashed) does not hold rank 0.
+      }
+      if (hosted) hosted->stop_accepting();
+      scoped.set("closed", "1");
+      if (hosted) hosted->stop_server();
+    } else {
+      scoped.set("left/" + std::to_string(rank), "1");
+      scoped.wait({"closed"}, kLeaveWait);
+    }
+  } catch (const DistError&) {
+    // Leaving never fails: the store may be gone already.
+  }
+}
+
+}  // namespace
+
 void destroy_process_group(const Group& group) {
   std::vector<Group> victims;
+  std::shared_ptr<Store> store, scoped;
+  bool owns_store = false;
+  int rank = 0, size = 1;
   {
     std::lock_guard<std::mutex> lock(world().mu);
     if (group && group != world().default_group) {
@@ -96,6 +130,11 @@ void destroy_process_group(const Group& group) {
       victims = std::move(world().groups);
       world().groups.clear();
       world().group_counts.clear();
+      rank = world().default_group->rank();
+      size = world().default_group->size();
+      store = std::move(world().store);
+      scoped = std::move(world().scoped_store);
+      owns_store = world().owns_store;
       victims.push_back(std::move(world().default_group));
       world().default_group = nullptr;
       world().default_version.fetch_add(1, std::memory_order_release);
@@ -104,6 +143,7 @@ void destroy_process_group(const Group& group) {
     }
   }
   for (auto& g : victims) g->shutdown();
+  if (owns_store && scoped) leave_store(*scoped, dynamic_cast<TCPStore*>(store.get()), rank, size);
 }
 
 }  // namespace tdist

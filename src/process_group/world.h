@@ -21,6 +21,7 @@ struct World {
   // resolve_group find the default group without the mutex (see there).
   std::atomic<uint64_t> default_version{0};
   std::shared_ptr<Store> store;         // as given by the init method
+  bool owns_store = false;              // made by init (tcp://, env://, file://), not given by the user
   std::shared_ptr<Store> scoped_store;  // this init's namespace in it; groups live under it
   std::vector<Group> groups;            // made by new_group, destroyed with the default group
   std::map<std::string, int> group_counts;  // per member list: how many groups were made of it

@@ -83,19 +83,7 @@ class Client {
       }
     }
     try {
-      if (conn.valid()) {
-        // A kept connection the server closed as idle (TDIST_STORE_IDLE_TIMEOUT_S)
-        // never saw the request: send it again on a new one. The server closes
-        // only connections with nothing pending, so nothing runs twice.
-        try {
-          return finish(std::move(conn), c, keys, values, arg, deadline);
-        } catch (const DistNetworkError&) {
-          if (deadline.expired()) throw;  // no answer in time: not an idle close
-          conn = open(deadline.earlier(Deadline::after(kReconnectTime)));
-        }
-      } else {
-        conn = open(deadline);
-      }
+      if (!conn.valid()) conn = open(deadline);
       return finish(std::move(conn), c, keys, values, arg, deadline);
     } catch (const DistNetworkError& e) {
       {
@@ -110,7 +98,6 @@ class Client {
 
  private:
   static constexpr size_t kMaxIdle = 8;
-  static constexpr Millis kReconnectTime{1000};
 
   Response finish(Fd conn, Command c, std::span<const std::string* const> keys,
                   std::span<const std::string* const> values, int64_t arg, Deadline deadline) {
@@ -310,6 +297,12 @@ TCPStore::TCPStore(std::string host, uint16_t port, std::optional<int> world_siz
                                .timeout = timeout,
                                .wait_for_workers = wait_for_workers,
                                .multi_tenant = multi_tenant}) {}
+
+void TCPStore::stop_accepting() {
+  if (state_->server) state_->server->stop_accepting();
+}
+
+void TCPStore::stop_server() { state_->server.reset(); }
 
 TCPStore::~TCPStore() {
   state_->client.reset();  // our connection first, then (if the last user) the server

@@ -186,6 +186,10 @@ void TcpStoreServer::Loop::accept_all() {
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINVAL) {  // stop_accepting(): no longer listening
+        ::epoll_ctl(epoll.get(), EPOLL_CTL_DEL, listen.get(), nullptr);
+        return;
+      }
       // Out of descriptors or memory: stop accepting for a moment instead of
       // spinning on a listening socket that stays readable.
       TDIST_LOG(LogLevel::Warn, name << ": accept failed: " << errno_string(errno) << "; pausing new connections for "
@@ -722,6 +726,12 @@ TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port) : lo
     }
   });
   TDIST_LOG(LogLevel::Debug, loop_->name << ": listening");
+}
+
+void TcpStoreServer::stop_accepting() {
+  // The loop thread owns the socket; a shut-down listening socket stops
+  // listening (connections are refused) and its accept fails with EINVAL.
+  ::shutdown(loop_->listen.get(), SHUT_RDWR);
 }
 
 TcpStoreServer::~TcpStoreServer() {

@@ -38,6 +38,8 @@ class TcpStoreServer {
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
 
   uint16_t port() const { return port_; }
+  // New connections are refused from now on; connected clients are served.
+  void stop_accepting();
 
   // The server shared by multi_tenant TCPStores of this process on `port`
   // (a new one when none is alive, registered under its bound port).

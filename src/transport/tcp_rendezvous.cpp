@@ -270,8 +270,11 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   t->attach_shared_memory(deadline);
   // Every peer read this rank's record before it connected (higher ranks) or
   // accepted (lower ranks): it can go, so that the store does not grow with
-  // every group made.
-  store.delete_key("tcp/" + std::to_string(rank));
+  // every group made (FileStore cannot delete, as torch's cannot: it keeps it).
+  try {
+    store.delete_key("tcp/" + std::to_string(rank));
+  } catch (const DistError&) {
+  }
   t->start();
   return t;
 }

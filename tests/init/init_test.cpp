@@ -204,3 +204,42 @@ TEST(Spawn, RunsEveryRankAndReportsTheFirstFailure) {
 
 }  // namespace
 }  // namespace tdist::testing
+
+namespace tdist::testing {
+namespace {
+
+// Each cycle's rank 0 starts a new store on the same port while the others
+// may still be leaving the previous one: every cycle must work.
+TEST(Init, TwentyInitDestroyCyclesOnOnePort) {
+  const int port = free_port();
+  auto results = run_in_processes(
+      3,
+      [&](int rank) {
+        for (int cycle = 0; cycle < 20; ++cycle) {
+          clear_rank_env();
+          init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 3, rank, milliseconds(20000));
+          std::vector<int> v(3, rank + cycle);
+          all_reduce(v);
+          require(v[0] == 3 + 3 * cycle, "cycle " + std::to_string(cycle) + ": all_reduce gave " + std::to_string(v[0]));
+          destroy_process_group();
+        }
+      },
+      std::chrono::seconds(120));
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(Init, AGroupHandleKeptAfterDestroyDoesNotKeepTheStorePort) {
+  const int port = free_port();
+  auto results = run_in_processes(2, [&](int rank) {
+    clear_rank_env();
+    init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 2, rank, milliseconds(20000));
+    Group kept = new_group({0, 1});
+    destroy_process_group();
+    if (rank == 0) Fd again = listen_tcp("127.0.0.1", static_cast<uint16_t>(port));  // throws if still bound
+    require(kept != nullptr, "the handle is still held here");
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+}  // namespace
+}  // namespace tdist::testing
