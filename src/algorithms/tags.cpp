@@ -19,10 +19,42 @@ const char* op_code_name(uint64_t tag) {
   return "unknown collective";
 }
 
+namespace {
+
+// "dtype float32 against int32 here", for each argument the two calls differ in.
+std::string differences(uint16_t theirs, uint16_t ours) {
+  std::string out;
+  auto field = [](uint16_t sig, int shift) { return (sig >> shift) & 0xfu; };
+  auto add = [&](const std::string& what) { out += (out.empty() ? "" : ", ") + what; };
+  if (field(theirs, 0) != field(ours, 0)) {
+    auto name = [](unsigned v) {
+      return v == 0 || v > kNumDTypes ? std::string("none") : std::string(dtype_name(static_cast<DType>(v - 1)));
+    };
+    add("dtype " + name(field(theirs, 0)) + " against " + name(field(ours, 0)) + " here");
+  }
+  if (field(theirs, 4) != field(ours, 4)) {
+    auto name = [](unsigned v) {
+      return v == 0 || v > 9 ? std::string("none") : std::string(ReduceOp(static_cast<ReduceOp::Kind>(v - 1)).name());
+    };
+    add("reduce op " + name(field(theirs, 4)) + " against " + name(field(ours, 4)) + " here");
+  }
+  if (field(theirs, 8) != field(ours, 8)) {
+    auto name = [](unsigned v) { return v == 0 ? std::string("none") : std::to_string(v - 1); };
+    add("root " + name(field(theirs, 8)) + " against " + name(field(ours, 8)) + " here (modulo 15)");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string describe_desync(uint64_t waiting_tag, uint64_t arrived_tag) {
   if (!is_collective_tag(waiting_tag) || !is_collective_tag(arrived_tag)) return "";
-  if (operation_of(waiting_tag) == operation_of(arrived_tag)) return "";
-  auto seq = [](uint64_t tag) { return std::to_string((tag >> 24) & 0xffffffffu); };
+  auto seq = [](uint64_t tag) { return std::to_string((tag >> 36) & 0xfffffu); };
+  if (operation_of(waiting_tag) == operation_of(arrived_tag)) {
+    if (signature_of(waiting_tag) == signature_of(arrived_tag)) return "";
+    return std::string("the ranks called ") + op_code_name(arrived_tag) + " #" + seq(arrived_tag) +
+           " with different arguments: " + differences(signature_of(arrived_tag), signature_of(waiting_tag));
+  }
   return std::string("the ranks are out of step: it sent a message of its ") + op_code_name(arrived_tag) + " #" +
          seq(arrived_tag) + " while this rank waits for one of its " + op_code_name(waiting_tag) + " #" +
          seq(waiting_tag) + " (the ranks called different collectives, or the same with different arguments)";

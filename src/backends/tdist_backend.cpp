@@ -164,7 +164,7 @@ namespace {
 // Runs one collective on whichever thread enqueue() chose and finishes its
 // Work; `unshared`: the caller's thread, before the Work is returned.
 template <typename Body>
-void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_t seq, Millis timeout,
+void run_collective(TdistBackend::State& state, Work& work, CollectiveCall call, uint64_t seq, Millis timeout,
                     const Body& body, const std::string& signature, bool unshared) {
   auto finish = [&](std::exception_ptr e) { unshared ? work.finish_unshared(std::move(e)) : work.finish(std::move(e)); };
   if (auto failed = state.failure_of(work.op_name().c_str(), seq)) {
@@ -179,7 +179,7 @@ void run_collective(TdistBackend::State& state, Work& work, OpCode code, uint64_
       CollectiveContext check{*state.transport, collective_tag(OpCode::Fingerprint, seq), deadline};
       check_fingerprint(check, signature);
     }
-    CollectiveContext ctx{*state.transport, collective_tag(code, seq), deadline, &state.forced};
+    CollectiveContext ctx{*state.transport, collective_tag(call.code, seq, call.signature), deadline, &state.forced};
     body(ctx);
     finish(nullptr);
   } catch (...) {
@@ -213,7 +213,7 @@ std::shared_ptr<Work> TdistBackend::take_work(const char* op, uint64_t seq, std:
 }
 
 template <typename Body, typename... Args>
-std::shared_ptr<Work> TdistBackend::enqueue(OpCode code, const char* op, std::span<const Tensor> result,
+std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
                                             std::string signature, Body body, const Args&... args) {
   std::unique_lock<SpinLock> issue(issue_mu_);
   uint64_t seq = ++seq_;
@@ -303,7 +303,7 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
   check_tensor(tensor, "broadcast");
   check_rank(root, "broadcast", "root");
   return enqueue(
-      OpCode::Broadcast, "broadcast", {&tensor, 1},
+      CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1},
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root) {
         a ? arena::broadcast(*a, ctx, t, root) : tdist::broadcast(ctx, t, root);
@@ -315,7 +315,7 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op
   check_tensor(tensor, "all_reduce");
   check_reduce_op(op, tensor.dtype(), "all_reduce");
   return enqueue(
-      OpCode::AllReduce, "all_reduce", {&tensor, 1},
+      CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1},
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, ReduceOp op) {
         a ? arena::all_reduce(*a, ctx, t, op) : tdist::all_reduce(ctx, t, op);
@@ -375,7 +375,7 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
   check_rank(root, "reduce", "destination");
   check_reduce_op(op, tensor.dtype(), "reduce");
   return enqueue(
-      OpCode::Reduce, "reduce", {&tensor, 1},
+      CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), "reduce", {&tensor, 1},
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root, ReduceOp op) {
@@ -391,7 +391,7 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
     invalid("all_gather", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() +
                               " does not match this rank's input " + input.str());
   return enqueue(
-      OpCode::AllGather, "all_gather", outputs,
+      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs,
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
         a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
@@ -407,7 +407,7 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
                                           std::to_string(size()) + ") x input " + input.str());
   auto outputs = blocks(output, size());
   return enqueue(
-      OpCode::AllGather, "all_gather_into_tensor", {&output, 1},
+      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1},
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
         a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
@@ -426,7 +426,7 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
                           ", got " + std::to_string(outputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Gather, "gather", outputs,
+      CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs,
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in, int root) {
         a ? arena::gather(*a, ctx, outs, in, root) : tdist::gather(ctx, outs, in, root);
@@ -445,7 +445,7 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
                            ", got " + std::to_string(inputs.size()) + " tensors");
   }
   return enqueue(
-      OpCode::Scatter, "scatter", {&output, 1},
+      CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1},
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, int root) {
         a ? arena::scatter(*a, ctx, out, ins, root) : tdist::scatter(ctx, out, ins, root);
@@ -462,7 +462,7 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
     invalid("reduce_scatter", "input[" + std::to_string(rank()) + "] " + inputs[rank()].str() +
                                   " does not match the output " + output.str());
   return enqueue(
-      OpCode::ReduceScatter, "reduce_scatter", {&output, 1},
+      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1},
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
         a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
@@ -479,7 +479,7 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
                                          ") x output " + output.str());
   auto inputs = blocks(input, size());
   return enqueue(
-      OpCode::ReduceScatter, "reduce_scatter_tensor", {&output, 1},
+      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter_tensor", {&output, 1},
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
         a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
@@ -495,7 +495,7 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
     invalid("all_to_all", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() + " and input[" +
                               std::to_string(rank()) + "] " + inputs[rank()].str() + " differ in size");
   return enqueue(
-      OpCode::AllToAll, "all_to_all", outputs,
+      CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs,
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
         a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
@@ -552,7 +552,7 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
                                      " elements) and output split (" + std::to_string(outs[rank()].numel()) +
                                      " elements) differ");
   return enqueue(
-      OpCode::AllToAll, "all_to_all_single", {&output, 1},
+      CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1},
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
         a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);

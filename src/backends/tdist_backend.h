@@ -68,7 +68,7 @@ class TdistBackend final : public Backend {
   // queue's thread (over copies of args). `signature` is "" unless
   // TDIST_DEBUG=DETAIL.
   template <typename Body, typename... Args>
-  std::shared_ptr<Work> enqueue(OpCode code, const char* op, std::span<const Tensor> result, std::string signature,
+  std::shared_ptr<Work> enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result, std::string signature,
                                 Body body, const Args&... args);
   // A pending Work for operation #seq: the spare one when its last caller
   // has dropped it (blocking calls), else a new one. Under issue_mu_.

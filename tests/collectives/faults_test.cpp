@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "collectives/process_util.h"
+#include "common/scoped_env.h"
 
 namespace tdist::testing {
 namespace {
@@ -205,6 +206,53 @@ TEST(CollDisagreement, GatherWhereEveryRankIsTheRoot) {
     std::vector<int16_t> in(8, static_cast<int16_t>(me));
     tdist::gather(in, std::vector<Tensor>(out.begin(), out.end()), me, g);
   });
+}
+
+}  // namespace
+}  // namespace tdist::testing
+
+namespace tdist::testing {
+namespace {
+
+// Over TCP, ranks that call a collective with another dtype of the same size
+// or another reduce op fail at that collective, every one of them, with an
+// error naming the difference (the call's signature travels in its tags).
+void expect_argument_error_on_every_rank(const std::function<void(int, const Group&)>& step, const std::string& what) {
+  ScopedEnv tcp("TDIST_SHM", "0");
+  run_world(2, [&](int me) {
+    Group g = tdist::new_group({}, milliseconds(5000));
+    try {
+      step(me, g);
+    } catch (const DistError& e) {
+      require(has(e.what(), "different arguments") && has(e.what(), what),
+              "rank " + std::to_string(me) + ": the error does not name the difference: " + e.what());
+      return;
+    }
+    require(false, "rank " + std::to_string(me) + " completed a collective the other rank called differently");
+  });
+}
+
+TEST(CollDisagreement, AllReduceOfFloat32AgainstInt32OverTcp) {
+  expect_argument_error_on_every_rank(
+      [](int me, const Group& g) {
+        if (me == 0) {
+          std::vector<float> v(1024, 1.0f);
+          tdist::all_reduce(v, ReduceOp::SUM, g);
+        } else {
+          std::vector<int32_t> v(1024, 1);
+          tdist::all_reduce(v, ReduceOp::SUM, g);
+        }
+      },
+      "dtype");
+}
+
+TEST(CollDisagreement, AllReduceSumAgainstMaxOverTcp) {
+  expect_argument_error_on_every_rank(
+      [](int me, const Group& g) {
+        std::vector<float> v(1024, 1.0f);
+        tdist::all_reduce(v, me == 0 ? ReduceOp::SUM : ReduceOp::MAX, g);
+      },
+      "reduce op");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@ void cycles_leave_no_keys(bool shm) {
       [&](int rank) {
         auto store = process_world_store(*board, rank, n, std::chrono::seconds(30));
         init_process_group(InitOptions{.world_size = n, .rank = rank, .store = store});
+        barrier();  // the default group's own set-up is done
         for (int i = 0; i < 40; ++i) {
           if (i == 5) {
             barrier();
@@ -37,7 +38,8 @@ void cycles_leave_no_keys(bool shm) {
       },
       std::chrono::seconds(120));
   ASSERT_EQ(describe_failures(results), "");
-  EXPECT_EQ(after->load(), before->load()) << "35 more groups made and destroyed left keys in the store";
+  // Before the keys were deleted, each group left 8 (51 -> 331 over 40 groups).
+  EXPECT_LE(after->load(), before->load()) << "35 more groups made and destroyed left keys in the store";
 }
 
 TEST(GroupKeys, FortyGroupsOverTcpLeaveNoKeys) { cycles_leave_no_keys(false); }
