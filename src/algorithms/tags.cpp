@@ -49,7 +49,7 @@ std::string differences(uint16_t theirs, uint16_t ours) {
 
 std::string describe_desync(uint64_t waiting_tag, uint64_t arrived_tag) {
   if (!is_collective_tag(waiting_tag) || !is_collective_tag(arrived_tag)) return "";
-  auto seq = [](uint64_t tag) { return std::to_string((tag >> 36) & 0xfffffu); };
+  auto seq = [](uint64_t tag) { return std::to_string(sequence_of(tag)); };
   if (operation_of(waiting_tag) == operation_of(arrived_tag)) {
     if (signature_of(waiting_tag) == signature_of(arrived_tag)) return "";
     return std::string("the ranks called ") + op_code_name(arrived_tag) + " #" + seq(arrived_tag) +

@@ -63,6 +63,7 @@ inline bool is_collective_tag(uint64_t tag) { return (tag >> 63) != 0; }
 // The operation a tag belongs to: op code and sequence number, without the
 // signature and the step.
 inline uint64_t operation_of(uint64_t tag) { return tag >> 36; }
+inline uint64_t sequence_of(uint64_t tag) { return (tag >> 36) & 0xfffffu; }
 inline uint16_t signature_of(uint64_t tag) { return static_cast<uint16_t>((tag >> 24) & 0xfff); }
 const char* op_code_name(uint64_t tag);
 

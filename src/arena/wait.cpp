@@ -199,7 +199,7 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
                              uint64_t left) {
   auto when = [left] {
     if (left == 0) return std::string();
-    return "in " + std::string(op_code_name(left)) + " #" + std::to_string((left >> 24) & 0xffffffffu) +
+    return "in " + std::string(op_code_name(left)) + " #" + std::to_string(sequence_of(left)) +
            ", which this rank left early: ";
   };
   for (int q = 0; q < size_; ++q) {
@@ -218,7 +218,7 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
 
 void Arena::fail(CollectiveContext& ctx, const std::string& what) {
   std::string message = "shared-memory " + std::string(op_code_name(ctx.tag)) + " #" +
-                        std::to_string((ctx.tag >> 24) & 0xffffffffu) + " (round " + std::to_string(round_) +
+                        std::to_string(sequence_of(ctx.tag)) + " (round " + std::to_string(round_) +
                         "): " + what;
   // The others stop waiting for this rank at once, and can say why.
   abort(label_ + ": " + message);
