@@ -42,8 +42,8 @@ std::optional<std::string> job_token() {
 void warn_open_once(const std::string& what) {
   static std::atomic<bool> warned{false};
   if (warned.exchange(true)) return;
-  TDIST_LOG(LogLevel::Warn, what << " runs without a job token (TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE), so any "
-                                   "process that reaches it can join the job; tdistrun and spawn set one for you");
+  TDIST_LOG(LogLevel::Warn, what << ": no job token is set (TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE), so any process "
+                                   "that can connect may join the job; tdistrun and spawn set one for you");
 }
 
 void random_bytes(void* out, size_t n) {

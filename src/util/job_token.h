@@ -26,8 +26,8 @@ using Nonce = std::array<uint8_t, 16>;
 // Read on every call: a test or a launcher may change the environment.
 std::optional<std::string> job_token();
 
-// Logs once per process that `what` (e.g. "the TCPStore on port 29500") runs
-// without a job token, so anyone who reaches it may join.
+// Logs once per process that `what` (e.g. "TCPStore server on 127.0.0.1:29500")
+// has no job token, so anyone who can connect may join.
 void warn_open_once(const std::string& what);
 
 // A fresh token for a launcher: 32 random bytes as 64 hex digits.
