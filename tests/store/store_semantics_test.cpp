@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/harness.h"
+#include "store/store_errors.h"
 #include "tdist/errors.h"
 #include "tdist/store.h"
 
@@ -63,21 +64,8 @@ std::unique_ptr<Kit> make_kit(const std::string& kind) {
   return kit;
 }
 
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// Runs fn, expecting DistStoreError; returns its message.
-template <typename Fn>
-std::string store_error(Fn fn) {
-  try {
-    fn();
-  } catch (const DistStoreError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected DistStoreError";
-  return "";
-}
+using tdist::testing::contains;
+using tdist::testing::store_error;
 
 class StoreSemantics : public ::testing::TestWithParam<std::string> {
  protected:

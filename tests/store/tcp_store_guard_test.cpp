@@ -12,6 +12,7 @@
 
 #include "common/harness.h"
 #include "common/scoped_env.h"
+#include "store/store_errors.h"
 #include "tdist/errors.h"
 #include "tdist/store.h"
 #include "util/socket.h"
@@ -31,19 +32,8 @@ std::unique_ptr<TCPStore> master(std::chrono::milliseconds timeout = 20s) {
 std::unique_ptr<TCPStore> client(uint16_t port, std::chrono::milliseconds timeout = 20s) {
   return std::make_unique<TCPStore>("127.0.0.1", port, TCPStoreOptions{.timeout = timeout});
 }
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
-
-// The text of the DistStoreError that `fn` must throw.
-template <typename Fn>
-std::string store_error(Fn fn) {
-  try {
-    fn();
-  } catch (const DistStoreError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a DistStoreError";
-  return "";
-}
+using tdist::testing::contains;
+using tdist::testing::store_error;
 
 // The server reads the token when it starts, each client when it connects.
 TEST(TCPStoreToken, ClientsWithoutTheTokenOrWithAnotherOneAreRefusedBeforeAnyCommand) {
