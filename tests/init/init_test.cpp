@@ -236,7 +236,14 @@ TEST(Init, AGroupHandleKeptAfterDestroyDoesNotKeepTheStorePort) {
     Group kept = new_group({0, 1});
     destroy_process_group();
     if (rank == 0) Fd again = listen_tcp("127.0.0.1", static_cast<uint16_t>(port));  // throws if still bound
-    require(kept != nullptr, "the handle is still held here");
+    std::vector<int> v(2, 1);
+    try {
+      all_reduce(v, ReduceOp::SUM, kept);
+      require(false, "a collective on a destroyed group succeeded");
+    } catch (const DistError& e) {
+      require(std::string(e.what()).find("destroyed") != std::string::npos,
+              std::string("the error does not say the group was destroyed: ") + e.what());
+    }
   });
   EXPECT_EQ(describe_failures(results), "");
 }
