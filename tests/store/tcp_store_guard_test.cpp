@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/resource.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "common/harness.h"
 #include "common/scoped_env.h"
 #include "store/store_errors.h"
+#include "store/tcp_store_protocol.h"
 #include "tdist/errors.h"
 #include "tdist/store.h"
 #include "util/socket.h"
@@ -131,6 +133,54 @@ TEST(TCPStoreLimits, AppendCannotGrowAValuePastTheValueLimit) {
   std::string e = store_error([&] { c->append("v", std::string(11, 'x')); });
   EXPECT_TRUE(contains(e, "above the value limit")) << e;
   c->delete_key("v");
+}
+
+// Clients that ask for large answers and never read them: what the server
+// holds for them is bounded, and the next asker gets an error, not the memory.
+TEST(TCPStoreLimits, AnswersHeldForClientsThatDoNotReadAreBounded) {
+  ScopedEnv buffered("TDIST_STORE_MAX_BUFFERED_BYTES", std::to_string(17 << 20));
+  auto server = master();
+  auto c = client(server->port());
+  c->set("big", std::string(16 << 20, 'x'));
+  namespace sd = tdist::store_detail;
+  auto greedy = [&] {  // greets (an open store), asks for "big", never reads the answer
+    // A small receive window, set before connecting: the kernel takes little of the answer.
+    tdist::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    int small = 4096;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(server->port());
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    auto deadline = tdist::Deadline::after(10s);
+    std::string b;
+    sd::encode_request_head(b, sd::Command::kHello, 0, 1, sd::kMagic);
+    sd::put_u64(b, 16);
+    b += std::string(16, 'n');
+    tdist::send_all(fd.get(), b.data(), b.size(), deadline, "server");
+    char head[sd::kResponseHeaderBytes];
+    tdist::recv_all(fd.get(), head, sizeof(head), deadline, "server");
+    for (uint32_t i = 0, n = sd::get_u32(head + 9); i < n; ++i) {
+      char len[8];
+      tdist::recv_all(fd.get(), len, sizeof(len), deadline, "server");
+      std::string value(sd::get_u64(len), '\0');
+      tdist::recv_all(fd.get(), value.data(), value.size(), deadline, "server");
+    }
+    b.clear();
+    sd::encode_request_head(b, sd::Command::kGet, 1, 0, 10000);
+    sd::encode_key(b, "big");
+    tdist::send_all(fd.get(), b.data(), b.size(), deadline, "server");
+    pollfd p{fd.get(), POLLIN, 0};
+    EXPECT_EQ(::poll(&p, 1, 10000), 1);  // its answer has started: the rest waits in the server
+    return fd;
+  };
+  tdist::Fd first = greedy();
+  std::string e = store_error([&] { c->get("big"); });
+  EXPECT_TRUE(contains(e, "TDIST_STORE_MAX_BUFFERED_BYTES")) << e;
+  first.reset();  // the server lets go of its answer
+  c->set("after", "1");
+  EXPECT_EQ(server->get("after"), "1");
 }
 
 // 2,000 connections that never authenticate, against a server whose process
