@@ -194,17 +194,6 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
 
 Arena::~Arena() = default;
 
-void Arena::abort(const std::string& reason) {
-  uint32_t none = 0;
-  if (abort_->owner.compare_exchange_strong(none, static_cast<uint32_t>(rank_) + 1, std::memory_order_acq_rel)) {
-    size_t len = std::min(reason.size(), sizeof(abort_->reason) - 1);
-    std::memcpy(abort_->reason, reason.data(), len);
-    abort_->reason[len] = '\0';
-    abort_->published.store(1, std::memory_order_release);
-  }
-  wake_all();
-}
-
 void Arena::wake_all() {
   for (int r = 0; r < size_; ++r) futex_wake(&lines_[r].round);
 }

@@ -24,8 +24,14 @@
 // operation on the group, as an MPI or Gloo broadcast root would.
 //
 // Failure. A rank that cannot complete a round (deadline, lost peer, arguments
-// that differ between ranks) marks the shared abort block and wakes everyone;
-// the others then fail at once, naming it.
+// that differ between ranks) marks the shared abort block with that round and
+// wakes everyone; the others then fail at once, naming it. No rank completes
+// a round that another failed: each reads the block after every round it
+// waited for, and a rank that gives up first looks once more whether everyone
+// arrived after all, withdrawing its verdict if so (the round then completes
+// everywhere; see AbortBlock). So a rank that arrives after the others gave up
+// fails that very operation and gets no result, instead of a result nobody
+// else has.
 #pragma once
 
 #include <chrono>
@@ -109,11 +115,14 @@ class Arena {
   // The size rank r published for the operation that started at `first`.
   uint64_t size_of(int r, uint32_t first) const;
 
-  // Fails the current operation: aborts the arena (below) with the reason
-  // and throws DistBackendError("shared-memory <op> #<seq> (round r): <what>").
+  // Fails the current operation: aborts the arena at this round with the
+  // reason and throws DistBackendError("shared-memory <op> #<seq> (round r):
+  // <what>").
   [[noreturn]] void fail(CollectiveContext& ctx, const std::string& what);
   // Marks the arena failed (first caller wins) and wakes every waiter, so
-  // every rank's current and later operations fail naming this rank.
+  // that every rank fails the first round this rank has not arrived at, and
+  // every later one, naming this rank. For a failure outside the arena (the
+  // group failed elsewhere); may be called from any thread.
   void abort(const std::string& reason);
   // "rank 5 (group rank 2)": for error messages.
   std::string describe_rank(int r) const;
@@ -137,12 +146,32 @@ class Arena {
   void wait_slow(uint32_t round, int missing, CollectiveContext& ctx);
   void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
                         uint64_t left = 0);
+  // After waiting for `round`: fails if another rank failed it (or earlier).
+  void check_verdict(uint32_t round, CollectiveContext& ctx) {
+    if (abort_->state.load(std::memory_order_seq_cst) != 0) check_verdict_slow(round, ctx);
+  }
+  void check_verdict_slow(uint32_t round, CollectiveContext& ctx);
+  // Claims the abort block: `round` and every later one fail (see
+  // AbortBlock and verdict.cpp). Returns false only when the claim was
+  // withdrawn; otherwise a verdict is final (this one or an earlier one).
+  enum class Claim {
+    Final,             // this rank saw the round fail (arguments differ)
+    UnlessAllArrived,  // it waits at `round`: withdraw if everyone arrived after all
+    AfterMyArrivals,   // from outside the arena: rounds this rank arrived at may complete
+  };
+  bool claim_abort(uint32_t round, const std::string& reason, Claim how);
+  // The block's state once its owner has decided (0: nothing failed).
+  uint64_t verdict() const;
+  // fail() for a wait that cannot go on: returns instead of throwing if the
+  // round completed after all.
+  void give_up(CollectiveContext& ctx, const std::string& what);
+  std::string failure_message(CollectiveContext& ctx, const std::string& what) const;
   // Waits for the round this rank left, if any, and checks its signatures.
   void settle(CollectiveContext& ctx) {
     if (left_) settle_left(ctx);
   }
   void settle_left(CollectiveContext& ctx);
-  std::string aborted_by() const;
+  std::string aborted_by(uint64_t verdict) const;
   std::string missing_ranks(uint32_t round) const;
 
   ShmSegment segment_;

@@ -23,7 +23,7 @@ namespace tdist::arena {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 2;
+inline constexpr uint32_t kVersion = 3;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -35,13 +35,33 @@ struct alignas(kLine) Header {
   uint64_t total_bytes;
 };
 
-// The first rank to fail an operation claims `owner` and leaves its reason, so
-// that every other rank stops waiting at once and can say who failed and why.
+// The first rank to fail an operation claims the block and leaves its reason,
+// so that every other rank stops waiting at once and can say who failed and
+// why. `state` holds the whole verdict in one word (abort_state below), read
+// with one load after every round: the first round that fails (on every
+// rank: no rank completes it, nor any later one), who failed, and whether the
+// verdict is final. A claim starts pending: its owner then looks once more
+// whether every rank arrived at that round after all, and either withdraws it
+// (the round completes everywhere) or makes it final (Arena::claim_abort).
 struct alignas(kLine) AbortBlock {
-  std::atomic<uint32_t> owner;      // 0, or 1 + the group rank that aborted first
-  std::atomic<uint32_t> published;  // 1 once `reason` is complete
-  char reason[4 * kLine - 2 * sizeof(uint32_t)];
+  std::atomic<uint64_t> state;  // 0: nothing failed
+  char reason[4 * kLine - sizeof(uint64_t)];  // complete once `state` is final
 };
+
+namespace abort_state {
+inline constexpr uint64_t kFinal = uint64_t{1} << 63;
+// `owner`: the group rank that failed; `round`: the first round that fails.
+inline constexpr uint64_t make(int owner, uint32_t round, bool final) {
+  return (static_cast<uint64_t>(owner + 1) << 32) | round | (final ? kFinal : 0);
+}
+inline constexpr int owner(uint64_t s) { return static_cast<int>((s >> 32) & 0x7fffffff) - 1; }
+inline constexpr uint32_t round(uint64_t s) { return static_cast<uint32_t>(s); }
+inline constexpr bool is_final(uint64_t s) { return (s & kFinal) != 0; }
+// Whether the final verdict `s` fails `r` (rounds wrap: compared as a signed difference).
+inline constexpr bool fails(uint64_t s, uint32_t r) {
+  return s != 0 && static_cast<int32_t>(r - round(s)) >= 0;
+}
+}  // namespace abort_state
 
 struct alignas(kLine) RankLine {
   // The last round this rank arrived at (it wrote its data for that round);

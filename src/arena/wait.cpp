@@ -60,10 +60,8 @@ uint32_t Arena::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
 
 uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
   const uint32_t r = publish_and_arrive(ctx, sig);
-  // A rank that arrived and then failed (it gave up waiting for the others)
-  // left valid data: whoever sees everyone arrived may complete the round.
-  // Its next round then waits for the failed rank and sees the abort.
   wait_all(r, ctx);
+  check_verdict(r, ctx);
   check_signatures(ctx, r, sig, sizes_may_differ);
   return r;
 }
@@ -73,6 +71,7 @@ uint32_t Arena::sync(CollectiveContext& ctx) {
   const uint32_t r = round_ + 1;
   arrive(r);
   wait_all(r, ctx);
+  check_verdict(r, ctx);
   return r;
 }
 
@@ -100,6 +99,7 @@ uint32_t Arena::sync_and_leave(CollectiveContext& ctx) {
 void Arena::settle_left(CollectiveContext& ctx) {
   left_ = false;
   wait_all(round_, ctx);
+  check_verdict(round_, ctx);
   if (left_checks_) check_signatures(ctx, round_, left_sig_, false, left_tag_);
 }
 
@@ -172,16 +172,25 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
     // and left (its connection closed), did so after writing its data. So the
     // arrivals are checked before the abort block and the transport.
     if ((q = first_missing(round, q)) < 0) return;
-    if (abort_->owner.load(std::memory_order_acquire) != 0) fail(ctx, aborted_by());
+    // A verdict on a later round means its owner completed this one: every
+    // rank arrived, and the next look will see it.
+    if (abort_->state.load(std::memory_order_seq_cst) != 0)
+      if (const uint64_t v = verdict(); abort_state::fails(v, round)) fail(ctx, aborted_by(v));
     // Only a missing rank's lost connection dooms the round: a rank that
     // arrived may have left (Leaving) and closed its connections since.
-    for (int m = first_missing(round, 0); m >= 0; m = next_missing(round, m))
-      if (auto cause = ctx.transport.peer_failure(m))
-        fail(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
+    bool lost = false;
+    for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+      if (auto cause = ctx.transport.peer_failure(m)) {
+        give_up(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
+        lost = true;  // withdrawn: everyone arrived after all
+      }
+    if (lost) continue;
     const auto now = Clock::now();
-    if (!ctx.deadline.is_never() && now >= ctx.deadline.at())
-      fail(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
-                    " did not arrive");
+    if (!ctx.deadline.is_never() && now >= ctx.deadline.at()) {
+      give_up(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
+                       " did not arrive");
+      continue;
+    }
     std::chrono::nanoseconds slice = kSlice;
     if (!ctx.deadline.is_never()) slice = std::min(slice, std::chrono::nanoseconds(ctx.deadline.at() - now));
 
@@ -216,20 +225,29 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
   }
 }
 
+std::string Arena::failure_message(CollectiveContext& ctx, const std::string& what) const {
+  return "shared-memory " + std::string(op_code_name(ctx.tag)) + " #" + std::to_string(sequence_of(ctx.tag)) +
+         " (round " + std::to_string(round_) + "): " + what;
+}
+
 void Arena::fail(CollectiveContext& ctx, const std::string& what) {
-  std::string message = "shared-memory " + std::string(op_code_name(ctx.tag)) + " #" +
-                        std::to_string(sequence_of(ctx.tag)) + " (round " + std::to_string(round_) +
-                        "): " + what;
+  std::string message = failure_message(ctx, what);
   // The others stop waiting for this rank at once, and can say why.
-  abort(label_ + ": " + message);
+  claim_abort(round_, label_ + ": " + message, Claim::Final);
   throw DistBackendError(message);
 }
 
-std::string Arena::aborted_by() const {
-  uint32_t owner = abort_->owner.load(std::memory_order_acquire);
-  std::string who = describe_rank(static_cast<int>(owner) - 1);
-  if (abort_->published.load(std::memory_order_acquire) == 0) return who + " failed and aborted the group";
-  return who + " failed first: " + std::string(abort_->reason);
+void Arena::give_up(CollectiveContext& ctx, const std::string& what) {
+  std::string message = failure_message(ctx, what);
+  if (claim_abort(round_, label_ + ": " + message, Claim::UnlessAllArrived)) throw DistBackendError(message);
+}
+
+void Arena::check_verdict_slow(uint32_t round, CollectiveContext& ctx) {
+  if (const uint64_t v = verdict(); abort_state::fails(v, round)) fail(ctx, aborted_by(v));
+}
+
+std::string Arena::aborted_by(uint64_t verdict) const {
+  return describe_rank(abort_state::owner(verdict)) + " failed first: " + std::string(abort_->reason);
 }
 
 std::string Arena::describe_rank(int r) const {

@@ -100,6 +100,11 @@ struct TcpTransport::Peer {
   std::atomic<bool> out_armed{false};  // written under tx_mu; read without it by poll_once
   bool tx_failed = false;
   std::exception_ptr tx_error;
+  // Give-up notices (tcp_blame.cpp): this rank told the peer it gives up,
+  // and nothing may follow; or a message was cut off half-written, and no
+  // notice may follow either.
+  bool notice_sent = false;
+  bool tx_torn = false;
 
   // Receiving: guarded by the transport's rx_mu_.
   std::vector<char> staging = std::vector<char>(kStagingBytes);
@@ -120,6 +125,9 @@ struct TcpTransport::Peer {
   // which reads the main socket only, must then ask epoll.
   std::atomic<int> lanes_busy{0};
   std::string abort_text;  // the reason a peer sent before closing
+  // The peer's notice arrived: its socket stays open for writing, so that
+  // this rank can still tell it whom it waits for.
+  bool notice_heard = false;
   // The main socket is closed while extra sockets still deliver pieces sent
   // before it: the peer fails with this error once they are closed too
   // (rx_mu_; see main_socket_closed).

@@ -55,16 +55,27 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
   }
   if (!request.done()) {
     bool send = request.kind() == Request::Kind::Send;
-    auto err = std::make_exception_ptr(DistBackendError(
-        std::string(send ? "sending " : "receiving ") + std::to_string(request.size()) + " bytes " +
-        (send ? "to " : "from ") + describe_peer(request.peer()) + " timed out after " +
-        format_ms(deadline.timeout()) + " (the peer may be stalled, dead, or in a different operation)"));
+    std::string what = std::string(send ? "sending " : "receiving ") + std::to_string(request.size()) + " bytes " +
+                       (send ? "to " : "from ") + describe_peer(request.peer()) + " timed out after " +
+                       format_ms(deadline.timeout());
+    auto err = std::make_exception_ptr(DistBackendError(explain_stall(request.peer(), deadline, what, true)));
     abort(err);
     std::rethrow_exception(err);
   }
   if (request.error()) {
-    if (abort_on_error) abort(request.error());
-    std::rethrow_exception(request.error());
+    if (!abort_on_error) std::rethrow_exception(request.error());
+    // A peer that gave up waiting for someone: say for whom, and so on.
+    std::exception_ptr err = request.error();
+    const int peer = request.peer();
+    bool waiting_peer = false;
+    if (peer >= 0 && peer < size_) {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_peer = notices_[peer].heard && notices_[peer].waited_for >= 0;
+    }
+    if (waiting_peer)
+      err = std::make_exception_ptr(DistNetworkError(explain_stall(peer, deadline, error_message(err), false)));
+    abort(err);
+    std::rethrow_exception(err);
   }
 }
 

@@ -213,6 +213,7 @@ void TcpTransport::finish_payload(Peer& p) {
     return;
   }
   if (p.header.magic == wire::kAbortMagic) {
+    record_notice(p, p.header.reserved, p.abort_text);
     main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
                               describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
     return;
@@ -258,6 +259,7 @@ void TcpTransport::on_control_socket(Peer& p) {
       std::string text(p.staging.data() + p.stage_begin + kHeaderBytes, h.size);
       p.stage_begin += kHeaderBytes + h.size;
       on_ring(p);  // what the peer sent before giving up still counts
+      record_notice(p, h.reserved, text);
       if (!p.failed)
         fail_peer(p, std::make_exception_ptr(
                          DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + text)));

@@ -71,6 +71,7 @@ size_t rendezvous_threshold() {
 TcpTransport::TcpTransport(int rank, int size, TcpTransportOptions options)
     : rank_(rank), size_(size), options_(std::move(options)) {
   peers_.resize(size);
+  notices_.resize(size);
 }
 
 TcpTransport::~TcpTransport() {
@@ -120,13 +121,18 @@ void TcpTransport::epoll_update(int op, int fd, uint32_t events, uint32_t id) {
 }
 
 std::string TcpTransport::describe_peer(int peer) const {
+  std::string out = name_peer(peer);
+  if (peer >= 0 && peer < size_ && peers_[peer]) out += " at " + peers_[peer]->address;
+  return out;
+}
+
+std::string TcpTransport::name_peer(int peer) const {
   if (peer == kAnySource) return "any rank";
   std::string out = "rank ";
   bool remapped = !options_.global_ranks.empty() && options_.global_ranks.size() == static_cast<size_t>(size_);
   if (peer >= 0 && peer < size_) {
     out += std::to_string(remapped ? options_.global_ranks[peer] : peer);
     if (remapped && options_.global_ranks[peer] != peer) out += " (group rank " + std::to_string(peer) + ")";
-    if (peers_[peer]) out += " at " + peers_[peer]->address;
   } else {
     out += std::to_string(peer);
   }
@@ -401,6 +407,16 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
   }
   for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
     auto& u = **it;
+    // A message from this peer for another operation arrived first: since a
+    // peer's messages arrive in order, it was sent for an operation this rank
+    // did not call alike, even when the one awaited here is in too.
+    if (u.peer == peer && u.tag != tag) {
+      if (auto err = out_of_step(peer, tag, u.tag)) {
+        req->complete(err, peer);
+        return true;
+      }
+      continue;
+    }
     if (u.tag != tag || (peer != kAnySource && u.peer != peer)) continue;
     auto entry = *it;
     unexpected_.erase(it);
@@ -435,17 +451,6 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
   if (peer != kAnySource && peers_[peer]->failed) {
     req->complete(peers_[peer]->error, peer);
     return true;
-  }
-  // A message from this peer for another operation already arrived: since a
-  // peer's messages arrive in order, the one awaited here will never come.
-  if (peer != kAnySource) {
-    for (auto& u : unexpected_) {
-      if (u->peer != peer) continue;
-      if (auto err = out_of_step(peer, tag, u->tag)) {
-        req->complete(err, peer);
-        return true;
-      }
-    }
   }
   return false;
 }
@@ -483,17 +488,8 @@ void TcpTransport::abort(std::exception_ptr cause) {
     p->rx_unexpected.reset();
     fail_rendezvous_receives_locked(*p, cause);
     std::lock_guard<std::mutex> tx(p->tx_mu);
-    // Tell the peer why, when the stream is between two messages (best effort;
-    // a ring peer's socket carries only whole control frames).
-    if (!p->tx_failed && p->fd.valid() && (p->shm || p->txq.empty() || p->txq.front().sent == 0)) {
-      std::string text = error_message(cause).substr(0, wire::kMaxAbortText);
-      wire::MessageHeader h{wire::kAbortMagic, 0, 0, text.size()};
-      iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
-      msghdr msg{};
-      msg.msg_iov = iov;
-      msg.msg_iovlen = 2;
-      [[maybe_unused]] ssize_t w = ::sendmsg(p->fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
-    }
+    // Tell the peer why (unless a give-up notice told it already).
+    send_notice_locked(*p, -1, error_message(cause));
     fail_sends_locked(*p, cause);
     p->tx_failed = true;
     p->tx_error = cause;
@@ -507,7 +503,8 @@ void TcpTransport::abort(std::exception_ptr cause) {
 void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   TDIST_LOG(LogLevel::Info, options_.label << ": peer failed: " << describe_peer(p.rank));
   epoll_update(EPOLL_CTL_DEL, p.fd.get(), 0, 0);
-  ::shutdown(p.fd.get(), SHUT_RDWR);
+  // After its notice the peer still reads: this rank may yet tell it whom it waited for.
+  ::shutdown(p.fd.get(), p.notice_heard ? SHUT_RD : SHUT_RDWR);
   for (auto& lane : p.lanes) {
     if (!lane->closed) epoll_update(EPOLL_CTL_DEL, lane->fd.get(), 0, 0);
     ::shutdown(lane->fd.get(), SHUT_RDWR);
@@ -544,6 +541,7 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   std::lock_guard<std::mutex> tx(p.tx_mu);
   p.tx_failed = true;
   p.tx_error = error;
+  if (!p.shm && !p.txq.empty() && p.txq.front().sent > 0) p.tx_torn = true;
   fail_sends_locked(p, error);
 }
 

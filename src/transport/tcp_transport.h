@@ -142,6 +142,22 @@ class TcpTransport final : public Transport {
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
   // The desync error for a receive from `peer` waiting on `waiting_tag`, or nullptr.
   std::exception_ptr out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const;
+  // Blaming a stall (tcp_blame.cpp).
+  struct Notice {
+    bool heard = false;
+    int waited_for = -1;  // the rank the peer gave up waiting for; -1: it failed otherwise
+    std::string text;
+  };
+  // Sends this rank's give-up notice, saying whom it waited for (-1: none),
+  // to every peer it has not told yet. With p.tx_mu held, for one peer.
+  void send_notice_locked(Peer& p, int waited_for, const std::string& text);
+  void record_notice(Peer& p, uint32_t waited_for_plus_1, const std::string& text);  // rx_mu_ held
+  // What a wait for `peer` that failed with `what` says once the notices of
+  // the ranks that gave up are in: it tells every peer whom it waited for,
+  // listens a short while, and follows the chain of waits to its end.
+  std::string explain_stall(int peer, Deadline deadline, const std::string& what, bool timed_out);
+  std::string chain_of_waits(int peer, bool timed_out, bool& settled) const;
+  std::string name_peer(int peer) const;  // describe_peer without the address
 
   const int rank_;
   const int size_;
@@ -185,6 +201,7 @@ class TcpTransport final : public Transport {
   std::deque<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
+  std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 
 }  // namespace tdist

@@ -10,7 +10,9 @@ namespace tdist::wire {
 inline constexpr uint32_t kMessageMagic = 0x54444d31;  // "TDM1"
 inline constexpr uint32_t kHelloMagic = 0x54444832;    // "TDH2"
 // A rank that gives up (timeout, lost peer) tells its peers why before it
-// closes: the header's size is the length of the text that follows.
+// closes: the header's size is the length of the text that follows, its
+// `reserved` 1 + the group rank it gave up waiting for (0: none; see
+// tcp_blame.cpp).
 inline constexpr uint32_t kAbortMagic = 0x54444131;    // "TDA1"
 inline constexpr uint64_t kMaxAbortText = 64 * 1024;
 // Peers that exchange data through shared-memory rings keep their socket for

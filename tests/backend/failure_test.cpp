@@ -8,9 +8,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <regex>
 #include <thread>
 
 #include "backend/process_world.h"
+#include "common/scoped_env.h"
 
 namespace tdist::testing {
 namespace {
@@ -94,6 +96,54 @@ TEST(Failure, StalledRankBecomesATimeoutNamingIt) {
     }
   });
   EXPECT_EQ(describe_failures(results), "");
+}
+
+// A rank stopped by SIGSTOP in a ring all_reduce over TCP: rank 3 waits for
+// it, rank 0 for rank 3, rank 1 for rank 0, and their deadlines expire
+// together. Every survivor must blame the stopped rank 2 (directly, or at the
+// end of the chain of waits it heard of), never a healthy rank it waited for.
+TEST(Failure, SurvivorsOfAStoppedRankBlameItNotTheRanksWaitingForIt) {
+  ScopedEnv tcp("TDIST_SHM", "0");
+  ScopedEnv ring("TDIST_ALGO_ALL_REDUCE", "ring");
+  Shared<PortBoard> board;
+  Shared<SurvivorCount> survivors;
+  Shared<std::atomic<pid_t>> stopped;
+  constexpr int n = 4, kStopped = 2;
+  auto results = run_in_processes(n, [&](int rank) {
+    init_process_world(*board, rank, n, milliseconds(30000));
+    Group g = new_group({}, milliseconds(2000));
+    std::vector<float> v(64 * 1024, 1.0f);
+    all_reduce(v, ReduceOp::SUM, g);  // every connection is up
+    if (rank == kStopped) {
+      stopped->store(getpid());
+      raise(SIGSTOP);  // killed by rank 0 once the survivors are done
+      return;
+    }
+    std::string m;
+    try {
+      all_reduce(v, ReduceOp::SUM, g);
+    } catch (const DistError& e) {
+      m = e.what();
+    }
+    survivors->done.fetch_add(1);
+    std::fprintf(stderr, "[rank %d] got: %s\n", rank, m.c_str());
+    if (rank == 0) {
+      survivors->wait_for(n - 1);
+      while (stopped->load() == 0) std::this_thread::sleep_for(milliseconds(5));
+      kill(stopped->load(), SIGKILL);
+    }
+    require(!m.empty(), "all_reduce succeeded without rank 2");
+    require(contains(m, "all_reduce #2"), "no op/sequence in: " + m);
+    const bool direct =
+        std::regex_search(m, std::regex(R"(from rank 2 at [0-9.:]+ timed out after 2000 ms \(the peer may be stalled)"));
+    const bool chained =
+        std::regex_search(m, std::regex(R"(: rank 2 at [0-9.:]+ is stalled, dead, or in a different operation \(it sent nothing)"));
+    require(direct || chained, "the error does not blame rank 2: " + m);
+  });
+  for (int r = 0; r < n; ++r) {
+    if (r == kStopped) EXPECT_EQ(results[r].signal, SIGKILL) << results[r].describe();
+    else EXPECT_TRUE(results[r].ok()) << "rank " << r << ": " << results[r].describe();
+  }
 }
 
 TEST(Failure, DisagreeingSizesAreAnErrorNotAHang) {

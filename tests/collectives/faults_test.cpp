@@ -160,6 +160,36 @@ TEST(CollDisagreement, BroadcastWhereEveryRankIsTheRoot) {
   });
 }
 
+// Over TCP, when every rank thinks it is the broadcast's root, each rank's
+// part completes (it only sends); the next collective must then fail on every
+// rank, never succeed on some (replicas that catch the error stay alike),
+// whichever order the stray messages and the next ones arrive in.
+TEST(CollDisagreement, AfterABroadcastEveryRankRootedTheNextCollectiveFailsEverywhereOverTcp) {
+  ScopedEnv tcp("TDIST_SHM", "0");
+  for (int n : {2, 3}) {
+    run_world(n, [n](int me) {
+      for (int k = 0; k < 8; ++k) {
+        Group g = tdist::new_group({}, milliseconds(5000));
+        std::vector<int64_t> v(k % 2 ? 3 : 5000, me);  // small, and past a rendezvous head
+        try {
+          tdist::broadcast(v, me, g);
+        } catch (const DistError&) {
+        }
+        std::vector<int32_t> one(3, 1);
+        try {
+          tdist::all_reduce(one, ReduceOp::SUM, g);
+        } catch (const DistError& e) {
+          require(has(e.what(), "broadcast"), "rank " + std::to_string(me) + ": the error does not name the broadcast: " +
+                                                  e.what());
+          continue;
+        }
+        require(false, "rank " + std::to_string(me) + " of " + std::to_string(n) + ", try " + std::to_string(k) +
+                           ": the all_reduce after a disagreeing broadcast succeeded");
+      }
+    });
+  }
+}
+
 TEST(CollDisagreement, AllGatherWithMismatchedSizes) {
   expect_error_on_every_rank(3, [](int me, const Group& g) {
     // Rank 1 contributes 5 elements; the others expect 4 from everyone.
