@@ -63,14 +63,14 @@ class P2PWork final : public Work {
                                " (the operation is still in progress)");
     }
     try {
-      // A failed point-to-point operation leaves the group usable unless the
-      // transport itself gave up (timeout, lost peer): the user owns the buffers.
       state_->transport->wait(request_, deadline_, /*abort_on_error=*/false);
     } catch (...) {
+      // Like a collective's, a failed point-to-point operation fails the
+      // group and tells its peers why (MPI's default error handler, Gloo and
+      // NCCL end the communicator too): a size mismatch discarded its
+      // message, so the ranks no longer agree on what was exchanged.
       auto e = with_context(std::current_exception(), context());
-      // A timeout or a lost connection breaks the group; a size mismatch
-      // discarded its message cleanly and leaves the group usable.
-      if (state_->transport->aborted()) state_->record_failure(e);
+      state_->record_failure(e);
       std::rethrow_exception(e);
     }
     return true;
@@ -272,12 +272,11 @@ int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, in
   Transport& transport = *state_->transport;
   transport.post(std::shared_ptr<Request>(std::shared_ptr<void>(), &request));
   try {
-    // As P2PWork::wait: only a transport that gave up breaks the group.
     transport.wait(request, deadline, /*abort_on_error=*/false);
   } catch (...) {
     if (!request.done()) request.wait_until(Deadline::never());  // the abort under way completes it
     auto e = with_context(std::current_exception(), p2p_context(*state_, is_send, seq, tensor, peer, tag));
-    if (transport.aborted()) state_->record_failure(e);
+    state_->record_failure(e);  // as P2PWork::wait
     std::rethrow_exception(e);
   }
   return request.source();

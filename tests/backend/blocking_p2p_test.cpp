@@ -1,7 +1,7 @@
 // Blocking send/recv (ProcessGroup::blocking_send, blocking_recv; what
 // tdist::send and tdist::recv use): their requests live on the caller's stack,
 // so these tests also cover every way such a request ends: matched, matched
-// while another thread drives, failed on a size mismatch, failed by a timeout.
+// while another thread drives, failing the group on a size mismatch, failed by a timeout.
 // Each runs over shared memory and over TCP (TDIST_SHM=0).
 #include <gtest/gtest.h>
 
@@ -64,13 +64,23 @@ TEST_P(BlockingP2P, RecvFromAnySourceReturnsTheSender) {
   });
 }
 
-// The mismatched message is discarded; the group stays usable.
-TEST_P(BlockingP2P, SizeMismatchFailsThatReceiveOnly) {
+// The mismatched message is discarded (the receive buffer is left alone);
+// like a collective's failure, it fails the group on both ranks, and the
+// sender learns why from its next operation.
+TEST_P(BlockingP2P, SizeMismatchFailsTheGroupAndTellsTheSender) {
   with_thread_world(2, [](ProcessGroup& pg) {
     std::vector<float> ten(10, 1.5f), twenty(20, 0.0f);
+    int ack = 0;
     if (pg.rank() == 0) {
       pg.blocking_send(ten, 1);
-      pg.blocking_send(ten, 1);
+      try {
+        pg.blocking_recv(Tensor(&ack, 1), 1);
+        FAIL() << "the sender's next receive succeeded";
+      } catch (const DistError& e) {
+        std::string m = e.what();
+        EXPECT_NE(m.find("rank 1"), std::string::npos) << m;
+        EXPECT_NE(m.find("size mismatch"), std::string::npos) << m;
+      }
     } else {
       try {
         pg.blocking_recv(twenty, 0);
@@ -82,9 +92,12 @@ TEST_P(BlockingP2P, SizeMismatchFailsThatReceiveOnly) {
         EXPECT_NE(m.find("40 bytes"), std::string::npos) << m;
       }
       for (float x : twenty) EXPECT_EQ(x, 0.0f);
-      std::vector<float> got(10, 0.0f);
-      EXPECT_EQ(pg.blocking_recv(got, 0), 0);
-      EXPECT_EQ(got, ten);
+      try {
+        pg.blocking_send(Tensor(&ack, 1), 0);
+        FAIL() << "a send on the failed group succeeded";
+      } catch (const DistError& e) {
+        EXPECT_NE(std::string(e.what()).find("failed earlier"), std::string::npos) << e.what();
+      }
     }
   });
 }
