@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "tdist/dtype.h"
+#include "tdist/options.h"
 #include "tdist/reduce_op.h"
 #include "tdist/store.h"
 #include "tdist/tensor.h"
@@ -36,40 +37,55 @@ class Backend {
   int rank() const { return rank_; }
   int size() const { return size_; }
 
-  // Ranks here are group ranks. Unsupported operations throw DistBackendError naming them.
-  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag);
-  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag);  // src may be kAnySource
+  // Ranks here are group ranks. The front (ProcessGroup) has validated every
+  // argument before a call gets here: tensors of a device this backend
+  // serves, with data; ranks inside the group and not this rank for a peer;
+  // lists of one tensor per rank where one is needed, of one dtype; sizes
+  // that fit together; split sizes that add up. A backend does not check
+  // them again. Each call's options carry its timeout (kGroupTimeout: the
+  // group's) and async_op (false: the caller waits at once). Unsupported
+  // operations throw DistBackendError naming them.
+  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts);
+  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts);  // src may be kAnySource
   // The blocking forms: send(...)->wait(), and recv(...)->wait() returning the
   // source (group rank). A backend may serve them without a Work (a small
   // message over shared memory takes a few hundred nanoseconds).
-  virtual void blocking_send(const Tensor& tensor, int dst, int tag);
-  virtual int blocking_recv(const Tensor& tensor, int src, int tag);
-  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
-  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op);
-  virtual std::shared_ptr<Work> barrier();
-  virtual std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op);
+  virtual void blocking_send(const Tensor& tensor, int dst, const SendOptions& opts);
+  virtual int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts);
+  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts);
+  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts);
+  virtual std::shared_ptr<Work> barrier(const BarrierOptions& opts);
+  virtual std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts);
   // outputs[i] receives rank i's input; sizes may differ per rank (outputs[i]
-  // must match rank i's input exactly).
-  virtual std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input);
-  // output holds size() * input.numel() elements, rank i's input at block i.
-  virtual std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input);
+  // matches rank i's input exactly).
+  virtual std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                           const AllGatherOptions& opts);
+  // output holds size() * input.numel() elements, rank i's input at block i
+  // (blocks_of() in tensor/split.h gives the views).
+  virtual std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                                       const AllGatherOptions& opts);
   // outputs: on the root only (one per rank), empty elsewhere.
-  virtual std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root);
+  virtual std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                       const GatherOptions& opts);
   // inputs: on the root only (one per rank), empty elsewhere.
-  virtual std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root);
+  virtual std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                        const ScatterOptions& opts);
   // output = op over ranks of inputs[rank()].
-  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
+  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                               const ReduceScatterOptions& opts);
   // input holds size() * output.numel() elements; block i goes to rank i.
-  virtual std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op);
+  virtual std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                                      const ReduceScatterOptions& opts);
   // outputs[i] receives inputs[rank()] of rank i.
-  virtual std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
-  // Splits in elements of the first dimension; empty split lists mean equal splits.
+  virtual std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                           const AllToAllOptions& opts);
+  // The options' split sizes (rows of the first dimension; empty: equal)
+  // cut output and input into one part per rank (rows_of() in tensor/split.h).
   virtual std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
-                                                  const std::vector<int64_t>& output_split_sizes,
-                                                  const std::vector<int64_t>& input_split_sizes);
-  // Rank 0 waits up to `timeout` for every rank; its error names the ranks
+                                                  const AllToAllOptions& opts);
+  // Rank 0 waits up to the timeout for every rank; its error names the ranks
   // that did not arrive (all of them with wait_all_ranks, else the first).
-  virtual std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks);
+  virtual std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts);
   // Fails pending and later operations and releases connections; idempotent.
   virtual void shutdown() {}
 

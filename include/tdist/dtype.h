@@ -4,6 +4,7 @@
 #include <complex>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -65,6 +66,14 @@ template <> struct dtype_of<std::complex<double>> { static constexpr DType value
 template <typename T> inline constexpr DType dtype_of_v = dtype_of<std::remove_cv_t<T>>::value;
 
 enum class DeviceType : uint8_t { CPU, CUDA };
+
+// The one table of device type names ("cpu", "cuda"), as torch spells them,
+// and the backend each device gets by default (DeviceMesh, backend specs).
+const char* device_type_name(DeviceType type);
+std::optional<DeviceType> parse_device_type(std::string_view name);  // nullopt: not a device type
+const char* default_backend_of(DeviceType type);
+// "'cpu', 'cuda'": for error messages.
+std::string device_type_names();
 
 struct Device {
   DeviceType type = DeviceType::CPU;

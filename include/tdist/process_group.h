@@ -47,29 +47,80 @@ class ProcessGroup {
   // The backend for device-independent operations (barrier): the CPU one if any.
   Backend& any_backend() const;
 
-  // Ranks are group ranks.
-  std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0);
-  std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0);
+  // Ranks are group ranks. Each operation takes its options struct
+  // (tdist/options.h: its own arguments, a per-call timeout, async_op); the
+  // shorter forms below it are the same with default options. Arguments are
+  // checked here, once for every backend (DistValueError naming what is wrong).
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts);
+  std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts);
   // Blocking; blocking_recv returns the source (group rank).
-  void blocking_send(const Tensor& tensor, int dst, int tag = 0);
-  int blocking_recv(const Tensor& tensor, int src, int tag = 0);
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root);
-  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM);
-  std::shared_ptr<Work> barrier();
-  std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM);
-  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input);
-  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input);
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root);
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root);
+  void blocking_send(const Tensor& tensor, int dst, const SendOptions& opts);
+  int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts);
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts);
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts);
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts);
+  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts);
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                   const AllGatherOptions& opts);
+  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                               const AllGatherOptions& opts);
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts);
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, const ScatterOptions& opts);
   std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                       ReduceOp op = ReduceOp::SUM);
-  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM);
-  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+                                       const ReduceScatterOptions& opts);
+  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                              const ReduceScatterOptions& opts);
+  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                   const AllToAllOptions& opts);
+  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input, const AllToAllOptions& opts);
+  std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts);
+
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag = 0) { return send(tensor, dst, SendOptions{tag}); }
+  std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag = 0) { return recv(tensor, src, RecvOptions{tag}); }
+  void blocking_send(const Tensor& tensor, int dst, int tag = 0) {
+    blocking_send(tensor, dst, SendOptions{.tag = tag, .async_op = false});
+  }
+  int blocking_recv(const Tensor& tensor, int src, int tag = 0) {
+    return blocking_recv(tensor, src, RecvOptions{.tag = tag, .async_op = false});
+  }
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) { return broadcast(tensor, BroadcastOptions{root}); }
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM) {
+    return all_reduce(tensor, AllReduceOptions{op});
+  }
+  std::shared_ptr<Work> barrier() { return barrier(BarrierOptions{}); }
+  std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM) {
+    return reduce(tensor, ReduceOptions{root, op});
+  }
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
+    return all_gather(outputs, input, AllGatherOptions{});
+  }
+  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input) {
+    return all_gather_into_tensor(output, input, AllGatherOptions{});
+  }
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
+    return gather(outputs, input, GatherOptions{root});
+  }
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
+    return scatter(output, inputs, ScatterOptions{root});
+  }
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op = ReduceOp::SUM) {
+    return reduce_scatter(output, inputs, ReduceScatterOptions{op});
+  }
+  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op = ReduceOp::SUM) {
+    return reduce_scatter_tensor(output, input, ReduceScatterOptions{op});
+  }
+  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+    return all_to_all(outputs, inputs, AllToAllOptions{});
+  }
   std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
                                           const std::vector<int64_t>& output_split_sizes = {},
-                                          const std::vector<int64_t>& input_split_sizes = {});
-  std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks = false);
-
+                                          const std::vector<int64_t>& input_split_sizes = {}) {
+    return all_to_all_single(output, input, AllToAllOptions{output_split_sizes, input_split_sizes});
+  }
+  std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks = false) {
+    return monitored_barrier(MonitoredBarrierOptions{timeout, wait_all_ranks});
+  }
   // Shuts every backend down (pending operations fail).
   void shutdown();
 

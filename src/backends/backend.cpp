@@ -1,6 +1,7 @@
 #include "tdist/backend.h"
 
 #include "tdist/errors.h"
+#include "tensor/split.h"
 
 namespace tdist {
 
@@ -8,37 +9,50 @@ void Backend::unsupported(const std::string& op) const {
   throw DistBackendError("backend '" + name() + "' does not support " + op);
 }
 
-std::shared_ptr<Work> Backend::send(const Tensor&, int, int) { unsupported("send"); }
-std::shared_ptr<Work> Backend::recv(const Tensor&, int, int) { unsupported("recv"); }
-void Backend::blocking_send(const Tensor& tensor, int dst, int tag) { send(tensor, dst, tag)->wait(); }
-int Backend::blocking_recv(const Tensor& tensor, int src, int tag) {
-  auto work = recv(tensor, src, tag);
+std::shared_ptr<Work> Backend::send(const Tensor&, int, const SendOptions&) { unsupported("send"); }
+std::shared_ptr<Work> Backend::recv(const Tensor&, int, const RecvOptions&) { unsupported("recv"); }
+void Backend::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) { send(tensor, dst, opts)->wait(); }
+int Backend::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
+  auto work = recv(tensor, src, opts);
   work->wait();
   return work->source_rank();
 }
-std::shared_ptr<Work> Backend::broadcast(const Tensor&, int) { unsupported("broadcast"); }
-std::shared_ptr<Work> Backend::all_reduce(const Tensor&, ReduceOp) { unsupported("all_reduce"); }
-std::shared_ptr<Work> Backend::barrier() { unsupported("barrier"); }
-std::shared_ptr<Work> Backend::reduce(const Tensor&, int, ReduceOp) { unsupported("reduce"); }
-std::shared_ptr<Work> Backend::all_gather(const std::vector<Tensor>&, const Tensor&) { unsupported("all_gather"); }
-std::shared_ptr<Work> Backend::all_gather_into_tensor(const Tensor&, const Tensor&) {
-  unsupported("all_gather_into_tensor");
+std::shared_ptr<Work> Backend::broadcast(const Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
+std::shared_ptr<Work> Backend::all_reduce(const Tensor&, const AllReduceOptions&) { unsupported("all_reduce"); }
+std::shared_ptr<Work> Backend::barrier(const BarrierOptions&) { unsupported("barrier"); }
+std::shared_ptr<Work> Backend::reduce(const Tensor&, const ReduceOptions&) { unsupported("reduce"); }
+std::shared_ptr<Work> Backend::all_gather(const std::vector<Tensor>&, const Tensor&, const AllGatherOptions&) {
+  unsupported("all_gather");
 }
-std::shared_ptr<Work> Backend::gather(const std::vector<Tensor>&, const Tensor&, int) { unsupported("gather"); }
-std::shared_ptr<Work> Backend::scatter(const Tensor&, const std::vector<Tensor>&, int) { unsupported("scatter"); }
-std::shared_ptr<Work> Backend::reduce_scatter(const Tensor&, const std::vector<Tensor>&, ReduceOp) {
+std::shared_ptr<Work> Backend::gather(const std::vector<Tensor>&, const Tensor&, const GatherOptions&) {
+  unsupported("gather");
+}
+std::shared_ptr<Work> Backend::scatter(const Tensor&, const std::vector<Tensor>&, const ScatterOptions&) {
+  unsupported("scatter");
+}
+std::shared_ptr<Work> Backend::reduce_scatter(const Tensor&, const std::vector<Tensor>&, const ReduceScatterOptions&) {
   unsupported("reduce_scatter");
 }
-std::shared_ptr<Work> Backend::reduce_scatter_tensor(const Tensor&, const Tensor&, ReduceOp) {
-  unsupported("reduce_scatter_tensor");
-}
-std::shared_ptr<Work> Backend::all_to_all(const std::vector<Tensor>&, const std::vector<Tensor>&) {
+std::shared_ptr<Work> Backend::all_to_all(const std::vector<Tensor>&, const std::vector<Tensor>&,
+                                          const AllToAllOptions&) {
   unsupported("all_to_all");
 }
-std::shared_ptr<Work> Backend::all_to_all_single(const Tensor&, const Tensor&, const std::vector<int64_t>&,
-                                                 const std::vector<int64_t>&) {
-  unsupported("all_to_all_single");
+std::shared_ptr<Work> Backend::monitored_barrier(const MonitoredBarrierOptions&) { unsupported("monitored_barrier"); }
+
+// The forms over one flat tensor are the list forms over its views, for
+// every backend that has nothing better.
+std::shared_ptr<Work> Backend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                                      const AllGatherOptions& opts) {
+  return all_gather(blocks_of(output, size()), input, opts);
 }
-std::shared_ptr<Work> Backend::monitored_barrier(std::chrono::milliseconds, bool) { unsupported("monitored_barrier"); }
+std::shared_ptr<Work> Backend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                                     const ReduceScatterOptions& opts) {
+  return reduce_scatter(output, blocks_of(input, size()), opts);
+}
+std::shared_ptr<Work> Backend::all_to_all_single(const Tensor& output, const Tensor& input,
+                                                 const AllToAllOptions& opts) {
+  return all_to_all(rows_of(output, opts.output_split_sizes, size()), rows_of(input, opts.input_split_sizes, size()),
+                    opts);
+}
 
 }  // namespace tdist

@@ -19,7 +19,8 @@ struct BackendEntry {
 BackendEntry lookup_backend(const std::string& name);
 std::vector<std::string> registered_backends();
 
-// Registers the built-in backends; defined by each built-in backend's file.
+// Registers one built-in backend (see kBuiltinBackends in registry.cpp);
+// each is defined in its backend's file.
 void register_tdist_backend();
 
 }  // namespace tdist

@@ -5,8 +5,8 @@
 
 #include "tdist/errors.h"
 #include "arena/collectives.h"
-#include "backends/call_hint.h"
 #include "backends/registry.h"
+#include "tensor/split.h"
 #include "reduce/reduce.h"
 #include "transport/tcp_transport.h"
 #include "util/env.h"
@@ -146,19 +146,6 @@ void TdistBackend::shutdown() {
   queue_.stop(err);
 }
 
-void TdistBackend::check_tensor(const Tensor& t, const char* op) const {
-  if (!t.is_cpu())
-    throw DistValueError(state_->label + ": " + op + ": the tdist backend takes CPU tensors, got " + t.str());
-  if (t.data() == nullptr && t.numel() > 0)
-    throw DistValueError(state_->label + ": " + op + ": tensor has no data");
-}
-
-void TdistBackend::check_rank(int r, const char* op, const char* what) const {
-  if (r < 0 || r >= size())
-    throw DistValueError(state_->label + ": " + op + ": invalid " + what + " rank " + std::to_string(r) +
-                         " (group size " + std::to_string(size()) + ")");
-}
-
 namespace {
 
 // Runs one collective on whichever thread enqueue() chose and finishes its
@@ -214,10 +201,12 @@ std::shared_ptr<Work> TdistBackend::take_work(const char* op, uint64_t seq, std:
 
 template <typename Body, typename... Args>
 std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
-                                            std::string signature, Body body, const Args&... args) {
+                                            CallOptions call_opts, std::string signature, Body body,
+                                            const Args&... args) {
+  const Millis timeout = timeout_of(call_opts.timeout);
+  const bool blocking = !call_opts.async_op;
   std::unique_lock<SpinLock> issue(issue_mu_);
   uint64_t seq = ++seq_;
-  const bool blocking = BlockingCallHint::active();
   auto work = take_work(op, seq, result, blocking);
   if (auto failed = state_->failure_of(op, seq)) {
     work->finish_unshared(failed);
@@ -228,11 +217,11 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
     issue.unlock();
     // The arguments are used where they are: no copies, no std::function. A
     // blocking call's latency is mostly this path.
-    run_collective(*state_, *work, code, seq, options_.timeout,
+    run_collective(*state_, *work, code, seq, timeout,
                    [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true);
     queue_.release_inline();
   } else {
-    queue_.push(work, [work, state = state_, code, seq, timeout = options_.timeout, signature = std::move(signature),
+    queue_.push(work, [work, state = state_, code, seq, timeout, signature = std::move(signature),
                        body, saved = std::make_tuple(args...)] {
       auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
       run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false);
@@ -241,20 +230,18 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
   return work;
 }
 
-uint64_t TdistBackend::start_point_to_point(bool is_send, const Tensor& tensor, int peer) {
+uint64_t TdistBackend::start_point_to_point(bool is_send) {
   const char* op = is_send ? "send" : "recv";
-  check_tensor(tensor, op);
-  if (is_send || peer != kAnySource) check_rank(peer, op, is_send ? "destination" : "source");
-  if (peer == rank()) throw DistValueError(state_->label + ": " + op + ": the peer is this rank itself");
   uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (auto failed = state_->failure_of(op)) std::rethrow_exception(failed);
   return seq;
 }
 
-std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag) {
-  const uint64_t seq = start_point_to_point(is_send, tensor, peer);
+std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
+                                                  Millis timeout) {
+  const uint64_t seq = start_point_to_point(is_send);
   auto work = std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, p2p_tag(tag), state_,
-                                       Deadline::after_coarse(options_.timeout));
+                                       Deadline::after_coarse(timeout_of(timeout)));
   P2PWork::post(work);
   return work;
 }
@@ -264,11 +251,11 @@ std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& t
 // no reference counting). The transport lets go of a request when it
 // completes it, and this returns only once it is complete (an abort, by
 // whichever thread, completes every request).
-int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag) {
-  const uint64_t seq = start_point_to_point(is_send, tensor, peer);
+int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout) {
+  const uint64_t seq = start_point_to_point(is_send);
   Request request(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, p2p_tag(tag), tensor.data(),
                   tensor.nbytes());
-  const Deadline deadline = Deadline::after_coarse(options_.timeout);
+  const Deadline deadline = Deadline::after_coarse(timeout_of(timeout));
   Transport& transport = *state_->transport;
   transport.post(std::shared_ptr<Request>(std::shared_ptr<void>(), &request));
   try {
@@ -282,27 +269,26 @@ int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, in
   return request.source();
 }
 
-std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, int tag) {
-  return point_to_point(true, tensor, dst, tag);
+std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) {
+  return point_to_point(true, tensor, dst, opts.tag, opts.timeout);
 }
 
-std::shared_ptr<Work> TdistBackend::recv(const Tensor& tensor, int src, int tag) {
-  return point_to_point(false, tensor, src, tag);
+std::shared_ptr<Work> TdistBackend::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
+  return point_to_point(false, tensor, src, opts.tag, opts.timeout);
 }
 
-void TdistBackend::blocking_send(const Tensor& tensor, int dst, int tag) {
-  blocking_point_to_point(true, tensor, dst, tag);
+void TdistBackend::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
+  blocking_point_to_point(true, tensor, dst, opts.tag, opts.timeout);
 }
 
-int TdistBackend::blocking_recv(const Tensor& tensor, int src, int tag) {
-  return blocking_point_to_point(false, tensor, src, tag);
+int TdistBackend::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
+  return blocking_point_to_point(false, tensor, src, opts.tag, opts.timeout);
 }
 
-std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
-  check_tensor(tensor, "broadcast");
-  check_rank(root, "broadcast", "root");
+std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+  const int root = opts.root;
   return enqueue(
-      CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1},
+      CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root) {
         a ? arena::broadcast(*a, ctx, t, root) : tdist::broadcast(ctx, t, root);
@@ -310,11 +296,10 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, int root) {
       arena_for(OpCode::Broadcast), tensor, root);
 }
 
-std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op) {
-  check_tensor(tensor, "all_reduce");
-  check_reduce_op(op, tensor.dtype(), "all_reduce");
+std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
+  const ReduceOp op = opts.op;
   return enqueue(
-      CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1},
+      CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, ReduceOp op) {
         a ? arena::all_reduce(*a, ctx, t, op) : tdist::all_reduce(ctx, t, op);
@@ -322,9 +307,9 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, ReduceOp op
       arena_for(OpCode::AllReduce), tensor, op);
 }
 
-std::shared_ptr<Work> TdistBackend::barrier() {
+std::shared_ptr<Work> TdistBackend::barrier(const BarrierOptions& opts) {
   return enqueue(
-      OpCode::Barrier, "barrier", {}, debug_detail_ ? std::string("barrier") : std::string(),
+      OpCode::Barrier, "barrier", {}, call_options(opts), debug_detail_ ? std::string("barrier") : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a) { a ? arena::barrier(*a, ctx) : barrier_dissemination(ctx); },
       arena_for(OpCode::Barrier));
 }
@@ -337,44 +322,11 @@ std::string shapes(const std::vector<Tensor>& list) {
 }
 }  // namespace
 
-void TdistBackend::invalid(const char* op, const std::string& what) const {
-  throw DistValueError(state_->label + ": " + op + ": " + what);
-}
-
-void TdistBackend::check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op,
-                              const char* what) const {
-  if (count >= 0 && static_cast<int>(list.size()) != count)
-    invalid(op, std::string(what) + " has " + std::to_string(list.size()) + " tensors, expected " +
-                    std::to_string(count) + " (one per rank)");
-  for (size_t i = 0; i < list.size(); ++i) {
-    check_tensor(list[i], op);
-    if (list[i].dtype() != dtype)
-      invalid(op, std::string(what) + "[" + std::to_string(i) + "] is " + list[i].str() + ", expected dtype " +
-                      std::string(dtype_name(dtype)));
-  }
-}
-
-void TdistBackend::check_same(const Tensor& a, const Tensor& b, const char* op, const char* what) const {
-  if (a.dtype() != b.dtype() || a.numel() != b.numel())
-    invalid(op, std::string(what) + ": " + a.str() + " and " + b.str() + " differ in dtype or number of elements");
-}
-
-namespace {
-std::vector<Tensor> blocks(const Tensor& t, int n) {
-  std::vector<Tensor> out;
-  out.reserve(static_cast<size_t>(n));
-  int64_t each = n > 0 ? t.numel() / n : 0;
-  for (int i = 0; i < n; ++i) out.push_back(t.slice(i * each, each));
-  return out;
-}
-}  // namespace
-
-std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, ReduceOp op) {
-  check_tensor(tensor, "reduce");
-  check_rank(root, "reduce", "destination");
-  check_reduce_op(op, tensor.dtype(), "reduce");
+std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+  const int root = opts.root;
+  const ReduceOp op = opts.op;
   return enqueue(
-      CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), "reduce", {&tensor, 1},
+      CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), "reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root, ReduceOp op) {
@@ -383,14 +335,10 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, int root, Reduc
       arena_for(OpCode::Reduce), tensor, root, op);
 }
 
-std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  check_tensor(input, "all_gather");
-  check_list(outputs, input.dtype(), size(), "all_gather", "output list");
-  if (outputs[rank()].numel() != input.numel())
-    invalid("all_gather", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() +
-                              " does not match this rank's input " + input.str());
+std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                               const AllGatherOptions& opts) {
   return enqueue(
-      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs,
+      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs, call_options(opts),
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
         a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
@@ -398,15 +346,11 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
       arena_for(OpCode::AllGather), outputs, input);
 }
 
-std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input) {
-  check_tensor(input, "all_gather_into_tensor");
-  check_tensor(output, "all_gather_into_tensor");
-  if (output.dtype() != input.dtype() || output.numel() != input.numel() * size())
-    invalid("all_gather_into_tensor", "output " + output.str() + " must hold world size (" +
-                                          std::to_string(size()) + ") x input " + input.str());
-  auto outputs = blocks(output, size());
+std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                                           const AllGatherOptions& opts) {
+  auto outputs = blocks_of(output, size());
   return enqueue(
-      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1},
+      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
         a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
@@ -414,18 +358,11 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
       arena_for(OpCode::AllGather), outputs, input);
 }
 
-std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  check_tensor(input, "gather");
-  check_rank(root, "gather", "destination");
-  if (rank() == root) {
-    check_list(outputs, input.dtype(), size(), "gather", "gather_list");
-    for (int i = 0; i < size(); ++i) check_same(outputs[i], input, "gather", "gather_list entry and input");
-  } else if (!outputs.empty()) {
-    invalid("gather", "gather_list must be empty on ranks other than the destination " + std::to_string(root) +
-                          ", got " + std::to_string(outputs.size()) + " tensors");
-  }
+std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                           const GatherOptions& opts) {
+  const int root = opts.root;
   return enqueue(
-      CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs,
+      CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs, call_options(opts),
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in, int root) {
         a ? arena::gather(*a, ctx, outs, in, root) : tdist::gather(ctx, outs, in, root);
@@ -433,18 +370,11 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
       arena_for(OpCode::Gather), outputs, input, root);
 }
 
-std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
-  check_tensor(output, "scatter");
-  check_rank(root, "scatter", "source");
-  if (rank() == root) {
-    check_list(inputs, output.dtype(), size(), "scatter", "scatter_list");
-    for (int i = 0; i < size(); ++i) check_same(inputs[i], output, "scatter", "scatter_list entry and output");
-  } else if (!inputs.empty()) {
-    invalid("scatter", "scatter_list must be empty on ranks other than the source " + std::to_string(root) +
-                           ", got " + std::to_string(inputs.size()) + " tensors");
-  }
+std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                            const ScatterOptions& opts) {
+  const int root = opts.root;
   return enqueue(
-      CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1},
+      CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, int root) {
         a ? arena::scatter(*a, ctx, out, ins, root) : tdist::scatter(ctx, out, ins, root);
@@ -453,15 +383,10 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                   ReduceOp op) {
-  check_tensor(output, "reduce_scatter");
-  check_reduce_op(op, output.dtype(), "reduce_scatter");
-  check_list(inputs, output.dtype(), size(), "reduce_scatter", "input list");
-  if (inputs[rank()].numel() != output.numel())
-    invalid("reduce_scatter", "input[" + std::to_string(rank()) + "] " + inputs[rank()].str() +
-                                  " does not match the output " + output.str());
+                                                   const ReduceScatterOptions& opts) {
+  const ReduceOp op = opts.op;
   return enqueue(
-      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1},
+      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
         a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
@@ -469,16 +394,13 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
       arena_for(OpCode::ReduceScatter), output, inputs, op);
 }
 
-std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
-  check_tensor(output, "reduce_scatter_tensor");
-  check_tensor(input, "reduce_scatter_tensor");
-  check_reduce_op(op, output.dtype(), "reduce_scatter_tensor");
-  if (output.dtype() != input.dtype() || input.numel() != output.numel() * size())
-    invalid("reduce_scatter_tensor", "input " + input.str() + " must hold world size (" + std::to_string(size()) +
-                                         ") x output " + output.str());
-  auto inputs = blocks(input, size());
+std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                                          const ReduceScatterOptions& opts) {
+  const ReduceOp op = opts.op;
+  auto inputs = blocks_of(input, size());
   return enqueue(
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter_tensor", {&output, 1},
+      call_options(opts),
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
         a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
@@ -486,15 +408,10 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
       arena_for(OpCode::ReduceScatter), output, inputs, op);
 }
 
-std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
-  if (inputs.empty()) invalid("all_to_all", "empty input list");
-  check_list(inputs, inputs[0].dtype(), size(), "all_to_all", "input list");
-  check_list(outputs, inputs[0].dtype(), size(), "all_to_all", "output list");
-  if (outputs[rank()].numel() != inputs[rank()].numel())
-    invalid("all_to_all", "output[" + std::to_string(rank()) + "] " + outputs[rank()].str() + " and input[" +
-                              std::to_string(rank()) + "] " + inputs[rank()].str() + " differ in size");
+std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                               const AllToAllOptions& opts) {
   return enqueue(
-      CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs,
+      CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs, call_options(opts),
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
         a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
@@ -502,56 +419,12 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
       arena_for(OpCode::AllToAll), outputs, inputs);
 }
 
-namespace {
-// Splits (in first-dimension rows) -> one view per rank.
-std::vector<Tensor> split_rows(const Tensor& t, const std::vector<int64_t>& splits, int n, const char* which,
-                               const std::function<void(const std::string&)>& fail) {
-  int64_t rows = t.shape().empty() ? t.numel() : t.shape()[0];
-  int64_t row = rows > 0 ? t.numel() / rows : 0;
-  std::vector<int64_t> s = splits;
-  if (s.empty()) {
-    if (rows % n != 0)
-      fail(std::string(which) + " " + t.str() + ": " + std::to_string(rows) + " rows do not split evenly over " +
-           std::to_string(n) + " ranks; pass split sizes");
-    s.assign(n, rows / n);
-  }
-  if (static_cast<int>(s.size()) != n)
-    fail(std::string(which) + " split sizes have " + std::to_string(s.size()) + " entries, expected " +
-         std::to_string(n));
-  int64_t sum = 0;
-  for (int64_t x : s) {
-    if (x < 0) fail(std::string(which) + " split sizes contain a negative entry");
-    sum += x;
-  }
-  if (sum != rows)
-    fail(std::string(which) + " split sizes add up to " + std::to_string(sum) + " rows, the tensor " + t.str() +
-         " has " + std::to_string(rows));
-  std::vector<Tensor> out;
-  int64_t at = 0;
-  for (int64_t x : s) {
-    out.push_back(t.slice(at * row, x * row));
-    at += x;
-  }
-  return out;
-}
-}  // namespace
-
 std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, const Tensor& input,
-                                                      const std::vector<int64_t>& output_split_sizes,
-                                                      const std::vector<int64_t>& input_split_sizes) {
-  check_tensor(output, "all_to_all_single");
-  check_tensor(input, "all_to_all_single");
-  if (output.dtype() != input.dtype())
-    invalid("all_to_all_single", "output " + output.str() + " and input " + input.str() + " differ in dtype");
-  auto fail = [&](const std::string& what) { invalid("all_to_all_single", what); };
-  auto outs = split_rows(output, output_split_sizes, size(), "output", fail);
-  auto ins = split_rows(input, input_split_sizes, size(), "input", fail);
-  if (outs[rank()].numel() != ins[rank()].numel())
-    invalid("all_to_all_single", "this rank's own input split (" + std::to_string(ins[rank()].numel()) +
-                                     " elements) and output split (" + std::to_string(outs[rank()].numel()) +
-                                     " elements) differ");
+                                                      const AllToAllOptions& opts) {
+  auto outs = rows_of(output, opts.output_split_sizes, size());
+  auto ins = rows_of(input, opts.input_split_sizes, size());
   return enqueue(
-      CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1},
+      CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1}, call_options(opts),
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
       [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
         a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
@@ -559,10 +432,11 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
       arena_for(OpCode::AllToAll), outs, ins);
 }
 
-std::shared_ptr<Work> TdistBackend::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
-  const Millis limit = timeout.count() > 0 ? timeout : options_.timeout;  // 0: the group's timeout
+std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {
+  const Millis limit = timeout_of(opts.timeout);
+  const bool wait_all_ranks = opts.wait_all_ranks;
   return enqueue(
-      OpCode::MonitoredBarrier, "monitored_barrier", {}, debug_detail_ ? std::string("monitored_barrier") : std::string(),
+      OpCode::MonitoredBarrier, "monitored_barrier", {}, CallOptions{kGroupTimeout, false}, debug_detail_ ? std::string("monitored_barrier") : std::string(),
       [](CollectiveContext& ctx, Millis limit, bool wait_all_ranks) {
         CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
         tdist::monitored_barrier(bounded, wait_all_ranks);

@@ -25,25 +25,31 @@ class TdistBackend final : public Backend {
   ~TdistBackend() override;
 
   std::string name() const override { return "tdist"; }
-  std::shared_ptr<Work> send(const Tensor& tensor, int dst, int tag) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int src, int tag) override;
-  void blocking_send(const Tensor& tensor, int dst, int tag) override;
-  int blocking_recv(const Tensor& tensor, int src, int tag) override;
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) override;
-  std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op) override;
-  std::shared_ptr<Work> barrier() override;
-  std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op) override;
-  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input) override;
-  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input) override;
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) override;
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) override;
-  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op) override;
-  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) override;
-  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) override;
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
+  void blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
+  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts) override;
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                   const AllGatherOptions& opts) override;
+  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                               const AllGatherOptions& opts) override;
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                               const GatherOptions& opts) override;
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                const ScatterOptions& opts) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                       const ReduceScatterOptions& opts) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                              const ReduceScatterOptions& opts) override;
+  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                   const AllToAllOptions& opts) override;
   std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
-                                          const std::vector<int64_t>& output_split_sizes,
-                                          const std::vector<int64_t>& input_split_sizes) override;
-  std::shared_ptr<Work> monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) override;
+                                          const AllToAllOptions& opts) override;
+  std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
   void shutdown() override;
 
   // Shared with the Works of point-to-point operations, which may outlive calls.
@@ -67,9 +73,19 @@ class TdistBackend final : public Backend {
   // blocking call when the queue is idle (args used in place), else on the
   // queue's thread (over copies of args). `signature` is "" unless
   // TDIST_DEBUG=DETAIL.
+  // What enqueue() needs of any operation's options.
+  struct CallOptions {
+    Millis timeout;
+    bool async_op;
+  };
+  template <typename Options>
+  static CallOptions call_options(const Options& opts) {
+    return {opts.timeout, opts.async_op};
+  }
+  Millis timeout_of(Millis requested) const { return requested == kGroupTimeout ? options_.timeout : requested; }
   template <typename Body, typename... Args>
-  std::shared_ptr<Work> enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result, std::string signature,
-                                Body body, const Args&... args);
+  std::shared_ptr<Work> enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
+                                CallOptions call_opts, std::string signature, Body body, const Args&... args);
   // A pending Work for operation #seq: the spare one when its last caller
   // has dropped it (blocking calls), else a new one. Under issue_mu_.
   std::shared_ptr<Work> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
@@ -78,16 +94,10 @@ class TdistBackend final : public Backend {
   arena::Arena* arena_for(OpCode code) const {
     return in_arena_[static_cast<size_t>(code)] ? state_->arena.get() : nullptr;
   }
-  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag);
-  int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag);
-  // Checks the arguments and the group; returns the operation's sequence number.
-  uint64_t start_point_to_point(bool is_send, const Tensor& tensor, int peer);
-  void check_tensor(const Tensor& t, const char* op) const;
-  // Every tensor of `list` on CPU, of `dtype`; `count` of them unless count < 0.
-  void check_list(const std::vector<Tensor>& list, DType dtype, int count, const char* op, const char* what) const;
-  void check_same(const Tensor& a, const Tensor& b, const char* op, const char* what) const;
-  [[noreturn]] void invalid(const char* op, const std::string& what) const;
-  void check_rank(int r, const char* op, const char* what) const;
+  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
+  int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
+  // Checks the group; returns the operation's sequence number.
+  uint64_t start_point_to_point(bool is_send);
 
   BackendOptions options_;
   std::shared_ptr<State> state_;

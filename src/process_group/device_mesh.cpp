@@ -32,11 +32,11 @@ void check_device_type(const std::string& device_type, const std::string& op) {
   if (device_type.find(':') != std::string::npos)
     throw DistValueError(op + ": a device type with an index is not supported, got '" + device_type +
                          "' (pass the type alone, e.g. '" + device_type.substr(0, device_type.find(':')) + "')");
-  if (device_type == "cpu") return;
-  if (device_type == "cuda") {
-    if (is_backend_available("nccl")) return;
-    throw DistValueError(op + ": device type 'cuda' needs a CUDA backend ('nccl'), and none is registered in this "
-                         "build (use 'cpu')");
+  if (auto type = parse_device_type(device_type)) {
+    const char* backend = default_backend_of(*type);
+    if (is_backend_available(backend)) return;
+    throw DistValueError(op + ": device type '" + device_type + "' needs the '" + backend +
+                         "' backend, and none is registered in this build (use 'cpu')");
   }
   throw DistValueError(op + ": unsupported device type '" + device_type + "' (supported: 'cpu'" +
                        (is_backend_available("nccl") ? ", 'cuda'" : "") + ")");
@@ -347,7 +347,11 @@ std::shared_ptr<DeviceMesh> init_device_mesh(const std::string& device_type, con
   check_names(mesh_dim_names, mesh_shape, op);
   if (!is_initialized()) {
     InitOptions options;  // env://
-    options.backend = device_type == "cuda" ? "cpu:tdist,cuda:nccl" : "tdist";
+    // CPU tensors always go through tdist; another device adds its own backend.
+    const DeviceType type = parse_device_type(device_type).value_or(DeviceType::CPU);
+    options.backend = type == DeviceType::CPU ? std::string(default_backend_of(type))
+                                              : std::string("cpu:tdist,") + device_type_name(type) + ":" +
+                                                    default_backend_of(type);
     init_process_group(options);
   }
   const int world_size = get_world_size();

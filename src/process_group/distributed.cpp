@@ -4,7 +4,6 @@
 #include <algorithm>
 
 #include "tdist/errors.h"
-#include "backends/call_hint.h"
 #include "process_group/world.h"
 #include "util/logging.h"
 
@@ -146,68 +145,73 @@ std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& o
 
 // --- collectives ----------------------------------------------------------
 
-// The group (or return a no-op Work for a non-member), and the hint that a
-// blocking call may run on this thread.
-#define TDIST_GROUP_OR_RETURN(name)                   \
-  Group g = resolve_group(group, name);               \
-  if (skip_non_member(*g, name)) return nothing(name); \
-  BlockingCallHint blocking_hint(!async_op)
+// The group, or return a no-op Work for a non-member.
+#define TDIST_GROUP_OR_RETURN(name)     \
+  Group g = resolve_group(group, name); \
+  if (skip_non_member(*g, name)) return nothing(name)
 
 std::shared_ptr<Work> broadcast(const Tensor& tensor, PeerRank src, const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("broadcast");
-  return finish(g->broadcast(tensor, to_group_rank(*g, src, "broadcast", "source")), async_op);
+  return finish(g->broadcast(tensor, {.root = to_group_rank(*g, src, "broadcast", "source"), .async_op = async_op}),
+                async_op);
 }
 
 std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op, const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("all_reduce");
-  return finish(g->all_reduce(tensor, op), async_op);
+  return finish(g->all_reduce(tensor, {.op = op, .async_op = async_op}), async_op);
 }
 
 std::shared_ptr<Work> reduce(const Tensor& tensor, PeerRank dst, ReduceOp op, const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("reduce");
-  return finish(g->reduce(tensor, to_group_rank(*g, dst, "reduce", "destination"), op), async_op);
+  return finish(
+      g->reduce(tensor, {.root = to_group_rank(*g, dst, "reduce", "destination"), .op = op, .async_op = async_op}),
+      async_op);
 }
 
 std::shared_ptr<Work> all_gather(const std::vector<Tensor>& tensor_list, const Tensor& tensor, const Group& group,
                                  bool async_op) {
   TDIST_GROUP_OR_RETURN("all_gather");
-  return finish(g->all_gather(tensor_list, tensor), async_op);
+  return finish(g->all_gather(tensor_list, tensor, {.async_op = async_op}), async_op);
 }
 
 std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output_tensor, const Tensor& input_tensor,
                                              const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("all_gather_into_tensor");
-  return finish(g->all_gather_into_tensor(output_tensor, input_tensor), async_op);
+  return finish(g->all_gather_into_tensor(output_tensor, input_tensor, {.async_op = async_op}), async_op);
 }
 
 std::shared_ptr<Work> gather(const Tensor& tensor, const std::vector<Tensor>& gather_list, PeerRank dst,
                              const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("gather");
-  return finish(g->gather(gather_list, tensor, to_group_rank(*g, dst, "gather", "destination")), async_op);
+  return finish(
+      g->gather(gather_list, tensor, {.root = to_group_rank(*g, dst, "gather", "destination"), .async_op = async_op}),
+      async_op);
 }
 
 std::shared_ptr<Work> scatter(const Tensor& tensor, const std::vector<Tensor>& scatter_list, PeerRank src,
                               const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("scatter");
-  return finish(g->scatter(tensor, scatter_list, to_group_rank(*g, src, "scatter", "source")), async_op);
+  return finish(
+      g->scatter(tensor, scatter_list, {.root = to_group_rank(*g, src, "scatter", "source"), .async_op = async_op}),
+      async_op);
 }
 
 std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list, ReduceOp op,
                                      const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("reduce_scatter");
-  return finish(g->reduce_scatter(output, input_list, op), async_op);
+  return finish(g->reduce_scatter(output, input_list, {.op = op, .async_op = async_op}), async_op);
 }
 
 std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op,
                                             const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("reduce_scatter_tensor");
-  return finish(g->reduce_scatter_tensor(output, input, op), async_op);
+  return finish(g->reduce_scatter_tensor(output, input, {.op = op, .async_op = async_op}), async_op);
 }
 
 std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& output_tensor_list,
                                  const std::vector<Tensor>& input_tensor_list, const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("all_to_all");
-  return finish(g->all_to_all(output_tensor_list, input_tensor_list), async_op);
+  return finish(g->all_to_all(output_tensor_list, input_tensor_list, {.async_op = async_op}), async_op);
 }
 
 std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
@@ -215,19 +219,22 @@ std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& inpu
                                         const std::vector<int64_t>& input_split_sizes, const Group& group,
                                         bool async_op) {
   TDIST_GROUP_OR_RETURN("all_to_all_single");
-  return finish(g->all_to_all_single(output, input, output_split_sizes, input_split_sizes), async_op);
+  return finish(g->all_to_all_single(output, input,
+                                     {.output_split_sizes = output_split_sizes,
+                                      .input_split_sizes = input_split_sizes,
+                                      .async_op = async_op}),
+                async_op);
 }
 
 std::shared_ptr<Work> barrier(const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("barrier");
-  return finish(g->barrier(), async_op);
+  return finish(g->barrier({.async_op = async_op}), async_op);
 }
 
 void monitored_barrier(const Group& group, std::chrono::milliseconds timeout, bool wait_all_ranks) {
   Group g = resolve_group(group, "monitored_barrier");
   if (skip_non_member(*g, "monitored_barrier")) return;
-  BlockingCallHint blocking_hint(true);
-  g->monitored_barrier(timeout.count() > 0 ? timeout : g->timeout(), wait_all_ranks)->wait();
+  g->monitored_barrier({.timeout = timeout, .wait_all_ranks = wait_all_ranks})->wait();
 }
 
 #undef TDIST_GROUP_OR_RETURN

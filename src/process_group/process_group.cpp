@@ -6,18 +6,17 @@
 #include "tdist/errors.h"
 #include "backends/registry.h"
 #include "process_group/backend_spec.h"
+#include "process_group/validate.h"
 
 namespace tdist {
 
 namespace {
 
 DeviceType parse_device(const std::string& name, const std::string& spec) {
-  if (name == "cpu") return DeviceType::CPU;
-  if (name == "cuda") return DeviceType::CUDA;
-  throw DistValueError("backend spec '" + spec + "': unknown device type '" + name + "' (cpu, cuda)");
+  if (auto type = parse_device_type(name)) return *type;
+  throw DistValueError("backend spec '" + spec + "': unknown device type '" + name + "' (" + device_type_names() +
+                       ")");
 }
-
-const char* device_name(DeviceType d) { return d == DeviceType::CPU ? "cpu" : "cuda"; }
 
 // "tdist" -> every device the backend serves; "cpu:tdist,cuda:nccl" -> per device.
 std::map<DeviceType, std::string> parse_spec(const std::string& spec) {
@@ -61,7 +60,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
     // One store namespace per group and backend, so they never share keys.
-    auto scoped = std::make_shared<PrefixStore>(options_.group_name + "/" + entry.name + "/" + device_name(device),
+    auto scoped = std::make_shared<PrefixStore>(options_.group_name + "/" + entry.name + "/" + device_type_name(device),
                                                 store_);
     backends_[device] = entry.factory(scoped, rank, size, bopts);
   }
@@ -108,23 +107,39 @@ Backend& ProcessGroup::backend_for(Device device) const {
   return *it->second;
 }
 
-std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, int tag) {
-  return backend_for(tensor.device()).send(tensor, dst, tag);
+std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::point_to_point(*this, tensor, dst, true);
+  validate::timeout(*this, "send", opts.timeout);
+  return b.send(tensor, dst, opts);
 }
-std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, int tag) {
-  return backend_for(tensor.device()).recv(tensor, src, tag);
+std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::point_to_point(*this, tensor, src, false);
+  validate::timeout(*this, "recv", opts.timeout);
+  return b.recv(tensor, src, opts);
 }
-void ProcessGroup::blocking_send(const Tensor& tensor, int dst, int tag) {
-  backend_for(tensor.device()).blocking_send(tensor, dst, tag);
+void ProcessGroup::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::point_to_point(*this, tensor, dst, true);
+  validate::timeout(*this, "send", opts.timeout);
+  b.blocking_send(tensor, dst, opts);
 }
-int ProcessGroup::blocking_recv(const Tensor& tensor, int src, int tag) {
-  return backend_for(tensor.device()).blocking_recv(tensor, src, tag);
+int ProcessGroup::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::point_to_point(*this, tensor, src, false);
+  validate::timeout(*this, "recv", opts.timeout);
+  return b.blocking_recv(tensor, src, opts);
 }
-std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, int root) {
-  return backend_for(tensor.device()).broadcast(tensor, root);
+std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::broadcast(*this, tensor, opts);
+  return b.broadcast(tensor, opts);
 }
-std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, ReduceOp op) {
-  return backend_for(tensor.device()).all_reduce(tensor, op);
+std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::all_reduce(*this, tensor, opts);
+  return b.all_reduce(tensor, opts);
 }
 Backend& ProcessGroup::any_backend() const {
   // Any backend can synchronise the group; prefer the CPU one (no device work).
@@ -133,40 +148,73 @@ Backend& ProcessGroup::any_backend() const {
   return *(it != backends_.end() ? it->second : backends_.begin()->second);
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier() { return any_backend().barrier(); }
-std::shared_ptr<Work> ProcessGroup::monitored_barrier(std::chrono::milliseconds timeout, bool wait_all_ranks) {
-  return any_backend().monitored_barrier(timeout, wait_all_ranks);
+std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& opts) {
+  Backend& b = any_backend();
+  validate::timeout(*this, "barrier", opts.timeout);
+  return b.barrier(opts);
 }
-std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, int root, ReduceOp op) {
-  return backend_for(tensor.device()).reduce(tensor, root, op);
+std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOptions& opts) {
+  Backend& b = any_backend();
+  MonitoredBarrierOptions o = opts;
+  if (o.timeout.count() <= 0) o.timeout = options_.timeout;  // as torch: none given, the group's
+  return b.monitored_barrier(o);
 }
-std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input) {
-  return backend_for(input.device()).all_gather(outputs, input);
+std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+  Backend& b = backend_for(tensor.device());
+  validate::reduce(*this, tensor, opts);
+  return b.reduce(tensor, opts);
 }
-std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input) {
-  return backend_for(input.device()).all_gather_into_tensor(output, input);
+std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                               const AllGatherOptions& opts) {
+  Backend& b = backend_for(input.device());
+  validate::all_gather(*this, outputs, input);
+  validate::timeout(*this, "all_gather", opts.timeout);
+  return b.all_gather(outputs, input, opts);
 }
-std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input, int root) {
-  return backend_for(input.device()).gather(outputs, input, root);
+std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                                           const AllGatherOptions& opts) {
+  Backend& b = backend_for(input.device());
+  validate::all_gather_into_tensor(*this, output, input);
+  validate::timeout(*this, "all_gather_into_tensor", opts.timeout);
+  return b.all_gather_into_tensor(output, input, opts);
 }
-std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs, int root) {
-  return backend_for(output.device()).scatter(output, inputs, root);
+std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                           const GatherOptions& opts) {
+  Backend& b = backend_for(input.device());
+  validate::gather(*this, outputs, input, opts);
+  return b.gather(outputs, input, opts);
+}
+std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                            const ScatterOptions& opts) {
+  Backend& b = backend_for(output.device());
+  validate::scatter(*this, output, inputs, opts);
+  return b.scatter(output, inputs, opts);
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                   ReduceOp op) {
-  return backend_for(output.device()).reduce_scatter(output, inputs, op);
+                                                   const ReduceScatterOptions& opts) {
+  Backend& b = backend_for(output.device());
+  validate::reduce_scatter(*this, output, inputs, opts);
+  return b.reduce_scatter(output, inputs, opts);
 }
-std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input, ReduceOp op) {
-  return backend_for(output.device()).reduce_scatter_tensor(output, input, op);
+std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                                          const ReduceScatterOptions& opts) {
+  Backend& b = backend_for(output.device());
+  validate::reduce_scatter_tensor(*this, output, input, opts);
+  return b.reduce_scatter_tensor(output, input, opts);
 }
-std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                               const AllToAllOptions& opts) {
   if (inputs.empty()) throw DistValueError("all_to_all: empty input list");
-  return backend_for(inputs[0].device()).all_to_all(outputs, inputs);
+  Backend& b = backend_for(inputs[0].device());
+  validate::all_to_all(*this, outputs, inputs);
+  validate::timeout(*this, "all_to_all", opts.timeout);
+  return b.all_to_all(outputs, inputs, opts);
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Tensor& output, const Tensor& input,
-                                                      const std::vector<int64_t>& output_split_sizes,
-                                                      const std::vector<int64_t>& input_split_sizes) {
-  return backend_for(input.device()).all_to_all_single(output, input, output_split_sizes, input_split_sizes);
+                                                      const AllToAllOptions& opts) {
+  Backend& b = backend_for(input.device());
+  validate::all_to_all_single(*this, output, input, opts);
+  return b.all_to_all_single(output, input, opts);
 }
 
 }  // namespace tdist

@@ -62,8 +62,44 @@ bool is_integral(DType t) {
   return i && i->integral;
 }
 
+namespace {
+struct DeviceTypeInfo {
+  DeviceType type;
+  const char* name;
+  const char* default_backend;
+};
+constexpr DeviceTypeInfo kDeviceTypes[] = {
+    {DeviceType::CPU, "cpu", "tdist"},
+    {DeviceType::CUDA, "cuda", "nccl"},
+};
+}  // namespace
+
+const char* device_type_name(DeviceType type) {
+  for (const auto& d : kDeviceTypes)
+    if (d.type == type) return d.name;
+  return "unknown";
+}
+
+std::optional<DeviceType> parse_device_type(std::string_view name) {
+  for (const auto& d : kDeviceTypes)
+    if (name == d.name) return d.type;
+  return std::nullopt;
+}
+
+const char* default_backend_of(DeviceType type) {
+  for (const auto& d : kDeviceTypes)
+    if (d.type == type) return d.default_backend;
+  return "tdist";
+}
+
+std::string device_type_names() {
+  std::string out;
+  for (const auto& d : kDeviceTypes) out += (out.empty() ? "'" : ", '") + std::string(d.name) + "'";
+  return out;
+}
+
 std::string Device::str() const {
-  std::string s = type == DeviceType::CPU ? "cpu" : type == DeviceType::CUDA ? "cuda" : "unknown";
+  std::string s = device_type_name(type);
   if (index >= 0) s += ":" + std::to_string(index);
   return s;
 }

@@ -1,4 +1,6 @@
-// Reading the environment (torchrun/MPI variables and TDIST_* settings).
+// Reading the environment (torchrun/MPI variables and TDIST_* settings): only
+// names of the settings registry (util/settings.h), which also gives torch's
+// name for a setting, read where ours is unset.
 #pragma once
 
 #include <optional>

@@ -15,7 +15,7 @@ LogLevel parse_level() {
   if (debug && (*debug == "INFO" || *debug == "DETAIL")) return *debug == "DETAIL" ? LogLevel::Debug : LogLevel::Info;
   auto v = get_env("TDIST_LOG_LEVEL");
   if (!v) return LogLevel::Warn;
-  if (*v == "ERROR") return LogLevel::Error;
+  if (*v == "ERROR" || *v == "FATAL") return LogLevel::Error;
   if (*v == "INFO") return LogLevel::Info;
   if (*v == "DEBUG" || *v == "DETAIL") return LogLevel::Debug;
   return LogLevel::Warn;

@@ -6,12 +6,14 @@
 #include <thread>
 
 #include "arena/arena_util.h"
-#include "backends/call_hint.h"
 
 namespace tdist::testing {
 namespace {
 
 using std::chrono::milliseconds;
+
+// As a blocking free function calls: on the caller's thread when the queue is idle.
+const AllReduceOptions kBlocking{.async_op = false};
 
 // The error of a call on every rank ("" where it succeeded).
 std::vector<std::string> errors_of(int n, const std::function<void(ProcessGroup&)>& call,
@@ -21,7 +23,6 @@ std::vector<std::string> errors_of(int n, const std::function<void(ProcessGroup&
       n,
       [&](ProcessGroup& pg) {
         try {
-          BlockingCallHint hint(true);
           call(pg);
         } catch (const DistError& e) {
           errors[pg.rank()] = e.what();
@@ -34,7 +35,7 @@ std::vector<std::string> errors_of(int n, const std::function<void(ProcessGroup&
 // all_reduce of 10 floats, 20 on the last rank.
 void disagreeing_all_reduce(ProcessGroup& pg) {
   std::vector<float> v(pg.rank() == pg.size() - 1 ? 20 : 10, 1.0f);
-  pg.all_reduce(v)->wait();
+  pg.all_reduce(v, kBlocking)->wait();
 }
 
 TEST(ArenaUse, GroupsOnOneHostMapAnArenaAndLeaveNoNameBehind) {
@@ -100,8 +101,7 @@ TEST(ArenaFailure, DifferentSizesFailEveryRankNamingAPeerAndLeaveBuffersAlone) {
   with_thread_world(3, [&](ProcessGroup& pg) {
     std::vector<float> v(pg.rank() == 2 ? 20 : 10, 1.0f);
     try {
-      BlockingCallHint hint(true);
-      pg.all_reduce(v)->wait();
+      pg.all_reduce(v, kBlocking)->wait();
     } catch (const DistBackendError& e) {
       errors[pg.rank()] = e.what();
     }
@@ -147,12 +147,11 @@ TEST(ArenaFailure, RanksThatArriveAfterTheOthersGaveUpFailTheSameOperation) {
       [&](ProcessGroup& pg) {
         const int me = pg.rank();
         std::vector<int> v(6, me + 1);
-        BlockingCallHint hint(true);
         if (me >= 2) {  // stalled until the others have given up on them
           while (gave_up.load() < 2) std::this_thread::sleep_for(milliseconds(2));
         }
         try {
-          pg.all_reduce(v)->wait();
+          pg.all_reduce(v, kBlocking)->wait();
         } catch (const DistBackendError& e) {
           errors[me] = e.what();
         }
@@ -195,9 +194,8 @@ TEST(ArenaFailure, RanksAgreeWhetherAnOperationAtTheDeadlineHappened) {
       }
       std::vector<int> v(5, rank + 1);
       if (rank == 1) std::this_thread::sleep_for(milliseconds(80 + trial * 41 % 40));
-      BlockingCallHint hint(true);
       try {
-        pg->all_reduce(v)->wait();
+        pg->all_reduce(v, kBlocking)->wait();
         outcome[rank] = 1;
       } catch (const DistBackendError&) {
         outcome[rank] = 0;

@@ -8,7 +8,6 @@
 #include <numeric>
 
 #include "arena/arena_util.h"
-#include "backends/call_hint.h"
 
 namespace tdist::testing {
 namespace {
@@ -20,12 +19,9 @@ class ArenaThreads : public ::testing::TestWithParam<int> {
   ScopedEnv small_slots_{"TDIST_SHM_SLOT_BYTES", std::to_string(kSlot)};
 };
 
-// Issues and waits like a blocking free function: on the caller's thread.
-template <typename Issue>
-void blocking(Issue&& issue) {
-  BlockingCallHint hint(true);
-  issue()->wait();
-}
+// Waits for a call issued with async_op false, as a blocking free function
+// does (it ran on the caller's thread when the group's queue was idle).
+void blocking(const std::shared_ptr<Work>& work) { work->wait(); }
 
 // Element counts: empty, one, odd, not divisible by n, several slots.
 std::vector<size_t> counts(DType dt, int n) { return {0, 1, 7, 13 * static_cast<size_t>(n) + 1, 3 * kSlot / dtype_size(dt) + 5}; }
@@ -49,7 +45,7 @@ TEST_P(ArenaThreads, AllReduceEveryDtypeOpAndSize) {
         if (!reduce_op_supported(op, dt)) continue;
         for (size_t count : counts(dt, n)) {
           Buffer b = rank_buffer(dt, count, pg.rank());
-          blocking([&] { return pg.all_reduce(b.tensor(), op); });
+          blocking(pg.all_reduce(b.tensor(), {.op = op, .async_op = false}));
           EXPECT_EQ(compare_exact(b, expected_reduction(dt, op, count, n)), "")
               << "all_reduce " << op.name() << " of " << where(dt, count, pg.rank());
         }
@@ -67,7 +63,7 @@ TEST_P(ArenaThreads, ReduceEveryRootDtypeAndOp) {
         for (size_t count : {size_t{1}, 13 * static_cast<size_t>(n) + 1, 3 * kSlot / dtype_size(dt) + 5})
           for (int root = 0; root < n; ++root) {
             Buffer b = rank_buffer(dt, count, me);
-            blocking([&] { return pg.reduce(b.tensor(), root, op); });
+            blocking(pg.reduce(b.tensor(), {.root = root, .op = op, .async_op = false}));
             Buffer want = me == root ? expected_reduction(dt, op, count, n) : rank_buffer(dt, count, me);
             EXPECT_EQ(compare_exact(b, want), "")
                 << "reduce " << op.name() << " to " << root << " of " << where(dt, count, me);
@@ -86,7 +82,7 @@ TEST_P(ArenaThreads, BroadcastEveryRootAndSize) {
       for (size_t count : sizes)
         for (int root = 0; root < n; ++root) {
           Buffer b = rank_buffer(dt, count, me == root ? root : 99);
-          blocking([&] { return pg.broadcast(b.tensor(), root); });
+          blocking(pg.broadcast(b.tensor(), {.root = root, .async_op = false}));
           EXPECT_EQ(compare_exact(b, rank_buffer(dt, count, root)), "")
               << "broadcast from " << root << " of " << where(dt, count, me);
         }
@@ -110,7 +106,7 @@ TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) {
         std::vector<Tensor> views;
         for (auto& o : outs) views.push_back(o.tensor());
         Buffer in = rank_buffer(dt, count_of(me), me);
-        blocking([&] { return pg.all_gather(views, in.tensor()); });
+        blocking(pg.all_gather(views, in.tensor(), {.async_op = false}));
         for (int q = 0; q < n; ++q)
           EXPECT_EQ(compare_exact(outs[q], rank_buffer(dt, count_of(q), q)), "")
               << "all_gather block " << q << ", " << where(dt, count_of(q), me);
@@ -124,7 +120,7 @@ TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) {
             input = out.tensor().slice(static_cast<int64_t>(c) * me, static_cast<int64_t>(c));
             if (c) std::memcpy(input.data(), in.data(), in.nbytes());
           }
-          blocking([&] { return pg.all_gather_into_tensor(out.tensor(), input); });
+          blocking(pg.all_gather_into_tensor(out.tensor(), input, {.async_op = false}));
           for (int q = 0; q < n; ++q)
             EXPECT_EQ(compare_exact(part(dt, out, c * q, c), rank_buffer(dt, c, q)), "")
                 << "all_gather_into_tensor" << (in_place ? " in place" : "") << " block " << q << ", "
@@ -147,7 +143,7 @@ TEST_P(ArenaThreads, ReduceScatterEveryDtypeOpListAndTensor) {
         for (size_t c : {size_t{0}, size_t{1}, size_t{7}, big}) {
           Buffer in = rank_buffer(dt, c * n, me);
           Buffer out(dt, c);
-          blocking([&] { return pg.reduce_scatter_tensor(out.tensor(), in.tensor(), op); });
+          blocking(pg.reduce_scatter_tensor(out.tensor(), in.tensor(), {.op = op, .async_op = false}));
           Buffer all = expected_reduction(dt, op, c * n, n);
           EXPECT_EQ(compare_exact(out, part(dt, all, c * me, c)), "")
               << "reduce_scatter_tensor " << op.name() << " of " << where(dt, c, me);
@@ -163,7 +159,7 @@ TEST_P(ArenaThreads, ReduceScatterEveryDtypeOpListAndTensor) {
         for (int i = 0; i < n; ++i)
           inputs.push_back(in.tensor().slice(static_cast<int64_t>(offsets[i]), static_cast<int64_t>(sizes[i])));
         Buffer out(dt, sizes[me]);
-        blocking([&] { return pg.reduce_scatter(out.tensor(), inputs, op); });
+        blocking(pg.reduce_scatter(out.tensor(), inputs, {.op = op, .async_op = false}));
         Buffer all = expected_reduction(dt, op, offsets[n], n);
         EXPECT_EQ(compare_exact(out, part(dt, all, offsets[me], sizes[me])), "")
             << "reduce_scatter " << op.name() << " of " << where(dt, sizes[me], me);
@@ -196,7 +192,8 @@ TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) {
           for (size_t k = 0; k < rows(q, me) * 3; ++k) want.set(at + k, value(q, me, k));
         Tensor input(in.data(), dt, {static_cast<int64_t>(in_rows), 3});
         Tensor output(out.data(), dt, {static_cast<int64_t>(out_rows), 3});
-        blocking([&] { return pg.all_to_all_single(output, input, out_splits, in_splits); });
+        blocking(pg.all_to_all_single(
+            output, input, {.output_split_sizes = out_splits, .input_split_sizes = in_splits, .async_op = false}));
         EXPECT_EQ(compare_exact(out, want), "") << "all_to_all_single " << where(dt, out_rows * 3, me);
 
         // The list form, over the same blocks.
@@ -206,7 +203,7 @@ TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) {
           outs.push_back(out.tensor().slice(b, out_splits[q] * 3));
         }
         std::memset(out.data(), 0, out.nbytes());
-        blocking([&] { return pg.all_to_all(outs, ins); });
+        blocking(pg.all_to_all(outs, ins, {.async_op = false}));
         EXPECT_EQ(compare_exact(out, want), "") << "all_to_all " << where(dt, out_rows * 3, me);
       }
   });
@@ -227,7 +224,7 @@ TEST_P(ArenaThreads, GatherAndScatterEveryRoot) {
             views.push_back(gathered.back().tensor());
           }
         Buffer in = rank_buffer(dt, c, me);
-        blocking([&] { return pg.gather(views, in.tensor(), root); });
+        blocking(pg.gather(views, in.tensor(), {.root = root, .async_op = false}));
         for (int q = 0; q < static_cast<int>(gathered.size()); ++q)
           EXPECT_EQ(compare_exact(gathered[q], rank_buffer(dt, c, q)), "")
               << "gather to " << root << " block " << q << ", " << where(dt, c, me);
@@ -241,7 +238,7 @@ TEST_P(ArenaThreads, GatherAndScatterEveryRoot) {
             sources.push_back(blocks.back().tensor());
           }
         Buffer out(dt, c);
-        blocking([&] { return pg.scatter(out.tensor(), sources, root); });
+        blocking(pg.scatter(out.tensor(), sources, {.root = root, .async_op = false}));
         EXPECT_EQ(compare_exact(out, rank_buffer(dt, c, me + 10)), "")
             << "scatter from " << root << ", " << where(dt, c, me);
       }
@@ -260,14 +257,12 @@ TEST_P(ArenaThreads, AsyncCollectivesInFlightTogether) {
       Buffer sum = rank_buffer(dt, c, me), bcast = rank_buffer(dt, c, me), gathered(dt, c * n);
       Buffer mine = rank_buffer(dt, c, me), scattered(dt, c), big = rank_buffer(dt, c * n, me);
       std::vector<std::shared_ptr<Work>> works;
-      {
-        BlockingCallHint hint(!queued);
-        works.push_back(pg.all_reduce(sum.tensor(), ReduceOp::SUM));
-        works.push_back(pg.broadcast(bcast.tensor(), n - 1));
-        works.push_back(pg.barrier());
-        works.push_back(pg.all_gather_into_tensor(gathered.tensor(), mine.tensor()));
-        works.push_back(pg.reduce_scatter_tensor(scattered.tensor(), big.tensor(), ReduceOp::MAX));
-      }
+      const bool async = queued;
+      works.push_back(pg.all_reduce(sum.tensor(), {.op = ReduceOp::SUM, .async_op = async}));
+      works.push_back(pg.broadcast(bcast.tensor(), {.root = n - 1, .async_op = async}));
+      works.push_back(pg.barrier({.async_op = async}));
+      works.push_back(pg.all_gather_into_tensor(gathered.tensor(), mine.tensor(), {.async_op = async}));
+      works.push_back(pg.reduce_scatter_tensor(scattered.tensor(), big.tensor(), {.op = ReduceOp::MAX, .async_op = async}));
       for (auto& w : works) w->wait();
       EXPECT_EQ(compare_exact(sum, expected_reduction(dt, ReduceOp::SUM, c, n)), "");
       EXPECT_EQ(compare_exact(bcast, rank_buffer(dt, c, n - 1)), "");

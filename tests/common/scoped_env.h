@@ -3,6 +3,7 @@
 // thread reads the environment meanwhile).
 #pragma once
 
+#include <cstddef>
 #include <cstdlib>
 #include <string>
 
@@ -16,6 +17,14 @@ class ScopedEnv {
       old_ = old;
     }
     setenv(name, value.c_str(), 1);
+  }
+  // Unsets it for the scope.
+  ScopedEnv(const char* name, std::nullptr_t) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      had_old_ = true;
+      old_ = old;
+    }
+    unsetenv(name);
   }
   ~ScopedEnv() {
     if (had_old_)

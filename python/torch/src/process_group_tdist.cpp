@@ -79,12 +79,20 @@ int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* wha
   return static_cast<int>(rank);
 }
 
+namespace {
+// torch's per-call timeout (every c10d options struct has one); unset: the group's.
+template <typename Options>
+std::chrono::milliseconds timeout_of(const Options& opts) {
+  return opts.timeout == c10d::kUnsetTimeout ? tdist::kGroupTimeout : opts.timeout;
+}
+}  // namespace
+
 WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10d::BroadcastOptions& opts) {
   const char* name = "broadcast";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
-  auto w = pg_->broadcast(to_view(t, op), root(opts.rootRank, op, "source"));
+  auto w = pg_->broadcast(to_view(t, op), {.root = root(opts.rootRank, op, "source"), .timeout = timeout_of(opts)});
   return track(c10d::OpType::BROADCAST, name, {w}, tensors);
 }
 
@@ -92,7 +100,7 @@ WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10
   const char* name = "all_reduce";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  auto w = pg_->all_reduce(to_view(t, op), to_reduce_op(opts.reduceOp, op));
+  auto w = pg_->all_reduce(to_view(t, op), {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLREDUCE, name, {w}, tensors);
 }
 
@@ -106,7 +114,7 @@ WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   // One all_reduce per tensor, issued back to back: the same result as
   // Gloo's flattened buffer, without copying into one.
   Works works;
-  for (auto& v : views) works.push_back(pg_->all_reduce(v, reduce_op));
+  for (auto& v : views) works.push_back(pg_->all_reduce(v, {.op = reduce_op, .timeout = timeout_of(opts)}));
   return track(c10d::OpType::ALLREDUCE_COALESCED, name, std::move(works), tensors);
 }
 
@@ -115,30 +123,34 @@ WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
-  auto w = pg_->reduce(to_view(t, op), root(opts.rootRank, op, "destination"), to_reduce_op(opts.reduceOp, op));
+  auto w = pg_->reduce(to_view(t, op), {.root = root(opts.rootRank, op, "destination"),
+                                        .op = to_reduce_op(opts.reduceOp, op),
+                                        .timeout = timeout_of(opts)});
   return track(c10d::OpType::REDUCE, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
-                                     const c10d::AllgatherOptions&) {
+                                     const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather";
   const std::string op = where(name);
   const at::Tensor& in = single(inputs, op, "input tensor");
   if (outputs.size() != 1)
     invalid(op, "expects exactly one output list per process, got " + std::to_string(outputs.size()));
-  auto w = pg_->all_gather(to_views(outputs[0], op, "output tensor"), to_view(in, op, "input tensor"));
+  auto w = pg_->all_gather(to_views(outputs[0], op, "output tensor"), to_view(in, op, "input tensor"),
+                           {.timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLGATHER, name, {w}, outputs[0], inputs);
 }
 
-WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions&) {
+WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather_into_tensor";
   const std::string op = where(name);
-  auto w = pg_->all_gather_into_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"));
+  auto w = pg_->all_gather_into_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
+                                       {.timeout = timeout_of(opts)});
   return track(c10d::OpType::_ALLGATHER_BASE, name, {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
-                                               std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions&) {
+                                               std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather_coalesced";
   const std::string op = where(name);
   // output_lists[r][j] receives input j of rank r: one all_gather per input j.
@@ -156,7 +168,8 @@ WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tenso
   }
   auto in_views = to_views(inputs, op, "input tensor");
   Works works;
-  for (size_t j = 0; j < inputs.size(); ++j) works.push_back(pg_->all_gather(per_input[j], in_views[j]));
+  for (size_t j = 0; j < inputs.size(); ++j)
+    works.push_back(pg_->all_gather(per_input[j], in_views[j], {.timeout = timeout_of(opts)}));
   std::vector<at::Tensor> outputs;
   for (auto& list : output_lists) outputs.insert(outputs.end(), list.begin(), list.end());
   return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(works), std::move(outputs), inputs);
@@ -176,7 +189,8 @@ WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs,
   } else if (!outputs.empty() && !outputs[0].empty()) {
     invalid(op, "only the destination (rank " + std::to_string(r) + ") passes an output list");
   }
-  auto w = pg_->gather(to_views(out, op, "output tensor"), to_view(in, op, "input tensor"), r);
+  auto w = pg_->gather(to_views(out, op, "output tensor"), to_view(in, op, "input tensor"),
+                       {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::GATHER, name, {w}, out, inputs);
 }
 
@@ -194,7 +208,8 @@ WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector
   } else if (!inputs.empty() && !inputs[0].empty()) {
     invalid(op, "only the source (rank " + std::to_string(r) + ") passes an input list");
   }
-  auto w = pg_->scatter(to_view(out, op, "output tensor"), to_views(in, op, "input tensor"), r);
+  auto w = pg_->scatter(to_view(out, op, "output tensor"), to_views(in, op, "input tensor"),
+                        {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::SCATTER, name, {w}, outputs, in);
 }
 
@@ -207,7 +222,7 @@ WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
   if (inputs.size() != 1)
     invalid(op, "expects exactly one input list per process, got " + std::to_string(inputs.size()));
   auto w = pg_->reduce_scatter(to_view(out, op, "output tensor"), to_views(inputs[0], op, "input tensor"),
-                               to_reduce_op(opts.reduceOp, op));
+                               {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
   return track(c10d::OpType::REDUCE_SCATTER, name, {w}, outputs, inputs[0]);
 }
 
@@ -216,24 +231,26 @@ WorkPtr ProcessGroupTdist::_reduce_scatter_base(at::Tensor& output, at::Tensor& 
   const char* name = "reduce_scatter_tensor";
   const std::string op = where(name);
   auto w = pg_->reduce_scatter_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
-                                      to_reduce_op(opts.reduceOp, op));
+                                      {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
   return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
-                                         std::vector<int64_t>& input_splits, const c10d::AllToAllOptions&) {
+                                         std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all_single";
   const std::string op = where(name);
-  auto w = pg_->all_to_all_single(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
-                                  output_splits, input_splits);
+  auto w = pg_->all_to_all_single(
+      to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
+      {.output_split_sizes = output_splits, .input_split_sizes = input_splits, .timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLTOALL_BASE, name, {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
-                                    const c10d::AllToAllOptions&) {
+                                    const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all";
   const std::string op = where(name);
-  auto w = pg_->all_to_all(to_views(outputs, op, "output tensor"), to_views(inputs, op, "input tensor"));
+  auto w = pg_->all_to_all(to_views(outputs, op, "output tensor"), to_views(inputs, op, "input tensor"),
+                           {.timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLTOALL, name, {w}, outputs, inputs);
 }
 
@@ -261,13 +278,13 @@ WorkPtr ProcessGroupTdist::recvAnysource(std::vector<at::Tensor>& tensors, int t
   return track(c10d::OpType::RECVANYSOURCE, name, {w}, tensors);
 }
 
-WorkPtr ProcessGroupTdist::barrier(const c10d::BarrierOptions&) {
-  return track(c10d::OpType::BARRIER, "barrier", {pg_->barrier()}, {});
+WorkPtr ProcessGroupTdist::barrier(const c10d::BarrierOptions& opts) {
+  return track(c10d::OpType::BARRIER, "barrier", {pg_->barrier({.timeout = timeout_of(opts)})}, {});
 }
 
 void ProcessGroupTdist::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
-  auto timeout = opts.timeout == c10d::kUnsetTimeout ? pg_->timeout() : opts.timeout;
-  auto work = track(c10d::OpType::BARRIER, "monitored_barrier", {pg_->monitored_barrier(timeout, wait_all_ranks)}, {});
+  auto work = track(c10d::OpType::BARRIER, "monitored_barrier",
+                    {pg_->monitored_barrier({.timeout = timeout_of(opts), .wait_all_ranks = wait_all_ranks})}, {});
   work->wait(c10d::Store::kNoTimeout);
 }
 

@@ -1,0 +1,205 @@
+#include "process_group/validate.h"
+
+#include <string>
+
+#include "tdist/backend.h"
+#include "tdist/errors.h"
+#include "tensor/split.h"
+
+namespace tdist::validate {
+
+namespace {
+
+[[noreturn]] void invalid(const ProcessGroup& g, const char* op, const std::string& what) {
+  throw DistValueError("rank " + std::to_string(g.global_rank(g.rank())) + " in group " + g.group_name() + ": " + op +
+                       ": " + what);
+}
+
+// Every tensor of one call is on the device of its first (the backend was
+// picked for that device), and has data unless it is empty.
+void tensor(const ProcessGroup& g, const Tensor& t, const char* op, Device device) {
+  if (t.device().type != device.type)
+    invalid(g, op, "tensor " + t.str() + " is on " + t.device().str() + ", the call's others on " + device.str());
+  if (t.data() == nullptr && t.numel() > 0) invalid(g, op, "tensor " + t.str() + " has no data");
+}
+
+void rank(const ProcessGroup& g, int r, const char* op, const char* what) {
+  if (r < 0 || r >= g.size())
+    invalid(g, op, std::string("invalid ") + what + " rank " + std::to_string(r) + " (group size " +
+                       std::to_string(g.size()) + ")");
+}
+
+// Every tensor of `list`, of `dtype`; `count` of them unless count < 0.
+void list(const ProcessGroup& g, const std::vector<Tensor>& list, DType dtype, int count, const char* op,
+          const char* what, Device device) {
+  if (count >= 0 && static_cast<int>(list.size()) != count)
+    invalid(g, op, std::string(what) + " has " + std::to_string(list.size()) + " tensors, expected " +
+                       std::to_string(count) + " (one per rank)");
+  for (size_t i = 0; i < list.size(); ++i) {
+    tensor(g, list[i], op, device);
+    if (list[i].dtype() != dtype)
+      invalid(g, op, std::string(what) + "[" + std::to_string(i) + "] is " + list[i].str() + ", expected dtype " +
+                         std::string(dtype_name(dtype)));
+  }
+}
+
+void same(const ProcessGroup& g, const Tensor& a, const Tensor& b, const char* op, const char* what) {
+  if (a.dtype() != b.dtype() || a.numel() != b.numel())
+    invalid(g, op, std::string(what) + ": " + a.str() + " and " + b.str() + " differ in dtype or number of elements");
+}
+
+void splits(const ProcessGroup& g, const Tensor& t, const std::vector<int64_t>& s, const char* which) {
+  const char* op = "all_to_all_single";
+  const int n = g.size();
+  const int64_t rows = rows_in(t);
+  if (s.empty()) {
+    if (rows % n != 0)
+      invalid(g, op, std::string(which) + " " + t.str() + ": " + std::to_string(rows) +
+                         " rows do not split evenly over " + std::to_string(n) + " ranks; pass split sizes");
+    return;
+  }
+  if (static_cast<int>(s.size()) != n)
+    invalid(g, op, std::string(which) + " split sizes have " + std::to_string(s.size()) + " entries, expected " +
+                       std::to_string(n));
+  int64_t sum = 0;
+  for (int64_t x : s) {
+    if (x < 0) invalid(g, op, std::string(which) + " split sizes contain a negative entry");
+    sum += x;
+  }
+  if (sum != rows)
+    invalid(g, op, std::string(which) + " split sizes add up to " + std::to_string(sum) + " rows, the tensor " +
+                       t.str() + " has " + std::to_string(rows));
+}
+
+}  // namespace
+
+void timeout(const ProcessGroup& g, const char* op, std::chrono::milliseconds timeout) {
+  if (timeout != kGroupTimeout && timeout.count() <= 0)
+    invalid(g, op, "timeout " + std::to_string(timeout.count()) + " ms: it must be positive (or kGroupTimeout)");
+}
+
+void point_to_point(const ProcessGroup& g, const Tensor& t, int peer, bool is_send) {
+  const char* op = is_send ? "send" : "recv";
+  tensor(g, t, op, t.device());
+  if (is_send || peer != kAnySource) rank(g, peer, op, is_send ? "destination" : "source");
+  if (peer == g.rank()) invalid(g, op, "the peer is this rank itself");
+}
+
+void broadcast(const ProcessGroup& g, const Tensor& t, const BroadcastOptions& opts) {
+  tensor(g, t, "broadcast", t.device());
+  rank(g, opts.root, "broadcast", "root");
+  timeout(g, "broadcast", opts.timeout);
+}
+
+void all_reduce(const ProcessGroup& g, const Tensor& t, const AllReduceOptions& opts) {
+  tensor(g, t, "all_reduce", t.device());
+  check_reduce_op(opts.op, t.dtype(), "all_reduce");
+  timeout(g, "all_reduce", opts.timeout);
+}
+
+void reduce(const ProcessGroup& g, const Tensor& t, const ReduceOptions& opts) {
+  tensor(g, t, "reduce", t.device());
+  rank(g, opts.root, "reduce", "destination");
+  check_reduce_op(opts.op, t.dtype(), "reduce");
+  timeout(g, "reduce", opts.timeout);
+}
+
+void all_gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input) {
+  const char* op = "all_gather";
+  tensor(g, input, op, input.device());
+  list(g, outputs, input.dtype(), g.size(), op, "output list", input.device());
+  if (outputs[g.rank()].numel() != input.numel())
+    invalid(g, op, "output[" + std::to_string(g.rank()) + "] " + outputs[g.rank()].str() +
+                       " does not match this rank's input " + input.str());
+}
+
+void all_gather_into_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input) {
+  const char* op = "all_gather_into_tensor";
+  tensor(g, input, op, input.device());
+  tensor(g, output, op, input.device());
+  if (output.dtype() != input.dtype() || output.numel() != input.numel() * g.size())
+    invalid(g, op, "output " + output.str() + " must hold world size (" + std::to_string(g.size()) + ") x input " +
+                       input.str());
+}
+
+void gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
+  const char* op = "gather";
+  tensor(g, input, op, input.device());
+  rank(g, opts.root, op, "destination");
+  if (g.rank() == opts.root) {
+    list(g, outputs, input.dtype(), g.size(), op, "gather_list", input.device());
+    for (int i = 0; i < g.size(); ++i) same(g, outputs[i], input, op, "gather_list entry and input");
+  } else if (!outputs.empty()) {
+    invalid(g, op, "gather_list must be empty on ranks other than the destination " + std::to_string(opts.root) +
+                       ", got " + std::to_string(outputs.size()) + " tensors");
+  }
+  timeout(g, op, opts.timeout);
+}
+
+void scatter(const ProcessGroup& g, const Tensor& output, const std::vector<Tensor>& inputs,
+             const ScatterOptions& opts) {
+  const char* op = "scatter";
+  tensor(g, output, op, output.device());
+  rank(g, opts.root, op, "source");
+  if (g.rank() == opts.root) {
+    list(g, inputs, output.dtype(), g.size(), op, "scatter_list", output.device());
+    for (int i = 0; i < g.size(); ++i) same(g, inputs[i], output, op, "scatter_list entry and output");
+  } else if (!inputs.empty()) {
+    invalid(g, op, "scatter_list must be empty on ranks other than the source " + std::to_string(opts.root) +
+                       ", got " + std::to_string(inputs.size()) + " tensors");
+  }
+  timeout(g, op, opts.timeout);
+}
+
+void reduce_scatter(const ProcessGroup& g, const Tensor& output, const std::vector<Tensor>& inputs,
+                    const ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter";
+  tensor(g, output, op, output.device());
+  check_reduce_op(opts.op, output.dtype(), op);
+  list(g, inputs, output.dtype(), g.size(), op, "input list", output.device());
+  if (inputs[g.rank()].numel() != output.numel())
+    invalid(g, op, "input[" + std::to_string(g.rank()) + "] " + inputs[g.rank()].str() +
+                       " does not match the output " + output.str());
+  timeout(g, op, opts.timeout);
+}
+
+void reduce_scatter_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input,
+                           const ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor";
+  tensor(g, output, op, output.device());
+  tensor(g, input, op, output.device());
+  check_reduce_op(opts.op, output.dtype(), op);
+  if (output.dtype() != input.dtype() || input.numel() != output.numel() * g.size())
+    invalid(g, op, "input " + input.str() + " must hold world size (" + std::to_string(g.size()) + ") x output " +
+                       output.str());
+  timeout(g, op, opts.timeout);
+}
+
+void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  const char* op = "all_to_all";
+  if (inputs.empty()) invalid(g, op, "empty input list");
+  list(g, inputs, inputs[0].dtype(), g.size(), op, "input list", inputs[0].device());
+  list(g, outputs, inputs[0].dtype(), g.size(), op, "output list", inputs[0].device());
+  if (outputs[g.rank()].numel() != inputs[g.rank()].numel())
+    invalid(g, op, "output[" + std::to_string(g.rank()) + "] " + outputs[g.rank()].str() + " and input[" +
+                       std::to_string(g.rank()) + "] " + inputs[g.rank()].str() + " differ in size");
+}
+
+void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor& input, const AllToAllOptions& opts) {
+  const char* op = "all_to_all_single";
+  tensor(g, output, op, input.device());
+  tensor(g, input, op, input.device());
+  if (output.dtype() != input.dtype())
+    invalid(g, op, "output " + output.str() + " and input " + input.str() + " differ in dtype");
+  splits(g, output, opts.output_split_sizes, "output");
+  splits(g, input, opts.input_split_sizes, "input");
+  auto outs = rows_of(output, opts.output_split_sizes, g.size());
+  auto ins = rows_of(input, opts.input_split_sizes, g.size());
+  if (outs[g.rank()].numel() != ins[g.rank()].numel())
+    invalid(g, op, "this rank's own input split (" + std::to_string(ins[g.rank()].numel()) +
+                       " elements) and output split (" + std::to_string(outs[g.rank()].numel()) +
+                       " elements) differ");
+  timeout(g, op, opts.timeout);
+}
+
+}  // namespace tdist::validate

@@ -1,0 +1,136 @@
+#include "util/settings.h"
+
+#include <array>
+
+namespace tdist {
+
+namespace {
+
+// Keep each group together; the order is the order of the documentation.
+constexpr std::array kSettings{
+    // Set by torchrun, tdistrun or mpirun; read by init_process_group and for placement.
+    SettingInfo{"MASTER_ADDR", "text", "unset", nullptr,
+                "Host of rank 0's store for `env://`; the mesh's listeners also bind the interface that reaches it.",
+                "launch"},
+    SettingInfo{"MASTER_PORT", "int", "unset", nullptr, "Port of rank 0's store for `env://`.", "launch"},
+    SettingInfo{"RANK", "int", "unset", nullptr, "This process's rank for `env://`.", "launch"},
+    SettingInfo{"WORLD_SIZE", "int", "unset", nullptr, "The number of ranks for `env://`.", "launch"},
+    SettingInfo{"LOCAL_RANK", "int", "unset", nullptr, "This process's rank on its host: picks its home CPU.",
+                "launch"},
+    SettingInfo{"LOCAL_WORLD_SIZE", "int", "unset", nullptr,
+                "Ranks on this host: more ranks than cores make waiting threads yield sooner.", "launch"},
+    SettingInfo{"TORCHELASTIC_RUN_ID", "text", "unset", nullptr, "Set by torchrun: `is_torchelastic_launched()`.",
+                "launch"},
+    SettingInfo{"OMPI_COMM_WORLD_RANK", "int", "unset", nullptr, "Rank under Open MPI's mpirun, where RANK is unset.",
+                "launch"},
+    SettingInfo{"OMPI_COMM_WORLD_SIZE", "int", "unset", nullptr,
+                "World size under Open MPI's mpirun, where WORLD_SIZE is unset.", "launch"},
+    SettingInfo{"PMI_RANK", "int", "unset", nullptr, "Rank under MPICH/Hydra (PMI), where RANK is unset.", "launch"},
+    SettingInfo{"PMI_SIZE", "int", "unset", nullptr, "World size under MPICH/Hydra (PMI), where WORLD_SIZE is unset.",
+                "launch"},
+
+    // Security.
+    SettingInfo{"TDIST_JOB_TOKEN", "text", "unset (open, with a warning)", nullptr,
+                "The job's secret: the store refuses clients without it and ranks prove it to each other (HMAC). "
+                "tdistrun and spawn set a fresh one per job.",
+                "util"},
+    SettingInfo{"TDIST_JOB_TOKEN_FILE", "path", "unset", nullptr,
+                "A file readable by its owner only that holds the job token, where TDIST_JOB_TOKEN is unset.", "util"},
+    SettingInfo{"TDIST_BIND_ALL", "bool", "0", nullptr,
+                "1: listeners bind every interface instead of the job's (MASTER_ADDR's, TDIST_SOCKET_IFNAME's, "
+                "loopback for a local job).",
+                "util"},
+
+    // Logging and checks.
+    SettingInfo{"TDIST_DEBUG", "OFF, INFO, DETAIL", "OFF", "TORCH_DISTRIBUTED_DEBUG",
+                "INFO logs more; DETAIL also makes every rank check, before each collective, that all called it "
+                "with the same arguments.",
+                "util"},
+    SettingInfo{"TDIST_LOG_LEVEL", "ERROR, WARN, INFO, DEBUG", "WARN", "TORCH_CPP_LOG_LEVEL",
+                "The least severe log lines written to stderr (torch's WARNING and FATAL are accepted too).", "util"},
+
+    // Store (rank 0's TCPStore server).
+    SettingInfo{"TDIST_STORE_MAX_BYTES", "bytes", "2 GiB", nullptr,
+                "Keys and values the store holds; a request past it gets an error, the server lives on.", "store"},
+    SettingInfo{"TDIST_STORE_MAX_ANSWER_BYTES", "bytes", "1 GiB", nullptr,
+                "The largest answer to one get or multi_get.", "store"},
+    SettingInfo{"TDIST_STORE_MAX_BUFFERED_BYTES", "bytes", "2 GiB", nullptr,
+                "Answers written but not yet read by their clients, all together.", "store"},
+    SettingInfo{"TDIST_STORE_MAX_CONNECTIONS", "int", "4096", nullptr,
+                "Open connections (never more than half the descriptor limit); the oldest unauthenticated one "
+                "goes first.",
+                "store"},
+    SettingInfo{"TDIST_STORE_HANDSHAKE_MS", "ms", "5000", nullptr,
+                "Time a new connection has to say hello and authenticate.", "store"},
+    SettingInfo{"TDIST_STORE_IDLE_TIMEOUT_S", "s", "0 (never)", nullptr,
+                "Closes an authenticated connection with nothing pending after this long.", "store"},
+
+    // Transport.
+    SettingInfo{"TDIST_SOCKET_IFNAME", "list", "unset (every interface that is up)", "GLOO_SOCKET_IFNAME",
+                "Interfaces (comma-separated) whose addresses the mesh announces and binds.", "transport"},
+    SettingInfo{"TDIST_SOCKETS_PER_PEER", "int", "1", nullptr,
+                "Connections per pair of ranks over TCP (1 to 16); a large message streams over all of them.",
+                "transport"},
+    SettingInfo{"TDIST_TCP_RENDEZVOUS_BYTES", "bytes", "512 KiB", nullptr,
+                "Socket messages larger than this wait for their receive (rendezvous); 0: every message does.",
+                "transport"},
+    SettingInfo{"TDIST_SPIN_US", "µs", "250", nullptr,
+                "How long a waiting thread polls the sockets and rings before it blocks.", "transport"},
+    SettingInfo{"TDIST_SHM", "bool", "1", nullptr,
+                "0: no shared memory between ranks of a host (no rings, no shared-memory collectives).",
+                "transport"},
+    SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
+                "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
+
+    // Collectives.
+    SettingInfo{"TDIST_SHM_SLOT_BYTES", "bytes", "256 KiB", nullptr,
+                "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.", "engines"},
+    SettingInfo{"TDIST_SHM_SPIN_US", "µs", "50", nullptr,
+                "How long a rank polls for the others in a shared-memory round before it sleeps.", "engines"},
+    SettingInfo{"TDIST_SHM_ONE_ROUND_BYTES", "bytes", "8 KiB", nullptr,
+                "Up to this size a shared-memory reduction folds everything in one round.", "engines"},
+    SettingInfo{"TDIST_BULK_COPY_BYTES", "bytes", "a quarter of the last-level cache (at least 1 MiB)", nullptr,
+                "Copies from this size on use streaming stores; 0 or less: never.", "engines"},
+    SettingInfo{"TDIST_HOME_CPU", "bool", "1", nullptr,
+                "Keeps each rank's waits on a home CPU chosen from LOCAL_RANK; 0: leave placement to the kernel.",
+                "engines"},
+    SettingInfo{"TDIST_ALGO_SEGMENT_BYTES", "bytes", "per algorithm (256 KiB to 4 MiB)", nullptr,
+                "Segment size of the pipelined algorithms (ring, chain).", "engines"},
+    SettingInfo{"TDIST_ALGO_BROADCAST", "text", "unset (the selector's choice)", nullptr,
+                "Forces broadcast's algorithm by name, or `shm` for the shared-memory engine.", "engines"},
+    SettingInfo{"TDIST_ALGO_ALL_REDUCE", "text", "unset", nullptr, "The same for all_reduce.", "engines"},
+    SettingInfo{"TDIST_ALGO_BARRIER", "text", "unset", nullptr, "The same for barrier.", "engines"},
+    SettingInfo{"TDIST_ALGO_REDUCE", "text", "unset", nullptr, "The same for reduce.", "engines"},
+    SettingInfo{"TDIST_ALGO_ALL_GATHER", "text", "unset", nullptr, "The same for all_gather.", "engines"},
+    SettingInfo{"TDIST_ALGO_GATHER", "text", "unset", nullptr, "The same for gather.", "engines"},
+    SettingInfo{"TDIST_ALGO_SCATTER", "text", "unset", nullptr, "The same for scatter.", "engines"},
+    SettingInfo{"TDIST_ALGO_REDUCE_SCATTER", "text", "unset", nullptr, "The same for reduce_scatter.", "engines"},
+    SettingInfo{"TDIST_ALGO_ALL_TO_ALL", "text", "unset", nullptr, "The same for all_to_all.", "engines"},
+};
+
+}  // namespace
+
+std::span<const SettingInfo> all_settings() { return kSettings; }
+
+const SettingInfo* find_setting(std::string_view name) {
+  for (const SettingInfo& s : kSettings)
+    if (name == s.name) return &s;
+  return nullptr;
+}
+
+std::string settings_markdown() {
+  std::string out, group;
+  for (const SettingInfo& s : kSettings) {
+    if (s.group != group) {
+      group = s.group;
+      out += (out.empty() ? "" : "\n") + std::string("### ") +
+             (group == "launch" ? std::string("Set by the launcher") : "Read by `" + group + "`") + "\n\n";
+      out += "| Variable | Type | Default | torch's name | Meaning |\n|---|---|---|---|---|\n";
+    }
+    out += "| `" + std::string(s.name) + "` | " + s.type + " | " + s.default_value + " | " +
+           (s.torch_name ? "`" + std::string(s.torch_name) + "`" : std::string("")) + " | " + s.meaning + " |\n";
+  }
+  return out;
+}
+
+}  // namespace tdist
