@@ -19,6 +19,8 @@
 
 namespace tdist {
 
+static_assert(kAnySource == kAnySender, "the transport's any-peer must be the API's kAnySource");
+
 class TdistBackend final : public Backend {
  public:
   TdistBackend(const std::shared_ptr<Store>& store, int rank, int size, const BackendOptions& options);

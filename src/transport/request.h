@@ -18,7 +18,7 @@ class Request {
       : kind_(kind), peer_(peer), tag_(tag), data_(data), size_(size) {}
 
   Kind kind() const { return kind_; }
-  int peer() const { return peer_; }  // kAnySource for a recv from anyone
+  int peer() const { return peer_; }  // kAnySender for a recv from anyone
   uint64_t tag() const { return tag_; }
   void* data() const { return data_; }
   size_t size() const { return size_; }

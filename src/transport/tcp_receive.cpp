@@ -7,7 +7,6 @@
 #include <cerrno>
 #include <cstring>
 
-#include "tdist/backend.h"
 #include "tdist/errors.h"
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"
@@ -146,7 +145,7 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
 std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint64_t tag, size_t size, bool& fits) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     auto& r = **it;
-    if (r.tag() != tag || (r.peer() != kAnySource && r.peer() != peer)) continue;
+    if (r.tag() != tag || (r.peer() != kAnySender && r.peer() != peer)) continue;
     auto req = std::move(*it);
     if (it == posted_.begin())
       posted_.pop_front();  // nearly always: receives match in the order posted

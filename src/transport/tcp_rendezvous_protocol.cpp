@@ -6,7 +6,6 @@
 
 #include <cstring>
 
-#include "tdist/backend.h"
 #include "tdist/errors.h"
 #include "transport/tcp_peer.h"
 #include "transport/tcp_transport.h"

@@ -11,7 +11,6 @@
 #include <deque>
 #include <thread>
 
-#include "tdist/backend.h"
 #include "tdist/errors.h"
 #include "transport/tcp_peer.h"
 #include "transport/wire.h"
@@ -127,7 +126,7 @@ std::string TcpTransport::describe_peer(int peer) const {
 }
 
 std::string TcpTransport::name_peer(int peer) const {
-  if (peer == kAnySource) return "any rank";
+  if (peer == kAnySender) return "any rank";
   std::string out = "rank ";
   bool remapped = !options_.global_ranks.empty() && options_.global_ranks.size() == static_cast<size_t>(size_);
   if (peer >= 0 && peer < size_) {
@@ -146,7 +145,7 @@ bool TcpTransport::same_host(int peer) const {
 
 void TcpTransport::check_peer_arg(int peer, bool is_recv) const {
   if (peer >= 0 && peer < size_ && peer != rank_) return;
-  if (peer == kAnySource && is_recv) return;
+  if (peer == kAnySender && is_recv) return;
   const char* what = is_recv ? "receive" : "send";
   if (peer < 0 || peer >= size_)
     throw DistValueError(std::string(what) + " with invalid peer rank " + std::to_string(peer) +
@@ -417,7 +416,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
       }
       continue;
     }
-    if (u.tag != tag || (peer != kAnySource && u.peer != peer)) continue;
+    if (u.tag != tag || (peer != kAnySender && u.peer != peer)) continue;
     auto entry = *it;
     unexpected_.erase(it);
     if (entry->rendezvous) {
@@ -448,7 +447,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
     }
     return true;
   }
-  if (peer != kAnySource && peers_[peer]->failed) {
+  if (peer != kAnySender && peers_[peer]->failed) {
     req->complete(peers_[peer]->error, peer);
     return true;
   }
@@ -519,7 +518,7 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
     for (auto& q : peers_)
       if (q && !q->failed) all_lost = false;
     for (auto it = posted_.begin(); it != posted_.end();) {
-      if ((*it)->peer() == p.rank || ((*it)->peer() == kAnySource && all_lost)) {
+      if ((*it)->peer() == p.rank || ((*it)->peer() == kAnySender && all_lost)) {
         (*it)->complete(error, p.rank);
         it = posted_.erase(it);
       } else {

@@ -13,6 +13,10 @@
 
 namespace tdist {
 
+// A receive from whichever peer sends first (the public API's kAnySource,
+// which the backends check equal: the transport does not see that layer).
+inline constexpr int kAnySender = -1;
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -22,7 +26,7 @@ class Transport {
   // The buffer must stay valid until the request is done. A receive must be
   // posted with the exact size of the message; otherwise it fails naming both.
   virtual std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) = 0;
-  // peer may be kAnySource (-1).
+  // peer may be kAnySender.
   virtual std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) = 0;
   // Posts a send or receive (by its kind) that the caller made: it may live
   // inside a larger object (the Work of a point-to-point call), one allocation
