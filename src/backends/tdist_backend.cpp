@@ -31,11 +31,11 @@ std::string p2p_context(const TdistBackend::State& state, bool is_send, uint64_t
 // The transport's request lives inside it (one allocation per operation): the
 // transport holds it through an aliasing pointer, which keeps the Work alive
 // until the request is done or the transport aborted.
-class P2PWork final : public Work {
+class P2PWork final : public PendingWork {
  public:
   P2PWork(bool is_send, uint64_t seq, const Tensor& tensor, int peer, int tag, uint64_t wire_tag,
           std::shared_ptr<TdistBackend::State> state, Deadline deadline)
-      : Work(is_send ? "send" : "recv", seq), is_send_(is_send), tensor_(tensor), peer_(peer), tag_(tag),
+      : PendingWork(is_send ? "send" : "recv", seq), is_send_(is_send), tensor_(tensor), peer_(peer), tag_(tag),
         request_(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, wire_tag, tensor.data(), tensor.nbytes()),
         state_(std::move(state)), deadline_(deadline) {}
 
@@ -151,7 +151,7 @@ namespace {
 // Runs one collective on whichever thread enqueue() chose and finishes its
 // Work; `unshared`: the caller's thread, before the Work is returned.
 template <typename Body>
-void run_collective(TdistBackend::State& state, Work& work, CollectiveCall call, uint64_t seq, Millis timeout,
+void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCall call, uint64_t seq, Millis timeout,
                     const Body& body, const std::string& signature, bool unshared) {
   auto finish = [&](std::exception_ptr e) { unshared ? work.finish_unshared(std::move(e)) : work.finish(std::move(e)); };
   if (auto failed = state.failure_of(work.op_name().c_str(), seq)) {
@@ -180,7 +180,7 @@ void run_collective(TdistBackend::State& state, Work& work, CollectiveCall call,
 
 }  // namespace
 
-std::shared_ptr<Work> TdistBackend::take_work(const char* op, uint64_t seq, std::span<const Tensor> result,
+std::shared_ptr<PendingWork> TdistBackend::take_work(const char* op, uint64_t seq, std::span<const Tensor> result,
                                              bool blocking) {
   // use_count() == 1: only spare_ holds it, so no other thread can reach it;
   // the fence pairs with the release of the caller's last reference.
@@ -189,7 +189,7 @@ std::shared_ptr<Work> TdistBackend::take_work(const char* op, uint64_t seq, std:
     spare_->reuse(op, seq, result);
     return spare_;
   }
-  auto work = std::make_shared<Work>(op, seq, state_->shared_label);
+  auto work = std::make_shared<PendingWork>(op, seq, state_->shared_label);
   work->set_result(std::vector<Tensor>(result.begin(), result.end()));
   // Kept only if holding on to it holds no memory: a spare keeps its result
   // until the next blocking call, and an adopted DLPack tensor the user

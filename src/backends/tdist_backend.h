@@ -90,7 +90,7 @@ class TdistBackend final : public Backend {
                                 CallOptions call_opts, std::string signature, Body body, const Args&... args);
   // A pending Work for operation #seq: the spare one when its last caller
   // has dropped it (blocking calls), else a new one. Under issue_mu_.
-  std::shared_ptr<Work> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
+  std::shared_ptr<PendingWork> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
   // The arena if `code`'s collective runs there: the group has one and
   // TDIST_ALGO_<COLLECTIVE> is unset or "shm"; else null.
   arena::Arena* arena_for(OpCode code) const {
@@ -111,7 +111,7 @@ class TdistBackend final : public Backend {
   // The Work of the last blocking call, kept to be reused: a blocking call's
   // caller usually drops its Work at once, and allocating one (with its result
   // list and tensor shapes) cost a blocking 8-byte all_reduce 3 allocations.
-  std::shared_ptr<Work> spare_;  // guarded by issue_mu_
+  std::shared_ptr<PendingWork> spare_;  // guarded by issue_mu_
   WorkQueue queue_;
 };
 

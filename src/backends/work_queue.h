@@ -16,7 +16,7 @@
 #include <mutex>
 #include <thread>
 
-#include "tdist/work.h"
+#include "work/pending_work.h"
 
 namespace tdist {
 
@@ -28,7 +28,7 @@ class WorkQueue {
   WorkQueue& operator=(const WorkQueue&) = delete;
 
   // `run` executes on the queue's thread and must finish `work` itself.
-  void push(std::shared_ptr<Work> work, std::function<void()> run) {
+  void push(std::shared_ptr<PendingWork> work, std::function<void()> run) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopped_.load(std::memory_order_relaxed)) {
@@ -88,7 +88,7 @@ class WorkQueue {
 
  private:
   struct Item {
-    std::shared_ptr<Work> work;
+    std::shared_ptr<PendingWork> work;
     std::function<void()> run;
   };
   void loop() {

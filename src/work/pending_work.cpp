@@ -1,4 +1,4 @@
-#include "tdist/work.h"
+#include "work/pending_work.h"
 
 #include "tdist/errors.h"
 #include "util/deadline.h"
@@ -6,23 +6,23 @@
 
 namespace tdist {
 
-Work::Work(std::string op, uint64_t sequence_number, std::string label)
+PendingWork::PendingWork(std::string op, uint64_t sequence_number, std::string label)
     : op_(std::move(op)),
       seq_(sequence_number),
       label_(label.empty() ? nullptr : std::make_shared<const std::string>(std::move(label))) {}
 
-Work::Work(std::string op, uint64_t sequence_number, std::shared_ptr<const std::string> label)
+PendingWork::PendingWork(std::string op, uint64_t sequence_number, std::shared_ptr<const std::string> label)
     : op_(std::move(op)), seq_(sequence_number), label_(std::move(label)) {}
 
 // error_ is written before state_ turns kDone (release) and never after, so a
 // reader that saw kDone (acquire) reads it without the mutex.
-bool Work::is_completed() const { return done(); }
+bool PendingWork::is_completed() const { return done(); }
 
-bool Work::is_success() const { return done() && !error_; }
+bool PendingWork::is_success() const { return done() && !error_; }
 
-std::exception_ptr Work::exception() const { return done() ? error_ : nullptr; }
+std::exception_ptr PendingWork::exception() const { return done() ? error_ : nullptr; }
 
-bool Work::wait(std::chrono::milliseconds timeout) {
+bool PendingWork::wait(std::chrono::milliseconds timeout) {
   // Operations carry their own deadline (the group timeout), so a wait
   // without a timeout ends too.
   const Deadline deadline = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
@@ -42,17 +42,17 @@ bool Work::wait(std::chrono::milliseconds timeout) {
   return true;
 }
 
-int Work::source_rank() const {
+int PendingWork::source_rank() const {
   std::lock_guard<std::mutex> lock(mu_);
   return source_rank_;
 }
 
-void Work::set_source_rank(int rank) {
+void PendingWork::set_source_rank(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   source_rank_ = rank;
 }
 
-void Work::finish(std::exception_ptr error) {
+void PendingWork::finish(std::exception_ptr error) {
   std::shared_ptr<Future> future;
   uint32_t was;
   {
@@ -66,13 +66,13 @@ void Work::finish(std::exception_ptr error) {
   if (future) complete_future(*future);
 }
 
-void Work::finish_unshared(std::exception_ptr error) {
+void PendingWork::finish_unshared(std::exception_ptr error) {
   if (done()) return;
   error_ = std::move(error);
   state_.store(kDone, std::memory_order_release);
 }
 
-void Work::reuse(const char* op, uint64_t seq, std::span<const Tensor> result) {
+void PendingWork::reuse(const char* op, uint64_t seq, std::span<const Tensor> result) {
   op_ = op;
   seq_ = seq;
   error_ = nullptr;
@@ -82,14 +82,14 @@ void Work::reuse(const char* op, uint64_t seq, std::span<const Tensor> result) {
   state_.store(kPending, std::memory_order_relaxed);
 }
 
-void Work::complete_future(Future& future) {
+void PendingWork::complete_future(Future& future) {
   if (error_)
     future.set_error(error_);
   else
     future.mark_completed(result_);
 }
 
-std::shared_ptr<Future> Work::get_future() {
+std::shared_ptr<Future> PendingWork::get_future() {
   std::shared_ptr<Future> future;
   bool finished;
   {
@@ -104,7 +104,7 @@ std::shared_ptr<Future> Work::get_future() {
 }
 
 std::shared_ptr<Work> Work::completed(std::string op, uint64_t seq) {
-  auto w = std::make_shared<Work>(std::move(op), seq);
+  auto w = std::make_shared<PendingWork>(std::move(op), seq);
   w->finish_unshared();
   return w;
 }
