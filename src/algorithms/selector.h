@@ -1,7 +1,7 @@
 // Which algorithm runs a collective: the one TDIST_ALGO_<COLLECTIVE> names
 // (for benchmarks and bug reports), else the selector's pick by message size,
-// world size and placement (one host or several). The thresholds and the
-// measurements behind them are in selector.cpp.
+// world size and placement (one host or several). Every algorithm, its cost
+// model, the thresholds and the measurements behind them: docs/algorithms.md.
 #pragma once
 
 #include <cstddef>
