@@ -4,7 +4,6 @@
 #include <tuple>
 
 #include "tdist/errors.h"
-#include "arena/collectives.h"
 #include "backends/registry.h"
 #include "tensor/split.h"
 #include "reduce/reduce.h"
@@ -123,13 +122,8 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     for (int r = 0; r < size; ++r) globals.push_back(r);
   state_->arena = arena::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
   state_->forced = read_forced_algorithms();
-  if (state_->arena) {
-    for (OpCode code : {OpCode::Broadcast, OpCode::AllReduce, OpCode::Barrier, OpCode::Reduce, OpCode::AllGather,
-                        OpCode::Gather, OpCode::Scatter, OpCode::ReduceScatter, OpCode::AllToAll}) {
-      const std::string& forced = state_->forced[static_cast<size_t>(code)];
-      in_arena_[static_cast<size_t>(code)] = forced.empty() || forced == "shm";
-    }
-  }
+  if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
+  engines_ = engines_for(state_->shm_engine.get(), state_->forced);
   auto debug = get_env("TDIST_DEBUG");
   debug_detail_ = debug && *debug == "DETAIL";
 }
@@ -290,10 +284,8 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, const Broadc
   return enqueue(
       CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root) {
-        a ? arena::broadcast(*a, ctx, t, root) : tdist::broadcast(ctx, t, root);
-      },
-      arena_for(OpCode::Broadcast), tensor, root);
+      [](CollectiveContext& ctx, Engine* e, const Tensor& t, int root) { e->broadcast(ctx, t, root); },
+      engine_for(OpCode::Broadcast), tensor, root);
 }
 
 std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
@@ -301,17 +293,15 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllRe
   return enqueue(
       CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, ReduceOp op) {
-        a ? arena::all_reduce(*a, ctx, t, op) : tdist::all_reduce(ctx, t, op);
-      },
-      arena_for(OpCode::AllReduce), tensor, op);
+      [](CollectiveContext& ctx, Engine* e, const Tensor& t, ReduceOp op) { e->all_reduce(ctx, t, op); },
+      engine_for(OpCode::AllReduce), tensor, op);
 }
 
 std::shared_ptr<Work> TdistBackend::barrier(const BarrierOptions& opts) {
   return enqueue(
       OpCode::Barrier, "barrier", {}, call_options(opts), debug_detail_ ? std::string("barrier") : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a) { a ? arena::barrier(*a, ctx) : barrier_dissemination(ctx); },
-      arena_for(OpCode::Barrier));
+      [](CollectiveContext& ctx, Engine* e) { e->barrier(ctx); },
+      engine_for(OpCode::Barrier));
 }
 
 namespace {
@@ -329,10 +319,8 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOpt
       CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), "reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& t, int root, ReduceOp op) {
-        a ? arena::reduce(*a, ctx, t, root, op) : tdist::reduce(ctx, t, root, op);
-      },
-      arena_for(OpCode::Reduce), tensor, root, op);
+      [](CollectiveContext& ctx, Engine* e, const Tensor& t, int root, ReduceOp op) { e->reduce(ctx, t, root, op); },
+      engine_for(OpCode::Reduce), tensor, root, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -340,10 +328,8 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
   return enqueue(
       CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs, call_options(opts),
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
-        a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
-      },
-      arena_for(OpCode::AllGather), outputs, input);
+      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in) { e->all_gather(ctx, outs, in); },
+      engine_for(OpCode::AllGather), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
@@ -352,10 +338,8 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
   return enqueue(
       CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in) {
-        a ? arena::all_gather(*a, ctx, outs, in) : tdist::all_gather(ctx, outs, in);
-      },
-      arena_for(OpCode::AllGather), outputs, input);
+      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in) { e->all_gather(ctx, outs, in); },
+      engine_for(OpCode::AllGather), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -364,10 +348,8 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
   return enqueue(
       CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs, call_options(opts),
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const Tensor& in, int root) {
-        a ? arena::gather(*a, ctx, outs, in, root) : tdist::gather(ctx, outs, in, root);
-      },
-      arena_for(OpCode::Gather), outputs, input, root);
+      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in, int root) { e->gather(ctx, outs, in, root); },
+      engine_for(OpCode::Gather), outputs, input, root);
 }
 
 std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -376,10 +358,8 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
   return enqueue(
       CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, int root) {
-        a ? arena::scatter(*a, ctx, out, ins, root) : tdist::scatter(ctx, out, ins, root);
-      },
-      arena_for(OpCode::Scatter), output, inputs, root);
+      [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, int root) { e->scatter(ctx, out, ins, root); },
+      engine_for(OpCode::Scatter), output, inputs, root);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -388,10 +368,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
   return enqueue(
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
-        a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
-      },
-      arena_for(OpCode::ReduceScatter), output, inputs, op);
+      [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e->reduce_scatter(ctx, out, ins, op); },
+      engine_for(OpCode::ReduceScatter), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
@@ -402,10 +380,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter_tensor", {&output, 1},
       call_options(opts),
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) {
-        a ? arena::reduce_scatter(*a, ctx, out, ins, op) : tdist::reduce_scatter(ctx, out, ins, op);
-      },
-      arena_for(OpCode::ReduceScatter), output, inputs, op);
+      [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e->reduce_scatter(ctx, out, ins, op); },
+      engine_for(OpCode::ReduceScatter), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -413,10 +389,8 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
   return enqueue(
       CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs, call_options(opts),
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
-        a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
-      },
-      arena_for(OpCode::AllToAll), outputs, inputs);
+      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e->all_to_all(ctx, outs, ins); },
+      engine_for(OpCode::AllToAll), outputs, inputs);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, const Tensor& input,
@@ -426,10 +400,8 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
   return enqueue(
       CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1}, call_options(opts),
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
-      [](CollectiveContext& ctx, arena::Arena* a, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) {
-        a ? arena::all_to_all(*a, ctx, outs, ins) : tdist::all_to_all(ctx, outs, ins);
-      },
-      arena_for(OpCode::AllToAll), outs, ins);
+      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e->all_to_all(ctx, outs, ins); },
+      engine_for(OpCode::AllToAll), outs, ins);
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {

@@ -1,6 +1,7 @@
 // The "tdist" backend: CPU tensors. Point-to-point goes over the transport;
-// collectives run in the group's shared-memory arena when every rank is on
-// this host (src/arena), else as algorithms over the transport.
+// each collective runs in the engine the group picked for it when it was made
+// (src/engines: the shared-memory engine when every rank is on this host,
+// else the transport engine's algorithms).
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include "algorithms/collective.h"
 #include "arena/arena.h"
 #include "backends/work_queue.h"
+#include "engines/engine.h"
 #include "transport/transport.h"
 #include "util/spin_lock.h"
 
@@ -59,7 +61,8 @@ class TdistBackend final : public Backend {
     std::string label;  // "rank 3 in group default_pg"
     std::shared_ptr<const std::string> shared_label;  // the same, for the works of this group
     std::unique_ptr<Transport> transport;
-    std::unique_ptr<arena::Arena> arena;  // null: collectives use the transport
+    std::unique_ptr<arena::Arena> arena;  // null: the group has no shared-memory segment
+    std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
     ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
@@ -91,11 +94,8 @@ class TdistBackend final : public Backend {
   // A pending Work for operation #seq: the spare one when its last caller
   // has dropped it (blocking calls), else a new one. Under issue_mu_.
   std::shared_ptr<PendingWork> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
-  // The arena if `code`'s collective runs there: the group has one and
-  // TDIST_ALGO_<COLLECTIVE> is unset or "shm"; else null.
-  arena::Arena* arena_for(OpCode code) const {
-    return in_arena_[static_cast<size_t>(code)] ? state_->arena.get() : nullptr;
-  }
+  // The engine that runs `code`'s collective in this group (engines_for()).
+  Engine* engine_for(OpCode code) const { return engines_[static_cast<size_t>(code)]; }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   // Checks the group; returns the operation's sequence number.
@@ -104,7 +104,7 @@ class TdistBackend final : public Backend {
   BackendOptions options_;
   std::shared_ptr<State> state_;
   bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
-  std::array<bool, 16> in_arena_{};  // by OpCode: see arena_for()
+  EngineTable engines_{};  // by OpCode: see engine_for()
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's

@@ -1,0 +1,53 @@
+// An engine runs whole collectives for one group: the transport engine as
+// algorithms over messages (src/algorithms), the shared-memory engine in a
+// segment every rank of one host maps (src/arena). A backend picks one engine
+// per collective when the group is made (engines_for()) and hands each call
+// to it; a new way to run collectives (a hierarchical engine: a step inside
+// each host, one among hosts, one inside each host again) is a new Engine,
+// not a branch in every operation. Docs: docs/algorithms.md (the table of
+// collective, engine and algorithm), docs/architecture.md.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "algorithms/collective.h"
+
+namespace tdist {
+
+namespace arena {
+class Arena;
+}
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const char* name() const = 0;
+  virtual void broadcast(CollectiveContext& ctx, const Tensor& t, int root) = 0;
+  virtual void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) = 0;
+  virtual void barrier(CollectiveContext& ctx) = 0;
+  virtual void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) = 0;
+  virtual void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) = 0;
+  virtual void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) = 0;
+  virtual void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) = 0;
+  virtual void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                              ReduceOp op) = 0;
+  virtual void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                          const std::vector<Tensor>& inputs) = 0;
+};
+
+// The algorithms over the transport, each picked by the selector (or forced
+// by TDIST_ALGO_<COLLECTIVE>) at every call.
+Engine& transport_engine();
+// The collectives of a group's shared-memory segment.
+std::unique_ptr<Engine> make_shm_engine(arena::Arena& arena);
+
+// The engine of each collective (by OpCode) for a group: the shared-memory
+// engine where the group has one, unless TDIST_ALGO_<COLLECTIVE> names a
+// transport algorithm; else the transport engine.
+using EngineTable = std::array<Engine*, 16>;
+EngineTable engines_for(Engine* shm, const ForcedAlgorithms& forced);
+
+}  // namespace tdist

@@ -1,0 +1,56 @@
+// The transport engine: every collective as the selector's algorithm over
+// messages (src/algorithms).
+#include "engines/engine.h"
+
+namespace tdist {
+
+namespace {
+
+class TransportEngine final : public Engine {
+ public:
+  const char* name() const override { return "transport"; }
+  void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { tdist::broadcast(ctx, t, root); }
+  void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { tdist::all_reduce(ctx, t, op); }
+  void barrier(CollectiveContext& ctx) override { barrier_dissemination(ctx); }
+  void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) override {
+    tdist::reduce(ctx, t, root, op);
+  }
+  void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
+    tdist::all_gather(ctx, outputs, input);
+  }
+  void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) override {
+    tdist::gather(ctx, outputs, input, root);
+  }
+  void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) override {
+    tdist::scatter(ctx, output, inputs, root);
+  }
+  void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                      ReduceOp op) override {
+    tdist::reduce_scatter(ctx, output, inputs, op);
+  }
+  void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                  const std::vector<Tensor>& inputs) override {
+    tdist::all_to_all(ctx, outputs, inputs);
+  }
+};
+
+}  // namespace
+
+Engine& transport_engine() {
+  static TransportEngine engine;  // stateless: one for the process
+  return engine;
+}
+
+EngineTable engines_for(Engine* shm, const ForcedAlgorithms& forced) {
+  EngineTable table{};
+  table.fill(&transport_engine());
+  if (!shm) return table;
+  for (OpCode code : {OpCode::Broadcast, OpCode::AllReduce, OpCode::Barrier, OpCode::Reduce, OpCode::AllGather,
+                      OpCode::Gather, OpCode::Scatter, OpCode::ReduceScatter, OpCode::AllToAll}) {
+    const std::string& f = forced[static_cast<size_t>(code)];
+    if (f.empty() || f == "shm") table[static_cast<size_t>(code)] = shm;
+  }
+  return table;
+}
+
+}  // namespace tdist
