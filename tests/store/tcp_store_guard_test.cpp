@@ -127,8 +127,9 @@ TEST(TCPStoreLimits, TotalMemoryAndAppendPastTheValueLimitAreErrors) {
 }
 
 TEST(TCPStoreLimits, AppendCannotGrowAValuePastTheValueLimit) {
-  auto server = master();
-  auto c = client(server->port());
+  // A value of almost 1 GiB crosses loopback: slow under ASan on a loaded machine.
+  auto server = master(std::chrono::minutes(3));
+  auto c = client(server->port(), std::chrono::minutes(3));
   c->set("v", std::string(TCPStore::kMaxValueBytes - 10, '\0'));
   std::string e = store_error([&] { c->append("v", std::string(11, 'x')); });
   EXPECT_TRUE(contains(e, "above the value limit")) << e;
