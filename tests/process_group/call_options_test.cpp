@@ -49,9 +49,10 @@ TEST_P(CallOptions, APerCallTimeoutShorterThanTheGroupsApplies) {
 }
 
 // A longer timeout than the group's also applies: the peer comes after the
-// group's 1.5 s, within the call's 60 s (a collective, then a receive).
+// group's 4 s (long enough to set the group up on a loaded machine), within
+// the call's 60 s (a collective, then a receive).
 TEST_P(CallOptions, APerCallTimeoutLongerThanTheGroupsApplies) {
-  constexpr milliseconds kLate{2000};
+  constexpr milliseconds kLate{5000};
   with_thread_world(
       2,
       [&](ProcessGroup& pg) {
@@ -69,7 +70,7 @@ TEST_P(CallOptions, APerCallTimeoutLongerThanTheGroupsApplies) {
           EXPECT_EQ(y, 7);
         }
       },
-      milliseconds(1500));
+      milliseconds(4000));
 }
 
 // Options that make no sense are refused before the call reaches the
