@@ -109,26 +109,22 @@ Backend& ProcessGroup::backend_for(Device device) const {
 
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
-  validate::point_to_point(*this, tensor, dst, true);
-  validate::timeout(*this, "send", opts.timeout);
+  validate::point_to_point(*this, tensor, dst, true, opts.timeout);
   return b.send(tensor, dst, opts);
 }
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
-  validate::point_to_point(*this, tensor, src, false);
-  validate::timeout(*this, "recv", opts.timeout);
+  validate::point_to_point(*this, tensor, src, false, opts.timeout);
   return b.recv(tensor, src, opts);
 }
 void ProcessGroup::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
-  validate::point_to_point(*this, tensor, dst, true);
-  validate::timeout(*this, "send", opts.timeout);
+  validate::point_to_point(*this, tensor, dst, true, opts.timeout);
   b.blocking_send(tensor, dst, opts);
 }
 int ProcessGroup::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
-  validate::point_to_point(*this, tensor, src, false);
-  validate::timeout(*this, "recv", opts.timeout);
+  validate::point_to_point(*this, tensor, src, false, opts.timeout);
   return b.blocking_recv(tensor, src, opts);
 }
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
@@ -167,15 +163,13 @@ std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOpt
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                                const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
-  validate::all_gather(*this, outputs, input);
-  validate::timeout(*this, "all_gather", opts.timeout);
+  validate::all_gather(*this, outputs, input, opts);
   return b.all_gather(outputs, input, opts);
 }
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input,
                                                            const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
-  validate::all_gather_into_tensor(*this, output, input);
-  validate::timeout(*this, "all_gather_into_tensor", opts.timeout);
+  validate::all_gather_into_tensor(*this, output, input, opts);
   return b.all_gather_into_tensor(output, input, opts);
 }
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -206,8 +200,7 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& output
                                                const AllToAllOptions& opts) {
   if (inputs.empty()) throw DistValueError("all_to_all: empty input list");
   Backend& b = backend_for(inputs[0].device());
-  validate::all_to_all(*this, outputs, inputs);
-  validate::timeout(*this, "all_to_all", opts.timeout);
+  validate::all_to_all(*this, outputs, inputs, opts);
   return b.all_to_all(outputs, inputs, opts);
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Tensor& output, const Tensor& input,

@@ -43,9 +43,22 @@ void list(const ProcessGroup& g, const std::vector<Tensor>& list, DType dtype, i
   }
 }
 
-void same(const ProcessGroup& g, const Tensor& a, const Tensor& b, const char* op, const char* what) {
-  if (a.dtype() != b.dtype() || a.numel() != b.numel())
-    invalid(g, op, std::string(what) + ": " + a.str() + " and " + b.str() + " differ in dtype or number of elements");
+// gather and scatter: the root passes one tensor per rank, each like this
+// rank's own (`single`); the other ranks pass none.
+void rooted_list(const ProcessGroup& g, const char* op, const std::vector<Tensor>& tensors, const Tensor& single,
+                 int root, const char* list_name, const char* single_name, const char* role) {
+  tensor(g, single, op, single.device());
+  rank(g, root, op, role);
+  if (g.rank() == root) {
+    list(g, tensors, single.dtype(), g.size(), op, list_name, single.device());
+    for (const Tensor& t : tensors)
+      if (t.dtype() != single.dtype() || t.numel() != single.numel())
+        invalid(g, op, std::string(list_name) + " entry and " + single_name + ": " + t.str() + " and " + single.str() +
+                           " differ in dtype or number of elements");
+  } else if (!tensors.empty()) {
+    invalid(g, op, std::string(list_name) + " must be empty on ranks other than the " + role + " " +
+                       std::to_string(root) + ", got " + std::to_string(tensors.size()) + " tensors");
+  }
 }
 
 void splits(const ProcessGroup& g, const Tensor& t, const std::vector<int64_t>& s, const char* which) {
@@ -78,11 +91,12 @@ void timeout(const ProcessGroup& g, const char* op, std::chrono::milliseconds ti
     invalid(g, op, "timeout " + std::to_string(timeout.count()) + " ms: it must be positive (or kGroupTimeout)");
 }
 
-void point_to_point(const ProcessGroup& g, const Tensor& t, int peer, bool is_send) {
+void point_to_point(const ProcessGroup& g, const Tensor& t, int peer, bool is_send, std::chrono::milliseconds limit) {
   const char* op = is_send ? "send" : "recv";
   tensor(g, t, op, t.device());
   if (is_send || peer != kAnySource) rank(g, peer, op, is_send ? "destination" : "source");
   if (peer == g.rank()) invalid(g, op, "the peer is this rank itself");
+  timeout(g, op, limit);
 }
 
 void broadcast(const ProcessGroup& g, const Tensor& t, const BroadcastOptions& opts) {
@@ -104,51 +118,37 @@ void reduce(const ProcessGroup& g, const Tensor& t, const ReduceOptions& opts) {
   timeout(g, "reduce", opts.timeout);
 }
 
-void all_gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input) {
+void all_gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input,
+                const AllGatherOptions& opts) {
   const char* op = "all_gather";
   tensor(g, input, op, input.device());
   list(g, outputs, input.dtype(), g.size(), op, "output list", input.device());
   if (outputs[g.rank()].numel() != input.numel())
     invalid(g, op, "output[" + std::to_string(g.rank()) + "] " + outputs[g.rank()].str() +
                        " does not match this rank's input " + input.str());
+  timeout(g, op, opts.timeout);
 }
 
-void all_gather_into_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input) {
+void all_gather_into_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input,
+                            const AllGatherOptions& opts) {
   const char* op = "all_gather_into_tensor";
   tensor(g, input, op, input.device());
   tensor(g, output, op, input.device());
   if (output.dtype() != input.dtype() || output.numel() != input.numel() * g.size())
     invalid(g, op, "output " + output.str() + " must hold world size (" + std::to_string(g.size()) + ") x input " +
                        input.str());
+  timeout(g, op, opts.timeout);
 }
 
 void gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts) {
-  const char* op = "gather";
-  tensor(g, input, op, input.device());
-  rank(g, opts.root, op, "destination");
-  if (g.rank() == opts.root) {
-    list(g, outputs, input.dtype(), g.size(), op, "gather_list", input.device());
-    for (int i = 0; i < g.size(); ++i) same(g, outputs[i], input, op, "gather_list entry and input");
-  } else if (!outputs.empty()) {
-    invalid(g, op, "gather_list must be empty on ranks other than the destination " + std::to_string(opts.root) +
-                       ", got " + std::to_string(outputs.size()) + " tensors");
-  }
-  timeout(g, op, opts.timeout);
+  rooted_list(g, "gather", outputs, input, opts.root, "gather_list", "input", "destination");
+  timeout(g, "gather", opts.timeout);
 }
 
 void scatter(const ProcessGroup& g, const Tensor& output, const std::vector<Tensor>& inputs,
              const ScatterOptions& opts) {
-  const char* op = "scatter";
-  tensor(g, output, op, output.device());
-  rank(g, opts.root, op, "source");
-  if (g.rank() == opts.root) {
-    list(g, inputs, output.dtype(), g.size(), op, "scatter_list", output.device());
-    for (int i = 0; i < g.size(); ++i) same(g, inputs[i], output, op, "scatter_list entry and output");
-  } else if (!inputs.empty()) {
-    invalid(g, op, "scatter_list must be empty on ranks other than the source " + std::to_string(opts.root) +
-                       ", got " + std::to_string(inputs.size()) + " tensors");
-  }
-  timeout(g, op, opts.timeout);
+  rooted_list(g, "scatter", inputs, output, opts.root, "scatter_list", "output", "source");
+  timeout(g, "scatter", opts.timeout);
 }
 
 void reduce_scatter(const ProcessGroup& g, const Tensor& output, const std::vector<Tensor>& inputs,
@@ -175,7 +175,8 @@ void reduce_scatter_tensor(const ProcessGroup& g, const Tensor& output, const Te
   timeout(g, op, opts.timeout);
 }
 
-void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                const AllToAllOptions& opts) {
   const char* op = "all_to_all";
   if (inputs.empty()) invalid(g, op, "empty input list");
   list(g, inputs, inputs[0].dtype(), g.size(), op, "input list", inputs[0].device());
@@ -183,6 +184,7 @@ void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const
   if (outputs[g.rank()].numel() != inputs[g.rank()].numel())
     invalid(g, op, "output[" + std::to_string(g.rank()) + "] " + outputs[g.rank()].str() + " and input[" +
                        std::to_string(g.rank()) + "] " + inputs[g.rank()].str() + " differ in size");
+  timeout(g, op, opts.timeout);
 }
 
 void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor& input, const AllToAllOptions& opts) {

@@ -13,12 +13,15 @@
 
 namespace tdist::validate {
 
-void point_to_point(const ProcessGroup& g, const Tensor& tensor, int peer, bool is_send);
+void point_to_point(const ProcessGroup& g, const Tensor& tensor, int peer, bool is_send,
+                    std::chrono::milliseconds timeout);
 void broadcast(const ProcessGroup& g, const Tensor& tensor, const BroadcastOptions& opts);
 void all_reduce(const ProcessGroup& g, const Tensor& tensor, const AllReduceOptions& opts);
 void reduce(const ProcessGroup& g, const Tensor& tensor, const ReduceOptions& opts);
-void all_gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input);
-void all_gather_into_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input);
+void all_gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input,
+                const AllGatherOptions& opts);
+void all_gather_into_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input,
+                            const AllGatherOptions& opts);
 void gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input, const GatherOptions& opts);
 void scatter(const ProcessGroup& g, const Tensor& output, const std::vector<Tensor>& inputs,
              const ScatterOptions& opts);
@@ -26,7 +29,8 @@ void reduce_scatter(const ProcessGroup& g, const Tensor& output, const std::vect
                     const ReduceScatterOptions& opts);
 void reduce_scatter_tensor(const ProcessGroup& g, const Tensor& output, const Tensor& input,
                            const ReduceScatterOptions& opts);
-void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs);
+void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                const AllToAllOptions& opts);
 void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor& input, const AllToAllOptions& opts);
 void timeout(const ProcessGroup& g, const char* op, std::chrono::milliseconds timeout);
 
