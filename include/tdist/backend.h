@@ -20,10 +20,16 @@ namespace tdist {
 inline constexpr int kAnySource = -1;
 inline constexpr std::chrono::milliseconds kDefaultTimeout{30 * 60 * 1000};  // torch's 30 min for CPU backends
 
+class Backend;
+
 struct BackendOptions {
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::string group_name{};         // for error messages: "default_pg", "group 3"
-  std::vector<int> global_ranks{};  // group rank -> global rank, for error messages
+  std::vector<int> global_ranks{};  // group rank -> global rank
+  // The same backend of the group this one is made from (the default group,
+  // for new_group), or null: what it can share (connections, threads, a
+  // parent communicator) a new backend takes from there instead of making it.
+  std::shared_ptr<Backend> parent{};
 };
 
 class Backend {

@@ -12,12 +12,18 @@
 
 namespace tdist {
 
+class ProcessGroup;
+
 struct ProcessGroupOptions {
   // "tdist", or a per-device spec like "cpu:tdist,cuda:nccl". "gloo" is an alias of "tdist".
   std::string backend = "tdist";
   std::chrono::milliseconds timeout = kDefaultTimeout;
   std::string group_name = "default_pg";
   std::vector<int> global_ranks{};  // empty: 0..size-1
+  // The group whose connections this one may reuse (new_group passes the
+  // default group): each backend takes from its counterpart there what it
+  // can share. Dropped once the group is made.
+  std::shared_ptr<ProcessGroup> parent{};
 };
 
 class ProcessGroup {

@@ -7,6 +7,7 @@
 #include "backends/registry.h"
 #include "tensor/split.h"
 #include "reduce/reduce.h"
+#include "transport/communicator.h"
 #include "transport/tcp_transport.h"
 #include "util/env.h"
 #include "util/error_context.h"
@@ -89,8 +90,61 @@ class P2PWork final : public PendingWork {
 
 }  // namespace
 
+// The id of a new group's communicator, the same on every member: the
+// group's rank 0 counts it in the default group's store (ids are never
+// reused within a job, so a late message of a destroyed group can never
+// match a later one's receive) and tells the others through the group's
+// store; the last reader deletes the keys.
+uint32_t TdistBackend::agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout) {
+  constexpr const char* kKey = "comm_id";
+  constexpr const char* kReadKey = "comm_id_read";
+  if (rank == 0) {
+    const int64_t id = links_store.add("comm_ids", 1);
+    if (id <= 0 || id > int64_t{UINT32_MAX})
+      throw DistBackendError("the store's communicator counter 'comm_ids' holds " + std::to_string(id) +
+                             ", outside 1..2^32-1");
+    if (size > 1) group_store.set(kKey, std::to_string(id));
+    return static_cast<uint32_t>(id);
+  }
+  group_store.wait({kKey}, timeout);
+  const std::string text = group_store.get(kKey);
+  uint32_t id = 0;
+  try {
+    id = static_cast<uint32_t>(std::stoul(text));
+  } catch (const std::exception&) {
+    throw DistBackendError("the store's key '" + std::string(kKey) + "' holds '" + text + "', not a communicator id");
+  }
+  if (group_store.add(kReadKey, 1) == size - 1) {
+    try {
+      group_store.delete_key(kKey);
+      group_store.delete_key(kReadKey);
+    } catch (const DistError&) {
+      // FileStore cannot delete: its keys stay, as torch's do.
+    }
+  }
+  return id;
+}
+
+void TdistBackend::SharedLinks::note_failure(const std::exception_ptr& e) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!first_failure) first_failure = e;
+}
+
+std::exception_ptr TdistBackend::SharedLinks::cause() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (first_failure) return first_failure;
+  }
+  return transport->aborted();
+}
+
 std::exception_ptr TdistBackend::State::failure_of(const char* op, uint64_t seq) {
-  if (!failed.load(std::memory_order_acquire)) return nullptr;
+  if (!failed.load(std::memory_order_acquire)) {
+    // Another group sharing the connections failed: so does this one, with
+    // its cause (a shared-memory collective would not notice by itself).
+    if (!links || !links->transport->stopped()) return nullptr;
+    record_failure(links->cause());
+  }
   std::lock_guard<std::mutex> lock(mu);
   std::string what = seq ? std::string(op) + " #" + std::to_string(seq) : std::string(op);
   return with_context(failure, label + ": " + what + " not started: the group failed earlier: ");
@@ -103,6 +157,7 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
     failure = e;
     failed.store(true, std::memory_order_release);
   }
+  if (links) links->note_failure(e);
   // Make the peers see it now rather than at their own deadline.
   if (arena) arena->abort(label + ": " + error_message(e));
   transport->abort(e);
@@ -114,12 +169,31 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->label = "rank " + std::to_string(global) + " in group " +
                   (options.group_name.empty() ? std::string("default_pg") : options.group_name);
   state_->shared_label = std::make_shared<const std::string>(state_->label);
-  TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
-  topts.desync = describe_desync;
-  state_->transport = TcpTransport::connect(*store, rank, size, topts);
   std::vector<int> globals = options.global_ranks;
   if (globals.empty())
     for (int r = 0; r < size; ++r) globals.push_back(r);
+  auto* parent = dynamic_cast<TdistBackend*>(options.parent.get());
+  auto share = get_env("TDIST_SHARE_CONNECTIONS");
+  const bool sharing = !share || *share != "0";
+  const std::shared_ptr<SharedLinks> parent_links = parent ? parent->state_->links : nullptr;
+  if (sharing && parent_links && !parent_links->transport->stopped()) {
+    // A group of the default group's ranks: a communicator over its connections.
+    const uint32_t comm = agree_comm_id(*store, *parent_links->store, rank, size, options.timeout);
+    state_->transport = std::make_shared<Communicator>(parent_links->transport, comm, globals, rank);
+    state_->links = parent_links;
+  } else {
+    TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
+    topts.desync = describe_desync;
+    std::shared_ptr<TcpTransport> own = TcpTransport::connect(*store, rank, size, topts);
+    bool numbered_globally = true;  // group rank == global rank: the default group
+    for (int r = 0; r < size; ++r) numbered_globally = numbered_globally && globals[r] == r;
+    if (numbered_globally && !options.parent) {
+      state_->links = std::make_shared<SharedLinks>();
+      state_->links->transport = own;
+      state_->links->store = store;
+    }
+    state_->transport = std::move(own);
+  }
   state_->arena = arena::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
   state_->forced = read_forced_algorithms();
   if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
@@ -134,7 +208,7 @@ void TdistBackend::shutdown() {
   auto err = std::make_exception_ptr(DistBackendError(state_->label + ": the process group was destroyed"));
   // Abort first: an operation still running then fails at once instead of
   // holding the queue's thread (and this call) until its deadline.
-  if (state_->transport) state_->transport->abort(err);
+  if (state_->transport) state_->transport->close(err);
   // An arena wait notices the abort at its next check; wake it for that now.
   if (state_->arena) state_->arena->wake_all();
   queue_.stop(err);

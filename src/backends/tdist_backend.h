@@ -16,6 +16,7 @@
 #include "arena/arena.h"
 #include "backends/work_queue.h"
 #include "engines/engine.h"
+#include "transport/tcp_transport.h"
 #include "transport/transport.h"
 #include "util/spin_lock.h"
 
@@ -56,11 +57,28 @@ class TdistBackend final : public Backend {
   std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
   void shutdown() override;
 
+  // The default group's connections, shared by every group made from it.
+  struct SharedLinks {
+    std::shared_ptr<TcpTransport> transport;
+    std::shared_ptr<Store> store;  // counts the communicator ids (agree_comm_id)
+    std::mutex mu;
+    // The first group failure, with its group's context: the cause the
+    // other groups report (the transport's own abort cause may lack it).
+    std::exception_ptr first_failure;
+    void note_failure(const std::exception_ptr& e);
+    std::exception_ptr cause();  // first_failure, else the transport's abort cause
+  };
+
   // Shared with the Works of point-to-point operations, which may outlive calls.
   struct State {
     std::string label;  // "rank 3 in group default_pg"
     std::shared_ptr<const std::string> shared_label;  // the same, for the works of this group
-    std::unique_ptr<Transport> transport;
+    // The group's transport: the process's shared one (the default group's
+    // TcpTransport), or a communicator over it (every other group).
+    std::shared_ptr<Transport> transport;
+    // What the groups of a process share; null when this group's ranks are
+    // not the default group's (then groups made from it connect anew).
+    std::shared_ptr<SharedLinks> links;
     std::unique_ptr<arena::Arena> arena;  // null: the group has no shared-memory segment
     std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
     ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
@@ -98,6 +116,7 @@ class TdistBackend final : public Backend {
   Engine* engine_for(OpCode code) const { return engines_[static_cast<size_t>(code)]; }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
+  static uint32_t agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout);
   // Checks the group; returns the operation's sequence number.
   uint64_t start_point_to_point(bool is_send);
 

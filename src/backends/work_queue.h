@@ -1,6 +1,8 @@
 // The progress thread of a group: runs its collectives one at a time, in
 // issue order (the order every rank issues them in). A blocking call may run
-// its collective on its own thread instead when the queue is idle.
+// its collective on its own thread instead when the queue is idle. The thread
+// starts with the first queued item: a group used only by blocking calls (most
+// subgroups of a DeviceMesh) costs no thread.
 //
 // Callers of push() and claim_inline() are serialised by the backend (its
 // issue lock), so the only concurrent party is the queue's thread. The idle
@@ -22,7 +24,7 @@ namespace tdist {
 
 class WorkQueue {
  public:
-  WorkQueue() : thread_([this] { loop(); }) {}
+  WorkQueue() = default;
   ~WorkQueue() { stop(nullptr); }
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
@@ -32,6 +34,9 @@ class WorkQueue {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopped_.load(std::memory_order_relaxed)) {
+        // Only here, under mu_ and not stopped: stop() reads thread_ after
+        // setting stopped_ under mu_, when nothing can start it any more.
+        if (!thread_.joinable()) thread_ = std::thread([this] { loop(); });
         items_.push_back({std::move(work), std::move(run)});
         queued_.fetch_add(1, std::memory_order_seq_cst);
         cv_.notify_one();
@@ -120,7 +125,7 @@ class WorkQueue {
   std::atomic<bool> stopped_{false};
   std::atomic<bool> busy_{false};  // an item runs, on the queue's thread or inline
   std::exception_ptr stop_error_;
-  std::thread thread_;  // last: starts after the members above exist
+  std::thread thread_;  // started by the first push()
 };
 
 }  // namespace tdist

@@ -61,6 +61,7 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   options.timeout = timeout;
   options.group_name = group_name(ranks, index);
   options.global_ranks = ranks;
+  options.parent = world_group;
   auto it = std::find(ranks.begin(), ranks.end(), world_group->rank());
   Group g;
   if (it == ranks.end()) {

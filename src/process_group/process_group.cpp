@@ -59,17 +59,23 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   BackendOptions bopts{options_.timeout, options_.group_name, options_.global_ranks};
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
+    bopts.parent = nullptr;
+    if (options_.parent && options_.parent->is_member())
+      if (auto it = options_.parent->backends_.find(device); it != options_.parent->backends_.end())
+        if (it->second->name() == entry.name) bopts.parent = it->second;
     // One store namespace per group and backend, so they never share keys.
     auto scoped = std::make_shared<PrefixStore>(options_.group_name + "/" + entry.name + "/" + device_type_name(device),
                                                 store_);
     backends_[device] = entry.factory(scoped, rank, size, bopts);
   }
   if (auto it = backends_.find(DeviceType::CPU); it != backends_.end()) cpu_backend_ = it->second.get();
+  options_.parent.reset();
 }
 
 ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessGroupOptions options)
     : rank_(-1), size_(static_cast<int>(global_ranks.size())), options_(std::move(options)) {
   options_.global_ranks = std::move(global_ranks);
+  options_.parent.reset();
   backend_spec_ = options_.backend.empty() ? "tdist" : options_.backend;
 }
 

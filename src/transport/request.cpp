@@ -54,6 +54,8 @@ bool Request::complete(std::exception_ptr error, int source) {
   if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
   error_ = std::move(error);
   source_ = source;
+  // Before done: once done, the owner may free the request.
+  if (outstanding_) outstanding_->fetch_sub(1, std::memory_order_release);
   if (state_.fetch_or(kDone, std::memory_order_acq_rel) & kSleeping) futex_wake(&state_);
   return true;
 }

@@ -15,7 +15,7 @@ class Request {
  public:
   enum class Kind : uint8_t { Send, Recv };
   Request(Kind kind, int peer, uint64_t tag, void* data, size_t size)
-      : kind_(kind), peer_(peer), tag_(tag), data_(data), size_(size) {}
+      : kind_(kind), peer_(peer), tag_(tag), data_(data), size_(size), link_peer_(peer) {}
 
   Kind kind() const { return kind_; }
   int peer() const { return peer_; }  // kAnySender for a recv from anyone
@@ -29,8 +29,25 @@ class Request {
   bool wait_until(Deadline deadline);
   // The error it completed with (nullptr on success); valid once done().
   std::exception_ptr error() const { return error_; }
-  // The rank the data came from (recv), valid once done().
-  int source() const { return source_; }
+  // The rank the data came from (recv), valid once done(), in the numbering
+  // of whoever posted the request (a communicator's, when routed).
+  int source() const { return source_ >= 0 && comm_rank_of_ ? comm_rank_of_[source_] : source_; }
+
+  // Routing through a communicator of the process's shared transport
+  // (transport/communicator.h), set before posting: the transport matches on
+  // (comm, link peer, tag), where the link peer is the peer in the shared
+  // transport's numbering; comm_rank_of maps that numbering back for
+  // source(), and `outstanding` counts the communicator's requests not yet
+  // completed. Unrouted requests are the shared transport's own (comm 0).
+  uint32_t comm() const { return comm_; }
+  int link_peer() const { return link_peer_; }
+  void route(uint32_t comm, int link_peer, const int* comm_rank_of, std::atomic<int64_t>* outstanding) {
+    comm_ = comm;
+    link_peer_ = link_peer;
+    comm_rank_of_ = comm_rank_of;
+    outstanding_ = outstanding;
+    if (outstanding_) outstanding_->fetch_add(1, std::memory_order_seq_cst);
+  }
 
   // Transport side. Returns false if it was already completed.
   bool complete(std::exception_ptr error, int source);
@@ -38,6 +55,7 @@ class Request {
   // finished it while posting it): plain stores, no wake-up.
   void complete_unshared(int source) {
     claimed_.store(true, std::memory_order_relaxed);
+    if (outstanding_) outstanding_->fetch_sub(1, std::memory_order_release);
     source_ = source;
     state_.store(kDone, std::memory_order_release);
   }
@@ -57,6 +75,10 @@ class Request {
   const uint64_t tag_;
   void* const data_;
   const size_t size_;
+  uint32_t comm_ = 0;
+  int link_peer_;
+  const int* comm_rank_of_ = nullptr;
+  std::atomic<int64_t>* outstanding_ = nullptr;
   // A futex word rather than a mutex and condition variable: completing a
   // request (every message) costs one atomic operation, and the wake-up
   // system call only when a thread sleeps on it.

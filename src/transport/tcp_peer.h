@@ -36,6 +36,7 @@ inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 
 struct TcpTransport::Unexpected {
   int peer;
+  uint32_t comm = 0;
   uint64_t tag;
   size_t size = 0;       // the message's size
   // Only announced: data holds the payload's head (wire::rendezvous_head), and

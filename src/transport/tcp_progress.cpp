@@ -56,9 +56,9 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
   if (!request.done()) {
     bool send = request.kind() == Request::Kind::Send;
     std::string what = std::string(send ? "sending " : "receiving ") + std::to_string(request.size()) + " bytes " +
-                       (send ? "to " : "from ") + describe_peer(request.peer()) + " timed out after " +
+                       (send ? "to " : "from ") + describe_peer(request.link_peer()) + " timed out after " +
                        format_ms(deadline.timeout());
-    auto err = std::make_exception_ptr(DistBackendError(explain_stall(request.peer(), deadline, what, true)));
+    auto err = std::make_exception_ptr(DistBackendError(explain_stall(request.link_peer(), deadline, what, true)));
     abort(err);
     std::rethrow_exception(err);
   }
@@ -66,7 +66,7 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
     if (!abort_on_error) std::rethrow_exception(request.error());
     // A peer that gave up waiting for someone: say for whom, and so on.
     std::exception_ptr err = request.error();
-    const int peer = request.peer();
+    const int peer = request.link_peer();
     bool waiting_peer = false;
     if (peer >= 0 && peer < size_) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -142,10 +142,11 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
 // The first posted receive that a message from `peer` with `tag` matches,
 // taken off the list; null when none. A receive of another size is failed
 // at once (the message is then discarded). With mu_ held.
-std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint64_t tag, size_t size, bool& fits) {
+std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint32_t comm, uint64_t tag, size_t size,
+                                                          bool& fits) {
   for (auto it = posted_.begin(); it != posted_.end(); ++it) {
     auto& r = **it;
-    if (r.tag() != tag || (r.peer() != kAnySender && r.peer() != peer)) continue;
+    if (r.tag() != tag || r.comm() != comm || (r.link_peer() != kAnySender && r.link_peer() != peer)) continue;
     auto req = std::move(*it);
     if (it == posted_.begin())
       posted_.pop_front();  // nearly always: receives match in the order posted
@@ -164,19 +165,23 @@ void TcpTransport::begin_payload(Peer& p) {
   p.payload_done = 0;
   p.dst = nullptr;
   const uint64_t tag = p.header.tag;
+  const uint32_t comm = p.header.comm;
   const size_t size = p.header.size;
   std::lock_guard<std::mutex> lock(mu_);
   bool fits = false;
-  if (auto req = take_posted_locked(p.rank, tag, size, fits)) {
+  if (auto req = take_posted_locked(p.rank, comm, tag, size, fits)) {
     if (fits) {  // else it failed on a size mismatch, p.dst stays null (discard)
       p.dst = static_cast<char*>(req->data());
       p.rx_request = std::move(req);
     }
     return;
   }
-  fail_out_of_step_locked(p.rank, tag);
+  // A late message of a destroyed group: nobody will receive it.
+  if (comm != 0 && closed_comms_.count(comm)) return;
+  fail_out_of_step_locked(p.rank, comm, tag);
   auto entry = std::make_shared<Unexpected>();
   entry->peer = p.rank;
+  entry->comm = comm;
   entry->tag = tag;
   entry->size = size;
   try {
@@ -192,9 +197,11 @@ void TcpTransport::begin_payload(Peer& p) {
 }
 
 // Receives waiting on this peer for another operation will never be served.
-void TcpTransport::fail_out_of_step_locked(int peer, uint64_t arrived_tag) {
+void TcpTransport::fail_out_of_step_locked(int peer, uint32_t comm, uint64_t arrived_tag) {
   for (auto it = posted_.begin(); it != posted_.end();) {
-    std::exception_ptr err = (*it)->peer() == peer ? out_of_step(peer, (*it)->tag(), arrived_tag) : nullptr;
+    std::exception_ptr err = (*it)->link_peer() == peer && (*it)->comm() == comm
+                                 ? out_of_step(peer, (*it)->tag(), arrived_tag)
+                                 : nullptr;
     if (err) {
       (*it)->complete(err, peer);
       it = posted_.erase(it);

@@ -79,20 +79,22 @@ void TcpTransport::finish_piece(Peer& p, uint32_t id, size_t bytes) {
 void TcpTransport::on_request_to_send(Peer& p) {
   const uint32_t id = p.header.reserved;
   const uint64_t tag = p.header.tag;
+  const uint32_t comm = p.header.comm;
   const size_t size = p.header.size, head = wire::rendezvous_head(size);
   bool clear = false, cannot_buffer = false;
   std::shared_ptr<Unexpected> entry;
   {
     std::lock_guard<std::mutex> lock(mu_);
     bool fits = false;
-    if (auto req = take_posted_locked(p.rank, tag, size, fits)) {
+    if (auto req = take_posted_locked(p.rank, comm, tag, size, fits)) {
       // A receive that failed on a size mismatch is done: null, the data is discarded.
       expect_rendezvous_data_locked(p, id, fits ? std::move(req) : nullptr, size, 0);
       clear = true;
     } else {
-      fail_out_of_step_locked(p.rank, tag);
+      fail_out_of_step_locked(p.rank, comm, tag);
       entry = std::make_shared<Unexpected>();
       entry->peer = p.rank;
+      entry->comm = comm;
       entry->tag = tag;
       entry->size = size;
       entry->rendezvous = true;

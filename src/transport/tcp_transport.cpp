@@ -143,18 +143,6 @@ bool TcpTransport::same_host(int peer) const {
   return peers_[peer] && peers_[peer]->host_id == host_id();
 }
 
-void TcpTransport::check_peer_arg(int peer, bool is_recv) const {
-  if (peer >= 0 && peer < size_ && peer != rank_) return;
-  if (peer == kAnySender && is_recv) return;
-  const char* what = is_recv ? "receive" : "send";
-  if (peer < 0 || peer >= size_)
-    throw DistValueError(std::string(what) + " with invalid peer rank " + std::to_string(peer) +
-                         " (group size " + std::to_string(size_) + ")");
-  if (peer == rank_)
-    throw DistValueError(std::string(what) + " to/from itself (rank " + std::to_string(peer) +
-                         ") is not allowed");
-}
-
 std::exception_ptr TcpTransport::size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const {
   return std::make_exception_ptr(DistBackendError(
       "message size mismatch with " + describe_peer(peer) + ": expected " + std::to_string(posted) +
@@ -203,17 +191,18 @@ std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data,
 
 void TcpTransport::post(std::shared_ptr<Request> req) {
   if (req->kind() == Request::Kind::Send) {
-    check_peer_arg(req->peer(), /*is_recv=*/false);
+    check_peer_arg(req->link_peer(), rank_, size_, /*is_recv=*/false);
     post_send(std::move(req));
   } else {
-    check_peer_arg(req->peer(), /*is_recv=*/true);
+    check_peer_arg(req->link_peer(), rank_, size_, /*is_recv=*/true);
     post_recv(std::move(req));
   }
 }
 
 void TcpTransport::post_send(std::shared_ptr<Request> req) {
-  const int peer = req->peer();
+  const int peer = req->link_peer();
   const uint64_t tag = req->tag();
+  const uint32_t comm = req->comm();
   const size_t size = req->size();
   Peer& p = *peers_[peer];
   std::exception_ptr error;
@@ -231,10 +220,11 @@ void TcpTransport::post_send(std::shared_ptr<Request> req) {
       // Announce it with its head; the rest follows the peer's clear-to-send (on_clear_to_send).
       uint32_t id = p.next_rendezvous_id++;
       p.awaiting_cts.emplace(id, req);
-      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size}, std::move(req), 0,
+      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kRtsMagic, id, tag, size, comm}, std::move(req), 0,
                                    wire::rendezvous_head(size), 0, false});
     } else {
-      p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size}, std::move(req), 0, size});
+      p.txq.push_back(
+          Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, tag, size, comm}, std::move(req), 0, size});
     }
     if (p.txq.size() == 1) error = flush_locked(p);
     if (!error) update_output_locked(p);
@@ -311,7 +301,7 @@ std::exception_ptr TcpTransport::flush_queue_locked(Peer& p, Lane* lane) {
 void TcpTransport::post_ring_send_locked(Peer& p, std::shared_ptr<Request> req) {
   ShmRing& ring = p.shm->tx;
   if (p.txq.empty()) {
-    const wire::MessageHeader header{wire::kMessageMagic, 0, req->tag(), req->size()};
+    const wire::MessageHeader header{wire::kMessageMagic, 0, req->tag(), req->size(), req->comm()};
     if (ring.write_both(&header, sizeof(header), req->data(), req->size())) {
       if (ring.reader_needs_doorbell()) ring_doorbell_locked(p);
       req->complete_unshared(p.rank);
@@ -319,7 +309,9 @@ void TcpTransport::post_ring_send_locked(Peer& p, std::shared_ptr<Request> req) 
     }
   }
   const size_t size = req->size();
-  p.txq.push_back(Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, req->tag(), size}, std::move(req), 0, size});
+  const uint32_t comm = req->comm();
+  p.txq.push_back(
+      Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, req->tag(), size, comm}, std::move(req), 0, size});
   flush_ring_locked(p);
   // What is left waits for room. Whoever drives flushes it (poll_rings sees
   // ring_backlog); one that sleeps in epoll meanwhile is woken by the reader's
@@ -354,7 +346,7 @@ void TcpTransport::flush_ring_locked(Peer& p) {
 }
 
 // Wakes a peer that sleeps on its side of a ring. Best effort: the frame is
-// 24 bytes on an otherwise idle socket, so it is never cut; if the socket is
+// 32 bytes on an otherwise idle socket, so it is never cut; if the socket is
 // broken the read side notices and fails the peer.
 void TcpTransport::ring_doorbell_locked(Peer& p) {
   if (p.tx_failed) return;
@@ -396,7 +388,8 @@ void TcpTransport::post_recv(std::shared_ptr<Request> req) {
 // cannot be served. False when it must be posted. With mu_ held.
 bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer,
                                            uint32_t& clear_id) {
-  const int peer = req->peer();
+  const int peer = req->link_peer();
+  const uint32_t comm = req->comm();
   const uint64_t tag = req->tag();
   const size_t size = req->size();
   void* data = req->data();
@@ -409,6 +402,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
     // A message from this peer for another operation arrived first: since a
     // peer's messages arrive in order, it was sent for an operation this rank
     // did not call alike, even when the one awaited here is in too.
+    if (u.comm != comm) continue;
     if (u.peer == peer && u.tag != tag) {
       if (auto err = out_of_step(peer, tag, u.tag)) {
         req->complete(err, peer);
@@ -474,7 +468,7 @@ void TcpTransport::abort(std::exception_ptr cause) {
   if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
   std::lock_guard<std::mutex> rx(rx_mu_);
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& r : posted_) r->complete(cause, r->peer());
+  for (auto& r : posted_) r->complete(cause, r->link_peer());
   posted_.clear();
   for (auto& u : unexpected_)
     if (u->waiter) u->waiter->complete(cause, u->peer);
@@ -494,6 +488,31 @@ void TcpTransport::abort(std::exception_ptr cause) {
     p->tx_error = cause;
     if (p->fd.valid()) ::shutdown(p->fd.get(), SHUT_RDWR);
     for (auto& lane : p->lanes) ::shutdown(lane->fd.get(), SHUT_RDWR);
+  }
+}
+
+void TcpTransport::close_comm(uint32_t comm, std::exception_ptr cause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_comms_.insert(comm);
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if ((*it)->comm() == comm) {
+      (*it)->complete(cause, (*it)->link_peer());
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Buffered whole and unclaimed: freed. One still arriving is dropped when
+  // it ends (finish_payload finds no waiter); an announcement stays, as its
+  // sender waits for an answer only until its own group closes.
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    auto& u = **it;
+    if (u.comm == comm && !u.rendezvous && !u.matched) {
+      if (u.complete) payload_pool_.give(std::move(u.data));
+      it = unexpected_.erase(it);
+    } else {
+      ++it;
+    }
   }
 }
 
@@ -518,7 +537,7 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
     for (auto& q : peers_)
       if (q && !q->failed) all_lost = false;
     for (auto it = posted_.begin(); it != posted_.end();) {
-      if ((*it)->peer() == p.rank || ((*it)->peer() == kAnySender && all_lost)) {
+      if ((*it)->link_peer() == p.rank || ((*it)->link_peer() == kAnySender && all_lost)) {
         (*it)->complete(error, p.rank);
         it = posted_.erase(it);
       } else {

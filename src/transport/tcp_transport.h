@@ -20,6 +20,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,10 +67,19 @@ class TcpTransport final : public Transport {
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
+  // aborted() != nullptr, in one atomic load (checked before every operation
+  // of every group that shares this transport).
+  bool stopped() const { return stop_.load(std::memory_order_acquire); }
   std::exception_ptr failure() const override;
   std::exception_ptr peer_failure(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
+
+  // A communicator of this transport (transport/communicator.h) is closed:
+  // its posted receives fail with `cause`, its buffered messages are freed,
+  // and its messages that arrive later are dropped. The caller makes sure no
+  // request of it is under way (its outstanding count is zero).
+  void close_comm(uint32_t comm, std::exception_ptr cause);
 
   struct Peer;
   struct Unexpected;
@@ -105,7 +115,7 @@ class TcpTransport final : public Transport {
   // Removes the first posted receive matching a message; on a size mismatch
   // (fits false) it is completed with the error, and must not be touched: its
   // owner may be gone (a blocking receive's request lives on its stack).
-  std::shared_ptr<Request> take_posted_locked(int peer, uint64_t tag, size_t size, bool& fits);
+  std::shared_ptr<Request> take_posted_locked(int peer, uint32_t comm, uint64_t tag, size_t size, bool& fits);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
   // Rendezvous (tcp_rendezvous_protocol.cpp): large socket messages wait for a receive.
@@ -126,8 +136,9 @@ class TcpTransport final : public Transport {
   // the pieces still streaming over its extra sockets are in.
   void main_socket_closed(Peer& p, std::exception_ptr error);
   bool all_lanes_closed(const Peer& p) const;
-  // Fails the receives posted for `peer` that its message with `tag` proves out of step (mu_ held).
-  void fail_out_of_step_locked(int peer, uint64_t arrived_tag);
+  // Fails the receives posted for `peer` in `comm` that its message with `tag`
+  // proves out of step (mu_ held).
+  void fail_out_of_step_locked(int peer, uint32_t comm, uint64_t arrived_tag);
   void fail_peer(Peer& p, std::exception_ptr error);
   void fail_sends_locked(Peer& p, const std::exception_ptr& error);  // with p.tx_mu held
   bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
@@ -136,7 +147,6 @@ class TcpTransport final : public Transport {
   void flush_ring_locked(Peer& p);
   void post_ring_send_locked(Peer& p, std::shared_ptr<Request> req);
   void update_output_locked(Peer& p);
-  void check_peer_arg(int peer, bool is_recv) const;
   void post_send(std::shared_ptr<Request> req);
   void post_recv(std::shared_ptr<Request> req);
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
@@ -201,6 +211,7 @@ class TcpTransport final : public Transport {
   std::deque<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
+  std::set<uint32_t> closed_comms_;  // communicators closed by close_comm: their late messages are dropped
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 

@@ -17,6 +17,10 @@ namespace tdist {
 // which the backends check equal: the transport does not see that layer).
 inline constexpr int kAnySender = -1;
 
+// Throws DistValueError unless `peer` is a rank of a group of `size` other
+// than `rank` (or kAnySender, for a receive).
+void check_peer_arg(int peer, int rank, int size, bool is_recv);
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -44,6 +48,10 @@ class Transport {
 
   // Fails every pending and later request with `cause`; closes connections.
   virtual void abort(std::exception_ptr cause) = 0;
+  // The group is done with the transport (destroy_process_group): later
+  // requests fail with `cause`. A transport of its own is aborted; a
+  // communicator of a shared one closes alone (transport/communicator.h).
+  virtual void close(std::exception_ptr cause) { abort(std::move(cause)); }
   // The cause of an abort or nullptr.
   virtual std::exception_ptr aborted() const = 0;
   // The abort cause, else the error of the first peer whose connection was

@@ -19,13 +19,17 @@ inline constexpr uint64_t kMaxAbortText = 64 * 1024;
 // these zero-size frames ("look at the ring") and for abort notices.
 inline constexpr uint32_t kDoorbellMagic = 0x54444231;  // "TDB1"
 
+// `comm`: the communicator a message (or request-to-send) belongs to; every
+// group of a process shares the process's connections (0: the default group).
 struct MessageHeader {
   uint32_t magic;
   uint32_t reserved;
   uint64_t tag;
   uint64_t size;
+  uint32_t comm = 0;
+  uint32_t unused = 0;
 };
-static_assert(sizeof(MessageHeader) == 24);
+static_assert(sizeof(MessageHeader) == 32);
 
 // The connection handshake (transport/tcp_handshake.h): the acceptor speaks
 // first with a fresh nonce, the dialler answers with a Hello that proves it

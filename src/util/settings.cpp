@@ -81,6 +81,10 @@ constexpr std::array kSettings{
                 "transport"},
     SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
                 "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
+    SettingInfo{"TDIST_SHARE_CONNECTIONS", "bool", "1", nullptr,
+                "1: every group talks over the default group's connections and threads (a failure in one "
+                "group then fails them all); 0: each group connects anew and fails alone.",
+                "transport"},
 
     // Collectives.
     SettingInfo{"TDIST_SHM_SLOT_BYTES", "bytes", "256 KiB", nullptr,

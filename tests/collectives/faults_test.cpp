@@ -110,8 +110,11 @@ TEST(CollMonitoredBarrier, MissingRankOfASubgroupIsNamedWithItsGlobalRank) {
 // nobody to wait for) learns of the failure from the next operations on the
 // group: up to two follow-up barriers (the first can complete too when the
 // peer fails only after sending its part). Every rank must see a DistError
-// naming an operation, its number and a peer; none may hang.
+// naming an operation, its number and a peer; none may hang. The group has
+// connections of its own (TDIST_SHARE_CONNECTIONS=0), so the default group
+// must still work afterwards.
 void expect_error_on_every_rank(int n, const std::function<void(int, const Group&)>& step) {
+  ScopedEnv own("TDIST_SHARE_CONNECTIONS", "0");
   run_world(n, [&](int me) {
     Group g = tdist::new_group({}, milliseconds(2000));
     std::string first;
@@ -166,6 +169,7 @@ TEST(CollDisagreement, BroadcastWhereEveryRankIsTheRoot) {
 // whichever order the stray messages and the next ones arrive in.
 TEST(CollDisagreement, AfterABroadcastEveryRankRootedTheNextCollectiveFailsEverywhereOverTcp) {
   ScopedEnv tcp("TDIST_SHM", "0");
+  ScopedEnv own("TDIST_SHARE_CONNECTIONS", "0");  // each try's group fails alone
   for (int n : {2, 3}) {
     run_world(n, [n](int me) {
       for (int k = 0; k < 8; ++k) {
