@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tdist/process_group.h"
@@ -64,6 +65,17 @@ std::string get_backend(const Group& group = nullptr);
 // it are no-ops (logged), as in torch.
 Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kDefaultTimeout,
                 const std::string& backend = "", bool use_local_synchronization = false);
+// torch's new_subgroups: the default group cut into consecutive groups of
+// group_size ranks (which must divide the world size); returns this rank's
+// group and all of them. Every rank calls it.
+std::pair<Group, std::vector<Group>> new_subgroups(int group_size,
+                                                   std::chrono::milliseconds timeout = kDefaultTimeout,
+                                                   const std::string& backend = "");
+// torch's new_subgroups_by_enumeration: one group per list (disjoint lists of
+// global ranks); returns this rank's group (null when in none) and all of them.
+std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
+    const std::vector<std::vector<int>>& ranks_per_subgroup, std::chrono::milliseconds timeout = kDefaultTimeout,
+    const std::string& backend = "");
 int get_group_rank(const Group& group, int global_rank);  // DistValueError when not a member
 int get_global_rank(const Group& group, int group_rank);
 std::vector<int> get_process_group_ranks(const Group& group);

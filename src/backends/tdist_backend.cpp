@@ -194,7 +194,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     }
     state_->transport = std::move(own);
   }
-  state_->arena = arena::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
+  state_->arena = shm_engine::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
   state_->forced = read_forced_algorithms();
   if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
   engines_ = engines_for(state_->shm_engine.get(), state_->forced);
@@ -206,8 +206,11 @@ TdistBackend::~TdistBackend() { shutdown(); }
 
 void TdistBackend::shutdown() {
   auto err = std::make_exception_ptr(DistBackendError(state_->label + ": the process group was destroyed"));
-  // Abort first: an operation still running then fails at once instead of
-  // holding the queue's thread (and this call) until its deadline.
+  // Close first: an operation still running then fails at once instead of
+  // holding the queue's thread (and this call) until its deadline. A group's
+  // own transport is aborted; a communicator closes alone when nothing of its
+  // group is under way, and otherwise aborts the shared transport (a receive
+  // under way could write into a buffer its owner frees).
   if (state_->transport) state_->transport->close(err);
   // An arena wait notices the abort at its next check; wake it for that now.
   if (state_->arena) state_->arena->wake_all();

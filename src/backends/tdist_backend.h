@@ -13,7 +13,7 @@
 
 #include "tdist/backend.h"
 #include "algorithms/collective.h"
-#include "arena/arena.h"
+#include "shm_engine/arena.h"
 #include "backends/work_queue.h"
 #include "engines/engine.h"
 #include "transport/tcp_transport.h"
@@ -79,7 +79,7 @@ class TdistBackend final : public Backend {
     // What the groups of a process share; null when this group's ranks are
     // not the default group's (then groups made from it connect anew).
     std::shared_ptr<SharedLinks> links;
-    std::unique_ptr<arena::Arena> arena;  // null: the group has no shared-memory segment
+    std::unique_ptr<shm_engine::Arena> arena;  // null: the group has no shared-memory segment
     std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
     ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
     std::mutex mu;

@@ -1,6 +1,6 @@
 // An engine runs whole collectives for one group: the transport engine as
 // algorithms over messages (src/algorithms), the shared-memory engine in a
-// segment every rank of one host maps (src/arena). A backend picks one engine
+// segment every rank of one host maps (src/shm_engine). A backend picks one engine
 // per collective when the group is made (engines_for()) and hands each call
 // to it; a new way to run collectives (a hierarchical engine: a step inside
 // each host, one among hosts, one inside each host again) is a new Engine,
@@ -17,7 +17,7 @@
 
 namespace tdist {
 
-namespace arena {
+namespace shm_engine {
 class Arena;
 }
 
@@ -42,7 +42,7 @@ class Engine {
 // by TDIST_ALGO_<COLLECTIVE>) at every call.
 Engine& transport_engine();
 // The collectives of a group's shared-memory segment.
-std::unique_ptr<Engine> make_shm_engine(arena::Arena& arena);
+std::unique_ptr<Engine> make_shm_engine(shm_engine::Arena& arena);
 
 // The engine of each collective (by OpCode) for a group: the shared-memory
 // engine where the group has one, unless TDIST_ALGO_<COLLECTIVE> names a

@@ -83,6 +83,37 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   return g;
 }
 
+std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
+    const std::vector<std::vector<int>>& ranks_per_subgroup, std::chrono::milliseconds timeout,
+    const std::string& backend) {
+  if (ranks_per_subgroup.empty()) throw DistValueError("new_subgroups_by_enumeration: no subgroup is listed");
+  const int me = resolve_group(nullptr, "new_subgroups_by_enumeration")->rank();
+  std::set<int> seen;
+  for (const auto& ranks : ranks_per_subgroup)
+    for (int r : ranks)
+      if (!seen.insert(r).second)
+        throw DistValueError("new_subgroups_by_enumeration: rank " + std::to_string(r) +
+                             " is in more than one subgroup");
+  std::pair<Group, std::vector<Group>> out;
+  for (const auto& ranks : ranks_per_subgroup) {
+    Group g = new_group(ranks, timeout, backend);
+    if (std::find(ranks.begin(), ranks.end(), me) != ranks.end()) out.first = g;
+    out.second.push_back(std::move(g));
+  }
+  return out;
+}
+
+std::pair<Group, std::vector<Group>> new_subgroups(int group_size, std::chrono::milliseconds timeout,
+                                                   const std::string& backend) {
+  const int world_size = resolve_group(nullptr, "new_subgroups")->size();
+  if (group_size <= 0 || group_size > world_size || world_size % group_size != 0)
+    throw DistValueError("new_subgroups: group_size " + std::to_string(group_size) +
+                         " must be positive and divide the world size " + std::to_string(world_size));
+  std::vector<std::vector<int>> lists(world_size / group_size);
+  for (int r = 0; r < world_size; ++r) lists[r / group_size].push_back(r);
+  return new_subgroups_by_enumeration(lists, timeout, backend);
+}
+
 namespace {
 
 // Leaving in order, when init made the store: rank 0, whose process serves

@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "algorithms/collective.h"
-#include "arena/arena_util.h"
+#include "shm_engine/arena_util.h"
 #include "transport/memory_transport.h"
 
 namespace tdist::testing {

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <fstream>
 
-#include "backend/process_world.h"
+#include "backends/process_world.h"
 #include "util/socket.h"
 
 namespace tdist::testing {

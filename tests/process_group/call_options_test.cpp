@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-#include "backend/world.h"
+#include "backends/world.h"
 #include "common/scoped_env.h"
 
 namespace tdist::testing {

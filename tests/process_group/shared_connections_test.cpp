@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "collectives/process_util.h"
+#include "process_group/process_util.h"
 #include "common/scoped_env.h"
 
 namespace tdist::testing {
@@ -150,6 +150,29 @@ TEST_P(SharedConnections, AFailureInOneGroupFailsEveryGroupNamingIt) {
         require(std::string(e.what()).find("group(0,1)#0") != std::string::npos,
                 "rank " + std::to_string(me) + ": the error does not name the failed group: " + e.what());
       }
+    }
+  });
+}
+
+// torch's new_subgroups and new_subgroups_by_enumeration, over the shared
+// connections: each rank's group sums the ranks it lists.
+TEST_P(SharedConnections, NewSubgroupsCutTheWorldAsListed) {
+  run_world(4, [](int me) {
+    auto [mine, all] = tdist::new_subgroups(2);
+    require(all.size() == 2 && mine && mine->global_ranks() == std::vector<int>{me / 2 * 2, me / 2 * 2 + 1},
+            "new_subgroups(2): wrong groups");
+    std::vector<int> v(3, me);
+    tdist::all_reduce(v, ReduceOp::SUM, mine);
+    require(v[0] == (me / 2 * 2) * 2 + 1, "all_reduce in new_subgroups(2)'s group: " + std::to_string(v[0]));
+    auto [odd, listed] = tdist::new_subgroups_by_enumeration({{0, 3}, {1, 2}});
+    v.assign(3, me);
+    tdist::all_reduce(v, ReduceOp::SUM, odd);
+    require(listed.size() == 2 && v[1] == 3, "all_reduce in an enumerated subgroup: " + std::to_string(v[1]));
+    try {
+      tdist::new_subgroups(3);
+      require(false, "new_subgroups(3) of 4 ranks succeeded");
+    } catch (const DistValueError& e) {
+      require(std::string(e.what()).find("divide the world size 4") != std::string::npos, e.what());
     }
   });
 }

@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "backend/process_world.h"
-#include "backend/world.h"
+#include "backends/process_world.h"
+#include "backends/world.h"
 #include "common/scoped_env.h"
 
 namespace tdist::testing {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/process_world.h"
+#include "backends/process_world.h"
 #include "common/scoped_env.h"
 #include "transport/tcp_handshake.h"
 #include "transport/tcp_transport.h"

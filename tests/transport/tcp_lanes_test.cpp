@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "backend/process_world.h"
-#include "backend/world.h"
+#include "backends/process_world.h"
+#include "backends/world.h"
 #include "common/scoped_env.h"
 #include "tdist/errors.h"
 #include "tdist/store.h"

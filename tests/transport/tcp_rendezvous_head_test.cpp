@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "backend/process_world.h"
+#include "backends/process_world.h"
 #include "tdist/errors.h"
 #include "transport/byte_pattern.h"
 #include "transport/hand_played_peer.h"

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/process_world.h"
-#include "backend/world.h"
+#include "backends/process_world.h"
+#include "backends/world.h"
 #include "common/scoped_env.h"
 #include "transport/byte_pattern.h"
 #include "transport/tcp_transport.h"

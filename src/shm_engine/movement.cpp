@@ -1,0 +1,187 @@
+// The collectives of the arena that only move data: barrier, broadcast,
+// all_gather, gather, scatter, all_to_all. Each round carries one piece per
+// writer; readers copy it out after the round's sync, while the writers go on
+// to fill the other parity's buffers with the next piece.
+#include <algorithm>
+#include <cstring>
+
+#include "shm_engine/chunking.h"
+#include "shm_engine/collectives.h"
+#include "util/bulk_copy.h"
+
+namespace tdist::shm_engine {
+
+namespace {
+
+// The first round of an operation checks its signature; the others only
+// sync. A rank with nothing to read in the operation's last round leaves it
+// without waiting (Arena: Leaving).
+void enter(Arena& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false) {
+  if (j == 0)
+    leave ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
+  else
+    leave ? a.sync_and_leave(ctx) : a.sync(ctx);
+}
+
+char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
+
+// Every rank's block fits in its word (Arena::word): one round, no slots.
+bool words_suffice(const std::vector<Tensor>& blocks) {
+  for (const auto& b : blocks)
+    if (b.nbytes() > Arena::kWordBytes) return false;
+  return true;
+}
+
+}  // namespace
+
+void barrier(Arena& a, CollectiveContext& ctx) { a.start(ctx, signature(OpCode::Barrier)); }
+
+// The root alone writes in a round, so a piece fills every slot of it. A
+// word or less travels in the root's line with its arrival (Arena::word).
+void broadcast(Arena& a, CollectiveContext& ctx, const Tensor& t, int root) {
+  const size_t bytes = t.nbytes();
+  const size_t piece = a.slot_bytes() * static_cast<size_t>(a.size());
+  const Signature sig = signature(OpCode::Broadcast, static_cast<int>(t.dtype()), -1, root, bytes);
+  const bool is_root = a.rank() == root;
+  if (bytes <= Arena::kWordBytes) {
+    const uint32_t r = a.next_round(ctx);
+    if (is_root) {
+      a.put_word(r, t.data(), bytes);
+      a.start_and_leave(ctx, sig);
+      return;
+    }
+    a.start(ctx, sig);
+    a.get_word(r, root, t.data(), bytes);
+    return;
+  }
+  for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
+    const uint32_t r = a.next_round(ctx);
+    const size_t at = j * piece, len = piece_len(bytes, at, piece);
+    if (is_root && len > 0) copy(a.slots(r), bytes_of(t) + at, len);
+    enter(a, ctx, j, sig, /*leave=*/is_root && j + 1 == rounds);
+    if (!is_root && len > 0) copy(bytes_of(t) + at, a.slots(r), len);
+  }
+}
+
+void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
+  const int n = a.size(), me = a.rank();
+  const size_t piece = a.slot_bytes();
+  size_t total = 0, rounds = 1;
+  for (const auto& o : outputs) {
+    total += o.nbytes();
+    rounds = std::max(rounds, rounds_for(o.nbytes(), piece));
+  }
+  const Signature sig = signature(OpCode::AllGather, static_cast<int>(input.dtype()), -1, -1, total);
+  bulk_copy(bytes_of(outputs[me]), input.data(), input.nbytes());
+  if (words_suffice(outputs)) {
+    const uint32_t r = a.next_round(ctx);
+    a.put_word(r, input.data(), input.nbytes());
+    a.start(ctx, sig);
+    for (int q = 0; q < n; ++q)
+      if (q != me) a.get_word(r, q, outputs[q].data(), outputs[q].nbytes());
+    return;
+  }
+  for (size_t j = 0; j < rounds; ++j) {
+    const uint32_t r = a.next_round(ctx);
+    const size_t at = j * piece;
+    if (size_t len = piece_len(input.nbytes(), at, piece)) copy(a.slot(r, me), bytes_of(input) + at, len);
+    enter(a, ctx, j, sig);
+    for (int q = 0; q < n; ++q)
+      if (size_t len = piece_len(outputs[q].nbytes(), at, piece); q != me && len > 0)
+        copy(bytes_of(outputs[q]) + at, a.slot(r, q), len);
+  }
+}
+
+void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) {
+  const int n = a.size(), me = a.rank();
+  const size_t piece = a.slot_bytes(), bytes = input.nbytes();
+  const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
+  if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
+  if (bytes <= Arena::kWordBytes) {
+    const uint32_t r = a.next_round(ctx);
+    if (me != root) {
+      a.put_word(r, input.data(), bytes);
+      a.start_and_leave(ctx, sig);
+      return;
+    }
+    a.start(ctx, sig);
+    for (int q = 0; q < n; ++q)
+      if (q != root) a.get_word(r, q, outputs[q].data(), bytes);
+    return;
+  }
+  for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
+    const uint32_t r = a.next_round(ctx);
+    const size_t at = j * piece, len = piece_len(bytes, at, piece);
+    if (me != root && len > 0) copy(a.slot(r, me), bytes_of(input) + at, len);
+    enter(a, ctx, j, sig, /*leave=*/me != root && j + 1 == rounds);
+    if (me != root || len == 0) continue;
+    for (int q = 0; q < n; ++q)
+      if (q != root) copy(bytes_of(outputs[q]) + at, a.slot(r, q), len);
+  }
+}
+
+// The root writes every other rank's piece into that rank's slot.
+void scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) {
+  const int n = a.size(), me = a.rank();
+  const size_t piece = a.slot_bytes(), bytes = output.nbytes();
+  const Signature sig = signature(OpCode::Scatter, static_cast<int>(output.dtype()), -1, root, bytes);
+  if (me == root) bulk_copy(output.data(), inputs[root].data(), bytes);
+  for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
+    const uint32_t r = a.next_round(ctx);
+    const size_t at = j * piece, len = piece_len(bytes, at, piece);
+    if (me == root && len > 0)
+      for (int q = 0; q < n; ++q)
+        if (q != root) copy(a.slot(r, q), bytes_of(inputs[q]) + at, len);
+    enter(a, ctx, j, sig, /*leave=*/me == root && j + 1 == rounds);
+    if (me != root && len > 0) copy(bytes_of(output) + at, a.slot(r, me), len);
+  }
+}
+
+// Each slot holds one part per destination, and each part a header line
+// before its data. A rank knows only the sizes it sends and receives, so in
+// the first round each writes into its part for d how much it sends to d
+// (checked by d) and publishes the rounds it needs; all run the largest count.
+void all_to_all(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                const std::vector<Tensor>& inputs) {
+  constexpr size_t kHeader = 64;
+  const int n = a.size(), me = a.rank();
+  const size_t part = part_bytes(a.slot_bytes(), n);
+  const size_t cap = part - kHeader;
+  size_t rounds = 1;
+  for (int i = 0; i < n; ++i)
+    rounds = std::max({rounds, rounds_for(inputs[i].nbytes(), cap), rounds_for(outputs[i].nbytes(), cap)});
+  const Signature sig = signature(OpCode::AllToAll, static_cast<int>(inputs[me].dtype()), -1, -1, rounds);
+  bulk_copy(outputs[me].data(), inputs[me].data(), outputs[me].nbytes());
+  for (size_t j = 0; j < rounds; ++j) {
+    const uint32_t r = a.next_round(ctx);
+    const size_t at = j * cap;
+    for (int d = 0; d < n; ++d) {
+      if (d == me) continue;
+      char* to = a.slot(r, me) + d * part;
+      if (j == 0) {
+        const uint64_t sends = inputs[d].nbytes();
+        std::memcpy(to, &sends, sizeof(sends));
+      }
+      if (size_t len = piece_len(inputs[d].nbytes(), at, cap)) copy(to + kHeader, bytes_of(inputs[d]) + at, len);
+    }
+    if (j == 0) {
+      const uint32_t first = a.start(ctx, sig, /*sizes_may_differ=*/true);
+      for (int q = 0; q < n; ++q) {
+        if (q == me) continue;
+        rounds = std::max<size_t>(rounds, a.size_of(q, first));
+        uint64_t sends;
+        std::memcpy(&sends, a.slot(first, q) + me * part, sizeof(sends));
+        if (sends != outputs[q].nbytes())
+          a.fail(ctx, "size mismatch: " + a.describe_rank(q) + " sends " + std::to_string(sends) +
+                          " bytes to this rank, which expects " + std::to_string(outputs[q].nbytes()));
+      }
+    } else {
+      a.sync(ctx);
+    }
+    for (int q = 0; q < n; ++q)
+      if (size_t len = piece_len(outputs[q].nbytes(), at, cap); q != me && len > 0)
+        copy(bytes_of(outputs[q]) + at, a.slot(r, q) + me * part + kHeader, len);
+  }
+}
+
+}  // namespace tdist::shm_engine

@@ -1,0 +1,83 @@
+// The abort block of an arena (AbortBlock in layout.h): claiming it for a
+// round, withdrawing a claim when that round completed after all, and reading
+// the verdict.
+//
+// Why every rank agrees. A rank completes round r only after seeing every
+// rank arrive at r and then finding no verdict that fails r. A rank that gives
+// up on r first claims the block (pending), then looks at the arrivals again.
+// If someone is still missing, that rank's arrival comes after the claim, so
+// it and everyone who waits for it find the claim when they look after the
+// round: nobody completes r, and the claim becomes final. If everyone has
+// arrived, someone may already have completed r without seeing the claim: the
+// claim is withdrawn and the giving-up rank completes r too. The claim, the
+// arrivals and the looks after each round are sequentially consistent, which
+// is what makes "arrival after the claim" and "look after the arrival" hold.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "shm_engine/arena.h"
+
+namespace tdist::shm_engine {
+
+namespace {
+// A pending claim is decided within a few instructions by its owner; a waiter
+// takes it as final after this long, should its owner have been stopped or
+// killed right between the two.
+constexpr std::chrono::seconds kPendingLimit{1};
+}  // namespace
+
+bool Arena::claim_abort(uint32_t round, const std::string& reason, Claim how) {
+  auto last_arrived = [this](int q) { return lines_[q].round.load(std::memory_order_seq_cst); };
+  for (;;) {
+    uint64_t seen = abort_->state.load(std::memory_order_seq_cst);
+    if (seen != 0) {
+      if (verdict() != 0) break;  // an earlier verdict stands
+      continue;                   // it was withdrawn: claim again
+    }
+    if (!abort_->state.compare_exchange_strong(seen, abort_state::make(rank_, round, false),
+                                               std::memory_order_seq_cst))
+      continue;
+    if (how == Claim::UnlessAllArrived) {
+      bool everyone = true;
+      for (int q = 0; q < size_ && everyone; ++q) everyone = static_cast<int32_t>(last_arrived(q) - round) >= 0;
+      if (everyone) {
+        abort_->state.store(0, std::memory_order_seq_cst);
+        return false;
+      }
+    } else if (how == Claim::AfterMyArrivals) {
+      // Another thread of this process may have arrived since `round` was
+      // read: that round may complete. One arriving after this look finds
+      // the claim when it looks after its round.
+      if (const uint32_t next = last_arrived(rank_) + 1; static_cast<int32_t>(next - round) > 0) round = next;
+    }
+    const size_t len = std::min(reason.size(), sizeof(abort_->reason) - 1);
+    std::memcpy(abort_->reason, reason.data(), len);
+    abort_->reason[len] = '\0';
+    abort_->state.store(abort_state::make(rank_, round, true), std::memory_order_seq_cst);
+    break;
+  }
+  wake_all();
+  return true;
+}
+
+void Arena::abort(const std::string& reason) {
+  // Rounds this rank arrived at may complete (its data is there); the next fails.
+  claim_abort(lines_[rank_].round.load(std::memory_order_seq_cst) + 1, reason, Claim::AfterMyArrivals);
+}
+
+uint64_t Arena::verdict() const {
+  uint64_t s = abort_->state.load(std::memory_order_seq_cst);
+  if (s == 0 || abort_state::is_final(s)) return s;
+  const auto until = std::chrono::steady_clock::now() + kPendingLimit;
+  for (;;) {
+    sched_yield();
+    s = abort_->state.load(std::memory_order_seq_cst);
+    if (s == 0 || abort_state::is_final(s)) return s;
+    if (std::chrono::steady_clock::now() > until) return s | abort_state::kFinal;
+  }
+}
+
+}  // namespace tdist::shm_engine

@@ -1,0 +1,280 @@
+// Rounds of the arena: arriving, waiting for every rank, and the errors of a
+// round that does not complete.
+//
+// Memory ordering. A rank writes its data for round r, then stores r into its
+// counter (release); the others load the counter (acquire) and, once they see
+// r, read the data. Sleeping needs more: a waiter increments the sleepers
+// count of the counter it waits on, then re-reads the counter, and sleeps only
+// if it still holds the old value (futex_wait re-checks that atomically); the
+// owner stores the counter, then reads the sleepers count and wakes only if it
+// is non-zero. Those four operations are seq_cst, so either the owner sees the
+// sleeper or the sleeper sees the new value: no lost wake-up, and no syscall
+// while everyone polls.
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "shm_engine/arena.h"
+#include "tdist/errors.h"
+#include "util/cpu_relax.h"
+#include "util/error_context.h"
+#include "util/futex.h"
+#include "util/home_cpu.h"
+
+namespace tdist::shm_engine {
+
+namespace {
+
+// Sleeps are cut into slices so that a waiter re-checks the deadline, the
+// transport (a lost peer) and the abort block at least this often.
+constexpr std::chrono::milliseconds kSlice{20};
+
+// "all_reduce (float32, SUM, 40 bytes)"; the size is left out where it is
+// not one (all_to_all publishes its rounds there).
+std::string describe_signature(Signature s, bool with_size) {
+  auto code = static_cast<OpCode>(s.what & 0xff);
+  int dtype = static_cast<int>((s.what >> 8) & 0xff) - 1;
+  int op = static_cast<int>((s.what >> 16) & 0xff) - 1;
+  long root = static_cast<long>(s.what >> 32) - 1;
+  std::string out = std::string(op_code_name(collective_tag(code, 0))) + " (";
+  if (dtype >= 0) out += std::string(dtype_name(static_cast<DType>(dtype))) + ", ";
+  if (op >= 0) out += std::string(ReduceOp(static_cast<ReduceOp::Kind>(op)).name()) + ", ";
+  if (root >= 0) out += "root " + std::to_string(root) + ", ";
+  if (with_size) out += std::to_string(s.size) + " bytes, ";
+  return out.substr(0, out.size() - 2) + ")";
+}
+
+}  // namespace
+
+uint32_t Arena::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
+  settle(ctx);
+  const uint32_t r = round_ + 1;
+  RankLine& me = line(rank_);
+  me.what[r & 1].store(sig.what, std::memory_order_relaxed);
+  me.size[r & 1].store(sig.size, std::memory_order_relaxed);
+  arrive(r);
+  return r;
+}
+
+uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
+  const uint32_t r = publish_and_arrive(ctx, sig);
+  wait_all(r, ctx);
+  check_verdict(r, ctx);
+  check_signatures(ctx, r, sig, sizes_may_differ);
+  return r;
+}
+
+uint32_t Arena::sync(CollectiveContext& ctx) {
+  settle(ctx);
+  const uint32_t r = round_ + 1;
+  arrive(r);
+  wait_all(r, ctx);
+  check_verdict(r, ctx);
+  return r;
+}
+
+uint32_t Arena::start_and_leave(CollectiveContext& ctx, Signature sig) {
+  const uint32_t r = publish_and_arrive(ctx, sig);
+  left_ = true;
+  left_checks_ = true;
+  left_sig_ = sig;
+  left_tag_ = ctx.tag;
+  return r;
+}
+
+uint32_t Arena::sync_and_leave(CollectiveContext& ctx) {
+  settle(ctx);
+  const uint32_t r = round_ + 1;
+  arrive(r);
+  left_ = true;
+  left_checks_ = false;
+  return r;
+}
+
+// The others cannot have written the signatures of round_ over yet: they
+// write that parity again two rounds later, after waiting for this rank to
+// arrive at the round in between.
+void Arena::settle_left(CollectiveContext& ctx) {
+  left_ = false;
+  wait_all(round_, ctx);
+  check_verdict(round_, ctx);
+  if (left_checks_) check_signatures(ctx, round_, left_sig_, false, left_tag_);
+}
+
+uint64_t Arena::size_of(int r, uint32_t first) const {
+  return line(r).size[first & 1].load(std::memory_order_relaxed);
+}
+
+void Arena::arrive(uint32_t round) {
+  return_home();
+  round_ = round;
+  RankLine& me = line(rank_);
+  cpu_ = static_cast<uint32_t>(sched_getcpu());
+  me.cpu.store(cpu_, std::memory_order_relaxed);
+  me.round.store(round, std::memory_order_seq_cst);
+  if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me.round);
+}
+
+int Arena::first_missing(uint32_t round, int from) const {
+  for (int q = from; q < size_; ++q)
+    if (q != rank_ && !arrived(q, round)) return q;
+  for (int q = 0; q < from; ++q)
+    if (q != rank_ && !arrived(q, round)) return q;
+  return -1;
+}
+
+// The next rank after q (not wrapping) that has not arrived; -1 if none.
+int Arena::next_missing(uint32_t round, int q) const {
+  for (int r = q + 1; r < size_; ++r)
+    if (r != rank_ && !arrived(r, round)) return r;
+  return -1;
+}
+
+void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
+  int q = first_missing(round, 0);
+  if (q < 0) return;
+  auto poll = [&](int times) {
+    for (int i = 0; i < times && q >= 0; ++i) {
+      cpu_relax();
+      if (arrived(q, round)) q = first_missing(round, q);
+    }
+  };
+  // A peer that is about to arrive usually does within a few hundred polls:
+  // look before reading the clock, which costs more than a poll (tens of ns
+  // in a VM) and is the only thing a short wait would spend time on.
+  if (line(q).cpu.load(std::memory_order_relaxed) != cpu_) {
+    poll(64);
+    if (q < 0) return;
+  }
+  const auto start = Clock::now();
+  // With a core for every rank, poll a while: the ranks of a collective
+  // arrive microseconds apart, and a yield would notice late. Not when the
+  // awaited rank last ran on this CPU: then it most likely waits for it.
+  if (line(q).cpu.load(std::memory_order_relaxed) != cpu_)
+    while (q >= 0 && Clock::now() - start < poll_only_) poll(32);
+  // Then poll in bursts until spin_ has passed, yielding the core between
+  // them: when the awaited rank waits for this very core (more runnable
+  // threads than cores, whether ours or not), it runs at once; when it runs
+  // elsewhere, the yield returns at once and costs a syscall.
+  while (q >= 0 && Clock::now() - start < spin_) {
+    sched_yield();
+    poll(16);
+  }
+  if (q >= 0) wait_slow(round, q, ctx);
+}
+
+void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
+  for (;;) {
+    // Once every rank has arrived the round completes, whatever happened
+    // since: a rank that failed later (in its next round), or that finished
+    // and left (its connection closed), did so after writing its data. So the
+    // arrivals are checked before the abort block and the transport.
+    if ((q = first_missing(round, q)) < 0) return;
+    // A verdict on a later round means its owner completed this one: every
+    // rank arrived, and the next look will see it.
+    if (abort_->state.load(std::memory_order_seq_cst) != 0)
+      if (const uint64_t v = verdict(); abort_state::fails(v, round)) fail(ctx, aborted_by(v));
+    // Only a missing rank's lost connection dooms the round: a rank that
+    // arrived may have left (Leaving) and closed its connections since.
+    bool lost = false;
+    for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+      if (auto cause = ctx.transport.peer_failure(m)) {
+        give_up(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
+        lost = true;  // withdrawn: everyone arrived after all
+      }
+    if (lost) continue;
+    const auto now = Clock::now();
+    if (!ctx.deadline.is_never() && now >= ctx.deadline.at()) {
+      give_up(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
+                       " did not arrive");
+      continue;
+    }
+    std::chrono::nanoseconds slice = kSlice;
+    if (!ctx.deadline.is_never()) slice = std::min(slice, std::chrono::nanoseconds(ctx.deadline.at() - now));
+
+    RankLine& awaited = line(q);
+    awaited.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = awaited.round.load(std::memory_order_seq_cst);
+    if (static_cast<int32_t>(seen - round) < 0) futex_wait(&awaited.round, seen, slice);
+    awaited.sleepers.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+// `left` is the tag of the operation this rank left early (0: the current
+// one): the error then names that operation too.
+void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
+                             uint64_t left) {
+  auto when = [left] {
+    if (left == 0) return std::string();
+    return "in " + std::string(op_code_name(left)) + " #" + std::to_string(sequence_of(left)) +
+           ", which this rank left early: ";
+  };
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    Signature theirs{line(q).what[first & 1].load(std::memory_order_relaxed),
+                     line(q).size[first & 1].load(std::memory_order_relaxed)};
+    if (theirs.what != mine.what)
+      fail(ctx, when() + "the ranks are out of step: " + describe_rank(q) + " called " +
+                    describe_signature(theirs, !sizes_may_differ) + " while this rank called " +
+                    describe_signature(mine, !sizes_may_differ));
+    if (!sizes_may_differ && theirs.size != mine.size)
+      fail(ctx, when() + "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs, true) +
+                    ", this rank " + describe_signature(mine, true) + " (the ranks passed different sizes)");
+  }
+}
+
+std::string Arena::failure_message(CollectiveContext& ctx, const std::string& what) const {
+  return "shared-memory " + std::string(op_code_name(ctx.tag)) + " #" + std::to_string(sequence_of(ctx.tag)) +
+         " (round " + std::to_string(round_) + "): " + what;
+}
+
+void Arena::fail(CollectiveContext& ctx, const std::string& what) {
+  std::string message = failure_message(ctx, what);
+  // The others stop waiting for this rank at once, and can say why.
+  claim_abort(round_, label_ + ": " + message, Claim::Final);
+  throw DistBackendError(message);
+}
+
+void Arena::give_up(CollectiveContext& ctx, const std::string& what) {
+  std::string message = failure_message(ctx, what);
+  if (claim_abort(round_, label_ + ": " + message, Claim::UnlessAllArrived)) throw DistBackendError(message);
+}
+
+void Arena::check_verdict_slow(uint32_t round, CollectiveContext& ctx) {
+  if (const uint64_t v = verdict(); abort_state::fails(v, round)) fail(ctx, aborted_by(v));
+}
+
+std::string Arena::aborted_by(uint64_t verdict) const {
+  return describe_rank(abort_state::owner(verdict)) + " failed first: " + std::string(abort_->reason);
+}
+
+std::string Arena::describe_rank(int r) const {
+  int global = r >= 0 && r < static_cast<int>(global_ranks_.size()) ? global_ranks_[r] : r;
+  std::string out = "rank " + std::to_string(global);
+  if (global != r) out += " (group rank " + std::to_string(r) + ")";
+  return out;
+}
+
+std::string Arena::missing_ranks(uint32_t round) const {
+  std::vector<int> missing;
+  for (int q = 0; q < size_; ++q)
+    if (q != rank_ && !arrived(q, round)) missing.push_back(q);
+  if (missing.size() == 1) return describe_rank(missing[0]);
+  std::string global = "ranks [", group = " (group ranks [";
+  bool remapped = false;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    int g = missing[i] < static_cast<int>(global_ranks_.size()) ? global_ranks_[missing[i]] : missing[i];
+    remapped = remapped || g != missing[i];
+    if (i > 0) {
+      global.append(", ");
+      group.append(", ");
+    }
+    global.append(std::to_string(g));
+    group.append(std::to_string(missing[i]));
+  }
+  return global + "]" + (remapped ? group + "])" : "");
+}
+
+}  // namespace tdist::shm_engine

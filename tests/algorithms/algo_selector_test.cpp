@@ -1,0 +1,85 @@
+// The selector's automatic picks at the edges of their thresholds, on one
+// host and across hosts, and the all_to_all Bruck precondition.
+#include "algorithms/pipeline.h"
+#include "algorithms/selector.h"
+#include "algorithms/algo_test_util.h"
+
+namespace tdist::testing {
+namespace {
+
+constexpr size_t KiB = 1024, MiB = 1024 * KiB;
+Shape on_one_host(size_t bytes, int n, size_t count = ~size_t{0}) { return Shape{bytes, count, n, true}; }
+Shape across_hosts(size_t bytes, int n, size_t count = ~size_t{0}) { return Shape{bytes, count, n, false}; }
+
+TEST(AlgorithmSelector, AllReduceBySizeWorldAndPlacement) {
+  EXPECT_EQ(pick_all_reduce(on_one_host(256 * KiB, 4)), "recursive_doubling");
+  EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 4)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 2)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(on_one_host(1 * MiB, 3)), "ring");  // not a power of two: no fold
+  EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8)), "ring");
+  EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 4)), "ring");
+  EXPECT_EQ(pick_all_reduce(on_one_host(4 * MiB, 2)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(on_one_host(8 * MiB, 2)), "ring");  // in 1 MiB segments (segment_bytes)
+  EXPECT_EQ(pick_all_reduce(on_one_host(16 * MiB, 8, 7)), "recursive_doubling");  // fewer elements than ranks
+  EXPECT_EQ(pick_all_reduce(across_hosts(16 * KiB, 8)), "recursive_doubling");
+  EXPECT_EQ(pick_all_reduce(across_hosts(64 * KiB, 8)), "rabenseifner");
+  EXPECT_EQ(pick_all_reduce(across_hosts(1 * MiB, 8)), "ring");
+}
+
+TEST(AlgorithmSelector, PipelineSegmentsBySizeOfTheGroupAndPlacement) {
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/true, 2), 1 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/true, 4), 4 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/false, 2), 4 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Chain, /*one_host=*/true, 2), 1 * MiB);
+  EXPECT_EQ(segment_bytes(Pipeline::Chain, /*one_host=*/false, 8), 256 * KiB);
+  ScopedEnv forced("TDIST_ALGO_SEGMENT_BYTES", "65536");
+  EXPECT_EQ(segment_bytes(Pipeline::Ring, /*one_host=*/true, 2), 64 * KiB);
+}
+
+TEST(AlgorithmSelector, RootedCollectives) {
+  EXPECT_EQ(pick_broadcast(on_one_host(16 * MiB, 8)), "binomial");
+  EXPECT_EQ(pick_broadcast(across_hosts(16 * KiB, 8)), "binomial");
+  EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 8)), "chain");
+  EXPECT_EQ(pick_broadcast(across_hosts(1 * MiB, 2)), "binomial");
+  EXPECT_EQ(pick_reduce(on_one_host(256 * KiB, 8)), "binomial");
+  EXPECT_EQ(pick_reduce(on_one_host(16 * MiB, 8)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 4)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "chain");
+  EXPECT_EQ(pick_reduce(on_one_host(512 * KiB, 2)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "rabenseifner");
+  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "binomial");
+  EXPECT_EQ(pick_gather(on_one_host(1 * KiB, 16)), "linear");
+  EXPECT_EQ(pick_scatter(on_one_host(1 * KiB, 8)), "binomial");
+  EXPECT_EQ(pick_scatter(on_one_host(1 * KiB, 4)), "linear");
+  EXPECT_EQ(pick_scatter(on_one_host(64 * KiB, 8)), "linear");
+}
+
+TEST(AlgorithmSelector, BlockCollectives) {
+  EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 4), true), "bruck");
+  EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 4), false), "ring");  // uneven blocks
+  EXPECT_EQ(pick_all_gather(across_hosts(4 * MiB, 8), true), "ring");
+  EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 2), true), "ring");
+  EXPECT_EQ(pick_reduce_scatter(on_one_host(64 * KiB, 4)), "recursive_halving");
+  EXPECT_EQ(pick_reduce_scatter(across_hosts(1 * MiB, 8)), "ring");
+  EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), true), "bruck");
+  EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), false), "pairwise");  // a rank cannot tell alone
+  EXPECT_EQ(pick_all_to_all(on_one_host(64 * KiB, 8), true), "pairwise");
+}
+
+// Every rank sees uneven blocks: each refuses with a DistValueError.
+TEST(AlgorithmSelector, ForcedBruckAllToAllRefusesUnevenBlocks) {
+  ScopedEnv force("TDIST_ALGO_ALL_TO_ALL", "bruck");
+  with_thread_world(2, [](ProcessGroup& pg) {
+    // Rank r sends 2r+1 elements to rank 0 and 2r+2 to rank 1: no rank has blocks of one size.
+    const int me = pg.rank();
+    std::vector<float> in(4 * me + 3), out(me + 1 + me + 3);
+    std::vector<Tensor> ins = {Tensor(in.data(), 2 * me + 1), Tensor(in.data() + 2 * me + 1, 2 * me + 2)};
+    std::vector<Tensor> outs = {Tensor(out.data(), me + 1), Tensor(out.data() + me + 1, me + 3)};
+    std::string msg = value_error_of([&] { pg.all_to_all(outs, ins)->wait(); }, "bruck all_to_all");
+    require(has(msg, "one size") && has(msg, "pairwise"), "unhelpful error: " + msg);
+  });
+}
+
+}  // namespace
+}  // namespace tdist::testing

@@ -1,0 +1,141 @@
+// The arena across real processes (each maps the segment on its own): the
+// collectives of the default group and of subgroups, a rank killed while the
+// others wait for it in shared memory, TDIST_SHM=0, and /dev/shm left clean.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <thread>
+
+#include "shm_engine/arena_util.h"
+#include "backends/process_world.h"
+
+namespace tdist::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+void require(bool cond, const std::string& what) {
+  if (!cond) throw std::runtime_error(what);
+}
+
+struct Pids {
+  std::atomic<pid_t> pid[8];
+};
+
+// Every child's pid, for looking at /dev/shm after they are gone.
+void expect_no_names_left(Pids& pids, int n) {
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(arena_names_of(pids.pid[r].load()), std::vector<std::string>{}) << "rank " << r;
+}
+
+TEST(ArenaProcesses, CollectivesOfTheWorldAndOfSubgroups) {
+  constexpr int n = 4;
+  Shared<PortBoard> board;
+  Shared<Pids> pids;
+  auto results = run_in_processes(n, [&](int me) {
+    pids->pid[me].store(getpid());
+    init_process_world(*board, me, n, milliseconds(30000));
+    require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
+    // all_reduce: one-round sizes and chunked ones (more than a 1 MiB slot).
+    for (size_t count : {size_t{1}, size_t{13}, size_t{5000}, size_t{700001}}) {
+      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX}) {
+        Buffer b = rank_buffer(DType::Float32, count, me);
+        all_reduce(b.tensor(), op);
+        require(compare_exact(b, expected_reduction(DType::Float32, op, count, n)).empty(),
+                "all_reduce of " + std::to_string(count) + ": " +
+                    compare_exact(b, expected_reduction(DType::Float32, op, count, n)));
+      }
+    }
+    // broadcast from the last rank, more than all slots of a round.
+    Buffer b = rank_buffer(DType::Int64, 700001, me);
+    broadcast(b.tensor(), n - 1);
+    require(compare_exact(b, rank_buffer(DType::Int64, 700001, n - 1)).empty(), "broadcast");
+    // all_gather with a different size per rank, one of them empty.
+    auto count_of = [](int r) { return r == 1 ? size_t{0} : static_cast<size_t>(r) * 200000 + 7; };
+    std::vector<Buffer> outs;
+    std::vector<Tensor> views;
+    for (int q = 0; q < n; ++q) outs.emplace_back(DType::UInt8, count_of(q));
+    for (auto& o : outs) views.push_back(o.tensor());
+    Buffer in = rank_buffer(DType::UInt8, count_of(me), me);
+    all_gather(views, in.tensor());
+    for (int q = 0; q < n; ++q)
+      require(compare_exact(outs[q], rank_buffer(DType::UInt8, count_of(q), q)).empty(), "all_gather block " + std::to_string(q));
+
+    // A subgroup of two (its own arena) and one of everyone, used in turns.
+    Group pair = new_group({1, 3});
+    Group all = new_group({});
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int32_t> v(100, me);
+      if (me == 1 || me == 3) {
+        all_reduce(v, ReduceOp::SUM, pair);
+        require(v[99] == 4, "subgroup all_reduce");
+      }
+      std::vector<int32_t> w(1000, me), gathered(1000 * n);
+      all_gather_into_tensor(gathered, w, all);
+      for (int q = 0; q < n; ++q) require(gathered[1000 * q + 999] == q, "all_gather_into_tensor");
+    }
+    destroy_process_group(pair);
+    destroy_process_group(all);
+    destroy_process_group();
+    require(arena_names_of(getpid()).empty(), "arena names left in /dev/shm");
+  });
+  EXPECT_EQ(describe_failures(results), "");
+  expect_no_names_left(*pids, n);
+}
+
+TEST(ArenaProcesses, RankKilledWhileOthersWaitInSharedMemoryIsNamed) {
+  constexpr int n = 3;
+  Shared<PortBoard> board;
+  Shared<std::atomic<int>> waiting;
+  auto results = run_in_processes(n, [&](int me) {
+    // A long timeout: the survivors must learn of the death from the lost
+    // connection, not from their deadline.
+    init_process_world(*board, me, n, milliseconds(60000));
+    std::vector<float> v(600000, 1.0f);  // more than a slot: several rounds
+    all_reduce(v);
+    require(v[0] == 3.0f, "first all_reduce");
+    if (me == 2) {
+      // Die once the others are (very likely) inside all_reduce #2.
+      for (int i = 0; i < 2000 && waiting->load() < 2; ++i) std::this_thread::sleep_for(milliseconds(1));
+      std::this_thread::sleep_for(milliseconds(50));
+      raise(SIGKILL);
+    }
+    try {
+      waiting->fetch_add(1);
+      all_reduce(v);
+      require(false, "all_reduce #2 succeeded without rank 2");
+    } catch (const DistBackendError& e) {
+      std::string m = e.what();
+      std::fprintf(stderr, "[rank %d] got, as expected: %s\n", me, m.c_str());
+      require(contains(m, "all_reduce #2") && contains(m, "shared-memory"), "not the arena's all_reduce #2: " + m);
+      require(contains(m, "rank 2"), "the dead rank 2 is not named: " + m);
+      require(!contains(m, "timed out"), "found by the deadline, not by the lost connection: " + m);
+    }
+  });
+  EXPECT_TRUE(results[0].ok()) << results[0].describe();
+  EXPECT_TRUE(results[1].ok()) << results[1].describe();
+  EXPECT_EQ(results[2].signal, SIGKILL) << results[2].describe();
+}
+
+TEST(ArenaProcesses, ShmOffMakesNoArena) {
+  constexpr int n = 2;
+  Shared<PortBoard> board;
+  Shared<Pids> pids;
+  auto results = run_in_processes(n, [&](int me) {
+    pids->pid[me].store(getpid());
+    setenv("TDIST_SHM", "0", 1);
+    init_process_world(*board, me, n, milliseconds(30000));
+    require(!maps_an_arena(), "an arena is mapped with TDIST_SHM=0");
+    require(arena_names_of(getpid()).empty(), "an arena segment exists with TDIST_SHM=0");
+    std::vector<double> v(1000, me + 1.0);
+    all_reduce(v);
+    require(v[999] == 3.0, "all_reduce over the transport");
+    destroy_process_group();
+  });
+  EXPECT_EQ(describe_failures(results), "");
+  expect_no_names_left(*pids, n);
+}
+
+}  // namespace
+}  // namespace tdist::testing
