@@ -1,6 +1,9 @@
 // The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY); peers
 // on the same host exchange data through shared-memory rings instead (their
-// socket then carries only doorbells and abort notices). Sends are written
+// socket then carries only doorbells and abort notices). The default group
+// makes one per process; every other group is a Communicator over it
+// (transport/communicator.h), its messages told apart by the communicator id
+// in their headers: receives match on (communicator, peer, tag). Sends are written
 // straight from the caller when there is room; receives land directly in the
 // posted buffer when the receive was posted before the message arrived,
 // otherwise in an "unexpected" buffer that a later receive copies from; large
