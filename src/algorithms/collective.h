@@ -21,12 +21,24 @@ namespace tdist {
 using ForcedAlgorithms = std::array<std::string, 16>;
 ForcedAlgorithms read_forced_algorithms();
 
+// Where a group's ranks run; the same on every rank of the group.
+struct Placement {
+  int hosts = 1;           // distinct hosts
+  int ranks_per_host = 1;  // the most ranks on one host
+  bool one_host() const { return hosts == 1; }
+};
+// Counts from the transport's host ids (one call per peer: a group computes
+// it once, when it is made).
+Placement placement_of(const Transport& transport);
+
 struct CollectiveContext {
   Transport& transport;
   uint64_t tag;       // collective_tag(op, seq): steps are added to it
   Deadline deadline;  // of the whole operation
   // The group's TDIST_ALGO_* settings; null: read the environment at each pick.
   const ForcedAlgorithms* forced = nullptr;
+  // The group's placement; null: counted from the transport at each pick.
+  const Placement* placement = nullptr;
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   void send(int peer, uint32_t step, const void* data, size_t n) {

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <string>
 
 #include "tdist/errors.h"
@@ -45,10 +46,28 @@ void throw_unknown_algorithm(const char* collective, const std::string& name, co
   throw DistValueError(var + "=" + name + " is not a " + collective + " algorithm (valid: " + valid + ")");
 }
 
-bool one_host(CollectiveContext& ctx) {
-  for (int peer = 0; peer < ctx.size(); ++peer)
-    if (!ctx.transport.same_host(peer)) return false;
-  return true;
+Placement placement_of(const Transport& transport) {
+  std::map<std::string, int> ranks_on;
+  for (int r = 0; r < transport.size(); ++r) ++ranks_on[transport.host_of(r)];
+  Placement where;
+  where.hosts = static_cast<int>(ranks_on.size());
+  for (const auto& [host, ranks] : ranks_on) where.ranks_per_host = std::max(where.ranks_per_host, ranks);
+  return where;
+}
+
+Placement placement_of(CollectiveContext& ctx) {
+  return ctx.placement ? *ctx.placement : placement_of(ctx.transport);
+}
+
+// Shared memory wherever the group has its segment: it beat every transport
+// algorithm on one host at every size measured (docs/algorithms.md). The
+// hierarchical engine, where a group has one, serves groups of several hosts
+// with several ranks on some.
+EngineKind pick_engine(const Shape& s, const std::string& forced, EnginesAvailable have) {
+  if (!forced.empty() && forced != "shm") return EngineKind::Transport;
+  if (have.shared_memory && s.one_host()) return EngineKind::SharedMemory;
+  if (have.hierarchical && s.hosts > 1 && s.ranks_per_host > 1) return EngineKind::Hierarchical;
+  return EngineKind::Transport;
 }
 
 namespace {
@@ -61,8 +80,8 @@ bool power_of_two(int n) { return (n & (n - 1)) == 0; }
 // their measurements: docs/algorithms.md.
 std::string_view pick_all_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "recursive_doubling";
-  if (s.bytes < (s.one_host ? 512 * KiB : 32 * KiB)) return "recursive_doubling";
-  const size_t rabenseifner_below = !s.one_host ? 512 * KiB : 8 * MiB;
+  if (s.bytes < (s.one_host() ? 512 * KiB : 32 * KiB)) return "recursive_doubling";
+  const size_t rabenseifner_below = !s.one_host() ? 512 * KiB : 8 * MiB;
   if (power_of_two(s.n) && s.bytes < rabenseifner_below) return "rabenseifner";
   return "ring";
 }
@@ -70,7 +89,7 @@ std::string_view pick_all_reduce(const Shape& s) {
 // One host: the tree makes the fewest copies; across hosts the chain keeps
 // every link busy (docs/algorithms.md).
 std::string_view pick_broadcast(const Shape& s) {
-  if (s.n < 3 || s.count < static_cast<size_t>(s.n) || s.one_host) return "binomial";
+  if (s.n < 3 || s.count < static_cast<size_t>(s.n) || s.one_host()) return "binomial";
   return s.bytes < 32 * KiB ? "binomial" : "chain";
 }
 
@@ -78,7 +97,7 @@ std::string_view pick_broadcast(const Shape& s) {
 // Rabenseifner sends less than the tree (docs/algorithms.md).
 std::string_view pick_reduce(const Shape& s) {
   if (s.count < static_cast<size_t>(s.n)) return "binomial";
-  if (s.one_host) return s.bytes < 1 * MiB ? "binomial" : "chain";
+  if (s.one_host()) return s.bytes < 1 * MiB ? "binomial" : "chain";
   return s.n < 4 || s.bytes < 64 * KiB ? "binomial" : "rabenseifner";
 }
 

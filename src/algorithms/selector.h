@@ -40,23 +40,39 @@ Fn select_algorithm(const CollectiveContext& ctx, OpCode code, const Algorithm<F
 }
 
 // What the automatic picks look at. Every field is the same on every rank
-// (they must all pick the same algorithm).
+// (they must all pick the same engine and algorithm).
 struct Shape {
   size_t bytes = 0;  // the collective's size, as each pick says
   size_t count = 0;  // elements, where it matters
   int n = 1;         // world size
+  int hosts = 1;     // the group's hosts
+  int ranks_per_host = 1;  // the most ranks on one of them
   // Every rank of the group runs on this host: TCP over loopback, where a
   // copy costs CPU time that the ranks share, rather than link time.
-  bool one_host = true;
+  bool one_host() const { return hosts == 1; }
 };
 
-// Whether every rank of the group is on this host. The same answer on every
-// rank: a group that spans hosts gives each rank a peer elsewhere.
-bool one_host(CollectiveContext& ctx);
+Placement placement_of(CollectiveContext& ctx);
+// Whether every rank of the group is on this host.
+inline bool one_host(CollectiveContext& ctx) { return placement_of(ctx).one_host(); }
 
-inline Shape shape_of(CollectiveContext& ctx, size_t bytes, size_t count = 0) {
-  return Shape{bytes, count, ctx.size(), one_host(ctx)};
+inline Shape shape_of(const Placement& where, int n, size_t bytes, size_t count = 0) {
+  return Shape{bytes, count, n, where.hosts, where.ranks_per_host};
 }
+inline Shape shape_of(CollectiveContext& ctx, size_t bytes, size_t count = 0) {
+  return shape_of(placement_of(ctx), ctx.size(), bytes, count);
+}
+
+// The engines (src/engines) that can run a group's collectives.
+enum class EngineKind { Transport, SharedMemory, Hierarchical };
+struct EnginesAvailable {
+  bool shared_memory = false;  // every rank on one host, with the group's segment
+  bool hierarchical = false;   // several hosts, several ranks on some
+};
+// The engine for a collective of `s` (bytes: as the collective's own pick
+// says). `forced` is its TDIST_ALGO_<COLLECTIVE>: a transport algorithm's
+// name forces the transport engine, "shm" (or nothing) leaves the choice here.
+EngineKind pick_engine(const Shape& s, const std::string& forced, EnginesAvailable have);
 
 // bytes: the whole buffer.
 std::string_view pick_all_reduce(const Shape& s);

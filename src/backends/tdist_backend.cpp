@@ -197,7 +197,8 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->arena = shm_engine::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
   state_->forced = read_forced_algorithms();
   if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
-  engines_ = engines_for(state_->shm_engine.get(), state_->forced);
+  state_->placement = placement_of(*state_->transport);
+  engines_ = GroupEngines{state_->shm_engine.get(), nullptr, state_->placement, size, &state_->forced};
   auto debug = get_env("TDIST_DEBUG");
   debug_detail_ = debug && *debug == "DETAIL";
 }
@@ -237,7 +238,8 @@ void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCal
       CollectiveContext check{*state.transport, collective_tag(OpCode::Fingerprint, seq), deadline};
       check_fingerprint(check, signature);
     }
-    CollectiveContext ctx{*state.transport, collective_tag(call.code, seq, call.signature), deadline, &state.forced};
+    CollectiveContext ctx{*state.transport, collective_tag(call.code, seq, call.signature), deadline, &state.forced,
+                          &state.placement};
     body(ctx);
     finish(nullptr);
   } catch (...) {
@@ -362,7 +364,7 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, const Broadc
       CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const Tensor& t, int root) { e->broadcast(ctx, t, root); },
-      engine_for(OpCode::Broadcast), tensor, root);
+      engine_for(OpCode::Broadcast, tensor.nbytes()), tensor, root);
 }
 
 std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
@@ -371,17 +373,23 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllRe
       CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const Tensor& t, ReduceOp op) { e->all_reduce(ctx, t, op); },
-      engine_for(OpCode::AllReduce), tensor, op);
+      engine_for(OpCode::AllReduce, tensor.nbytes()), tensor, op);
 }
 
 std::shared_ptr<Work> TdistBackend::barrier(const BarrierOptions& opts) {
   return enqueue(
       OpCode::Barrier, "barrier", {}, call_options(opts), debug_detail_ ? std::string("barrier") : std::string(),
       [](CollectiveContext& ctx, Engine* e) { e->barrier(ctx); },
-      engine_for(OpCode::Barrier));
+      engine_for(OpCode::Barrier, 0));
 }
 
 namespace {
+size_t total_bytes(const std::vector<Tensor>& list) {
+  size_t total = 0;
+  for (const Tensor& t : list) total += t.nbytes();
+  return total;
+}
+
 std::string shapes(const std::vector<Tensor>& list) {
   std::string out = "[";
   for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].str();
@@ -397,7 +405,7 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOpt
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
       [](CollectiveContext& ctx, Engine* e, const Tensor& t, int root, ReduceOp op) { e->reduce(ctx, t, root, op); },
-      engine_for(OpCode::Reduce), tensor, root, op);
+      engine_for(OpCode::Reduce, tensor.nbytes()), tensor, root, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -406,7 +414,7 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
       CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs, call_options(opts),
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in) { e->all_gather(ctx, outs, in); },
-      engine_for(OpCode::AllGather), outputs, input);
+      engine_for(OpCode::AllGather, total_bytes(outputs)), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
@@ -416,7 +424,7 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
       CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in) { e->all_gather(ctx, outs, in); },
-      engine_for(OpCode::AllGather), outputs, input);
+      engine_for(OpCode::AllGather, output.nbytes()), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -426,7 +434,7 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
       CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs, call_options(opts),
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in, int root) { e->gather(ctx, outs, in, root); },
-      engine_for(OpCode::Gather), outputs, input, root);
+      engine_for(OpCode::Gather, input.nbytes()), outputs, input, root);
 }
 
 std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -436,7 +444,7 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
       CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, int root) { e->scatter(ctx, out, ins, root); },
-      engine_for(OpCode::Scatter), output, inputs, root);
+      engine_for(OpCode::Scatter, output.nbytes()), output, inputs, root);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -446,7 +454,7 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e->reduce_scatter(ctx, out, ins, op); },
-      engine_for(OpCode::ReduceScatter), output, inputs, op);
+      engine_for(OpCode::ReduceScatter, total_bytes(inputs)), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
@@ -458,7 +466,7 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
       call_options(opts),
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
       [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e->reduce_scatter(ctx, out, ins, op); },
-      engine_for(OpCode::ReduceScatter), output, inputs, op);
+      engine_for(OpCode::ReduceScatter, input.nbytes()), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -467,7 +475,7 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
       CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs, call_options(opts),
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e->all_to_all(ctx, outs, ins); },
-      engine_for(OpCode::AllToAll), outputs, inputs);
+      engine_for(OpCode::AllToAll, inputs.at(0).nbytes()), outputs, inputs);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, const Tensor& input,
@@ -478,7 +486,7 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
       CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1}, call_options(opts),
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
       [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e->all_to_all(ctx, outs, ins); },
-      engine_for(OpCode::AllToAll), outs, ins);
+      engine_for(OpCode::AllToAll, ins.at(0).nbytes()), outs, ins);
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {

@@ -82,6 +82,7 @@ class TdistBackend final : public Backend {
     std::unique_ptr<shm_engine::Arena> arena;  // null: the group has no shared-memory segment
     std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
     ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
+    Placement placement;                  // hosts and ranks per host, counted when the group was created
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
     std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock
@@ -112,8 +113,8 @@ class TdistBackend final : public Backend {
   // A pending Work for operation #seq: the spare one when its last caller
   // has dropped it (blocking calls), else a new one. Under issue_mu_.
   std::shared_ptr<PendingWork> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
-  // The engine that runs `code`'s collective in this group (engines_for()).
-  Engine* engine_for(OpCode code) const { return engines_[static_cast<size_t>(code)]; }
+  // The engine that runs `code`'s collective of `bytes` in this group (GroupEngines::pick).
+  Engine* engine_for(OpCode code, size_t bytes) const { return &engines_.pick(code, bytes); }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   static uint32_t agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout);
@@ -123,7 +124,7 @@ class TdistBackend final : public Backend {
   BackendOptions options_;
   std::shared_ptr<State> state_;
   bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
-  EngineTable engines_{};  // by OpCode: see engine_for()
+  GroupEngines engines_{};  // see engine_for()
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's

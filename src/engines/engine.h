@@ -1,8 +1,8 @@
 // An engine runs whole collectives for one group: the transport engine as
 // algorithms over messages (src/algorithms), the shared-memory engine in a
 // segment every rank of one host maps (src/shm_engine). A backend picks one engine
-// per collective when the group is made (engines_for()) and hands each call
-// to it; a new way to run collectives (a hierarchical engine: a step inside
+// at each call (GroupEngines::pick, by the selector's pick_engine) and hands
+// the call to it; a new way to run collectives (a hierarchical engine: a step inside
 // each host, one among hosts, one inside each host again) is a new Engine,
 // not a branch in every operation. Docs: docs/algorithms.md (the table of
 // collective, engine and algorithm), docs/architecture.md.
@@ -44,10 +44,18 @@ Engine& transport_engine();
 // The collectives of a group's shared-memory segment.
 std::unique_ptr<Engine> make_shm_engine(shm_engine::Arena& arena);
 
-// The engine of each collective (by OpCode) for a group: the shared-memory
-// engine where the group has one, unless TDIST_ALGO_<COLLECTIVE> names a
-// transport algorithm; else the transport engine.
-using EngineTable = std::array<Engine*, 16>;
-EngineTable engines_for(Engine* shm, const ForcedAlgorithms& forced);
+// The engines of one group and what the selector needs to choose among
+// them at each call (algorithms/selector.h, pick_engine).
+struct GroupEngines {
+  Engine* shm = nullptr;           // the group's shared-memory engine, if it has one
+  Engine* hierarchical = nullptr;  // none yet (issue 17)
+  Placement placement;             // where the group's ranks run
+  int size = 1;
+  const ForcedAlgorithms* forced = nullptr;  // TDIST_ALGO_*, by OpCode
+
+  // The engine for `code`'s collective of `bytes` (as the collective's own
+  // pick counts them: selector.h).
+  Engine& pick(OpCode code, size_t bytes) const;
+};
 
 }  // namespace tdist

@@ -2,6 +2,10 @@
 // messages (src/algorithms).
 #include "engines/engine.h"
 
+#include <string>
+
+#include "algorithms/selector.h"
+
 namespace tdist {
 
 namespace {
@@ -41,16 +45,15 @@ Engine& transport_engine() {
   return engine;
 }
 
-EngineTable engines_for(Engine* shm, const ForcedAlgorithms& forced) {
-  EngineTable table{};
-  table.fill(&transport_engine());
-  if (!shm) return table;
-  for (OpCode code : {OpCode::Broadcast, OpCode::AllReduce, OpCode::Barrier, OpCode::Reduce, OpCode::AllGather,
-                      OpCode::Gather, OpCode::Scatter, OpCode::ReduceScatter, OpCode::AllToAll}) {
-    const std::string& f = forced[static_cast<size_t>(code)];
-    if (f.empty() || f == "shm") table[static_cast<size_t>(code)] = shm;
+Engine& GroupEngines::pick(OpCode code, size_t bytes) const {
+  static const std::string kNotForced;
+  const std::string& f = forced ? (*forced)[static_cast<size_t>(code)] : kNotForced;
+  switch (pick_engine(shape_of(placement, size, bytes), f, {shm != nullptr, hierarchical != nullptr})) {
+    case EngineKind::SharedMemory: return *shm;
+    case EngineKind::Hierarchical: return *hierarchical;
+    case EngineKind::Transport: break;
   }
-  return table;
+  return transport_engine();
 }
 
 }  // namespace tdist

@@ -84,4 +84,6 @@ std::string Communicator::describe_peer(int peer) const {
 
 bool Communicator::same_host(int peer) const { return shared_->same_host(link_ranks_.at(peer)); }
 
+std::string Communicator::host_of(int peer) const { return shared_->host_of(link_ranks_.at(peer)); }
+
 }  // namespace tdist

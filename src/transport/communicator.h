@@ -44,6 +44,7 @@ class Communicator final : public Transport {
   std::exception_ptr peer_failure(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
+  std::string host_of(int peer) const override;
 
   uint32_t id() const { return comm_; }
 

@@ -143,6 +143,11 @@ bool TcpTransport::same_host(int peer) const {
   return peers_[peer] && peers_[peer]->host_id == host_id();
 }
 
+std::string TcpTransport::host_of(int peer) const {
+  if (peer == rank_) return host_id();
+  return peers_.at(peer) ? peers_[peer]->host_id : std::string();
+}
+
 std::exception_ptr TcpTransport::size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const {
   return std::make_exception_ptr(DistBackendError(
       "message size mismatch with " + describe_peer(peer) + ": expected " + std::to_string(posted) +

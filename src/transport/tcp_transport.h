@@ -77,6 +77,7 @@ class TcpTransport final : public Transport {
   std::exception_ptr peer_failure(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
+  std::string host_of(int peer) const override;
 
   // A communicator of this transport (transport/communicator.h) is closed:
   // its posted receives fail with `cause`, its buffered messages are freed,

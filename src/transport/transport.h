@@ -68,6 +68,9 @@ class Transport {
   virtual std::string describe_peer(int peer) const = 0;
   // Peers on this host share a host id (hostname, boot id, network namespace).
   virtual bool same_host(int peer) const = 0;
+  // The host id of `peer` (or of this rank): equal for the ranks of one
+  // host, and the same string on every rank, so that all count hosts alike.
+  virtual std::string host_of(int peer) const = 0;
 
   // Blocking helpers.
   void send(int peer, uint64_t tag, const void* data, size_t size, Deadline deadline) {

@@ -3,13 +3,50 @@
 #include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
 #include "algorithms/algo_test_util.h"
+#include "transport/memory_transport.h"
 
 namespace tdist::testing {
 namespace {
 
 constexpr size_t KiB = 1024, MiB = 1024 * KiB;
-Shape on_one_host(size_t bytes, int n, size_t count = ~size_t{0}) { return Shape{bytes, count, n, true}; }
-Shape across_hosts(size_t bytes, int n, size_t count = ~size_t{0}) { return Shape{bytes, count, n, false}; }
+Shape on_one_host(size_t bytes, int n, size_t count = ~size_t{0}) { return Shape{bytes, count, n, 1, n}; }
+Shape across_hosts(size_t bytes, int n, size_t count = ~size_t{0}) { return Shape{bytes, count, n, n, 1}; }
+Shape hosts_of(int hosts, int per_host, size_t bytes) {
+  return Shape{bytes, bytes / 4, hosts * per_host, hosts, per_host};
+}
+
+// Shared memory wherever the group has it, whatever the size; a forced
+// transport algorithm wins; the hierarchical engine only for groups of several
+// hosts with several ranks on some, and only where a group has one.
+TEST(EngineSelector, PicksByShapeAndWhatTheGroupHas) {
+  const EnginesAvailable none{}, shm{true, false}, hier{false, true};
+  for (size_t bytes : {size_t{0}, size_t{8}, 64 * KiB, 64 * MiB}) {
+    EXPECT_EQ(pick_engine(on_one_host(bytes, 4), "", shm), EngineKind::SharedMemory);
+    EXPECT_EQ(pick_engine(on_one_host(bytes, 4), "shm", shm), EngineKind::SharedMemory);
+    EXPECT_EQ(pick_engine(on_one_host(bytes, 4), "ring", shm), EngineKind::Transport);
+    EXPECT_EQ(pick_engine(on_one_host(bytes, 4), "", none), EngineKind::Transport);
+    EXPECT_EQ(pick_engine(hosts_of(2, 4, bytes), "", hier), EngineKind::Hierarchical);
+    EXPECT_EQ(pick_engine(hosts_of(2, 4, bytes), "", none), EngineKind::Transport);
+    EXPECT_EQ(pick_engine(hosts_of(2, 4, bytes), "ring", hier), EngineKind::Transport);
+    EXPECT_EQ(pick_engine(hosts_of(4, 1, bytes), "", hier), EngineKind::Transport);  // nothing inside a host
+  }
+}
+
+// Hosts and ranks per host, counted from the transport's host ids alike on
+// every rank (2 hosts x 3 ranks, 3 x 2, one host, and one rank per host).
+TEST(EngineSelector, PlacementCountsHostsAndRanksPerHost) {
+  struct Case { int size, per_host, hosts, max_per_host; };
+  for (Case c : {Case{6, 3, 2, 3}, Case{6, 2, 3, 2}, Case{5, 0, 1, 5}, Case{4, 1, 4, 1}, Case{5, 2, 3, 2}}) {
+    FabricFaults f;
+    f.ranks_per_host = c.per_host;
+    MemoryFabric fabric(c.size, f);
+    for (int r = 0; r < c.size; ++r) {
+      Placement where = placement_of(*fabric.endpoint(r));
+      EXPECT_EQ(where.hosts, c.hosts) << "rank " << r << " of " << c.size;
+      EXPECT_EQ(where.ranks_per_host, c.max_per_host) << "rank " << r << " of " << c.size;
+    }
+  }
+}
 
 TEST(AlgorithmSelector, AllReduceBySizeWorldAndPlacement) {
   EXPECT_EQ(pick_all_reduce(on_one_host(256 * KiB, 4)), "recursive_doubling");

@@ -126,9 +126,10 @@ TEST(AlgorithmsAlone, Reduce) {
             const DType dt = DType::Int64;
             Buffer b = rank_buffer(dt, count, ctx.rank());
             run(ctx, b.tensor(), root, ReduceOp::SUM);
-            if (ctx.rank() == root)
+            if (ctx.rank() == root) {
               EXPECT_EQ(compare_exact(b, expected_reduction(dt, ReduceOp::SUM, count, n)), "")
                   << where(name, n, count, ctx.rank()) << ", root " << root;
+            }
           });
 }
 

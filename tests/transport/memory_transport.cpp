@@ -100,6 +100,7 @@ class MemoryTransport final : public Transport {
   std::exception_ptr peer_failure(int) const override { return aborted(); }
   std::string describe_peer(int peer) const override { return "rank " + std::to_string(peer) + " (in memory)"; }
   bool same_host(int peer) const override { return fabric_.same_host(rank_, peer); }
+  std::string host_of(int peer) const override { return fabric_.host_of(peer); }
 
  private:
   MemoryFabric& fabric_;
@@ -114,6 +115,10 @@ std::unique_ptr<Transport> MemoryFabric::endpoint(int rank) { return std::make_u
 long MemoryFabric::messages_sent() const {
   std::lock_guard<std::mutex> lock(mu_);
   return sent_;
+}
+
+std::string MemoryFabric::host_of(int rank) const {
+  return "host " + std::to_string(faults_.ranks_per_host <= 0 ? 0 : rank / faults_.ranks_per_host);
 }
 
 bool MemoryFabric::same_host(int a, int b) const {

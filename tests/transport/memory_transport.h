@@ -51,6 +51,7 @@ class MemoryFabric {
   // receives (mu_ held).
   void deliver_locked();
   bool same_host(int a, int b) const;
+  std::string host_of(int rank) const;
   void match_locked(int rank);
 
   const int size_;
