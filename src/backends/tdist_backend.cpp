@@ -8,7 +8,7 @@
 #include "tensor/split.h"
 #include "reduce/reduce.h"
 #include "transport/communicator.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 #include "util/env.h"
 #include "util/error_context.h"
 

@@ -16,7 +16,7 @@
 #include "shm_engine/arena.h"
 #include "backends/work_queue.h"
 #include "engines/engine.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
 #include "util/spin_lock.h"
 

@@ -1,7 +1,7 @@
 #include "transport/communicator.h"
 
 #include "tdist/errors.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace tdist {
 

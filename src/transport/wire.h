@@ -31,7 +31,7 @@ struct MessageHeader {
 };
 static_assert(sizeof(MessageHeader) == 32);
 
-// The connection handshake (transport/tcp_handshake.h): the acceptor speaks
+// The connection handshake (transport/tcp/tcp_handshake.h): the acceptor speaks
 // first with a fresh nonce, the dialler answers with a Hello that proves it
 // knows the job token, the acceptor answers with a Welcome that proves the
 // same back. Without a job token the proofs are zero and only the published

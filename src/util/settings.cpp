@@ -79,6 +79,11 @@ constexpr std::array kSettings{
     SettingInfo{"TDIST_SHM", "bool", "1", nullptr,
                 "0: no shared memory between ranks of a host (no rings, no shared-memory collectives).",
                 "transport"},
+    SettingInfo{"TDIST_TRANSPORTS", "list", "shm,tcp", nullptr,
+                "The ways to reach a peer, in order of preference: each peer's messages go over the first "
+                "that reaches it (shm: shared-memory rings, peers on this host only; tcp: the socket, any "
+                "peer). A peer that none reaches fails the set-up, naming it.",
+                "transport"},
     SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
                 "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
     SettingInfo{"TDIST_SHARE_CONNECTIONS", "bool", "1", nullptr,

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "transport/shm_ring.h"
+#include "transport/shm/shm_ring.h"
 
 namespace tdist::testing {
 namespace {

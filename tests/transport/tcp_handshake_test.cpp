@@ -1,4 +1,4 @@
-// The mesh handshake (src/transport/tcp_handshake.h) against a hostile
+// The mesh handshake (src/transport/tcp/tcp_handshake.h) against a hostile
 // neighbour: ranks run as processes over a real TCPStore and sockets; a third
 // process plays the stranger. It connects to rank 0's mesh port before the
 // real rank 1 does, knowing all that the store holds (assume the worst: it
@@ -12,8 +12,8 @@
 
 #include "backends/process_world.h"
 #include "common/scoped_env.h"
-#include "transport/tcp_handshake.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/socket.h"
 

@@ -21,7 +21,7 @@
 #include "transport/byte_pattern.h"
 #include "transport/hand_played_peer.h"
 #include "transport/request.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 
 namespace tdist::testing {

@@ -17,7 +17,7 @@
 #include "backends/world.h"
 #include "common/scoped_env.h"
 #include "transport/byte_pattern.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace tdist::testing {
 namespace {

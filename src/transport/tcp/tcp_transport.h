@@ -1,6 +1,8 @@
-// The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY); peers
-// on the same host exchange data through shared-memory rings instead (their
-// socket then carries only doorbells and abort notices). The default group
+// The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY), the
+// control channel to every peer. A peer's messages go over the first data
+// path of TDIST_TRANSPORTS that reaches it (transport/data_path.h): the
+// shared-memory rings of transport/shm/ for a peer on this host, or the
+// socket itself (its socket then carries only doorbells and abort notices). The default group
 // makes one per process; every other group is a Communicator over it
 // (transport/communicator.h), its messages told apart by the communicator id
 // in their headers: receives match on (communicator, peer, tag). Sends are written
@@ -29,6 +31,7 @@
 #include <vector>
 
 #include "tdist/store.h"
+#include "transport/data_path.h"
 #include "transport/payload_pool.h"
 #include "transport/transport.h"
 #include "util/socket.h"
@@ -54,7 +57,7 @@ struct TcpTransportOptions {
   std::function<std::string(uint64_t waiting_tag, uint64_t arrived_tag)> desync{};
 };
 
-class TcpTransport final : public Transport {
+class TcpTransport final : public Transport, private PathHost {
  public:
   // Publishes this rank's address under the store and connects to every other
   // rank (lower ranks are dialled, higher ranks accepted). Blocks until the
@@ -86,7 +89,7 @@ class TcpTransport final : public Transport {
   void close_comm(uint32_t comm, std::exception_ptr cause);
 
   struct Peer;
-  struct Unexpected;
+  using Unexpected = BufferedMessage;
   struct Lane;
   struct RendezvousRx;
   struct SendPieces;
@@ -94,7 +97,16 @@ class TcpTransport final : public Transport {
  private:
   TcpTransport(int rank, int size, TcpTransportOptions options);
   void start();
-  void attach_shared_memory(Deadline deadline);  // shm_link.cpp
+  // Gives each peer the first path of TDIST_TRANSPORTS that reaches it,
+  // over the freshly connected (still blocking) sockets (tcp_paths.cpp).
+  void attach_data_paths(Deadline deadline);
+
+  // PathHost: what a data path asks of the mesh (tcp_receive.cpp, tcp_transport.cpp).
+  char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) override;
+  void end_message(int peer, MessageSlot& slot) override;
+  void path_failed(int peer, std::exception_ptr error) override;
+  void doorbell_locked(int peer) override;
+  void doorbell(int peer) override;
 
   // Progress (tcp_progress.cpp). Everything that reads from peers runs under
   // rx_mu_, by the background thread or by one waiting thread (the driver).
@@ -107,14 +119,14 @@ class TcpTransport final : public Transport {
   bool block_once(Deadline deadline);  // true when it woke for events
   bool prepare_sleep();
   void handle_events(const ::epoll_event* events, int n);
-  bool poll_rings();
+  bool poll_paths();
 
   // Receiving (tcp_receive.cpp).
   void on_readable(Peer& p);
-  bool on_ring(Peer& p);  // true when it consumed anything
+  // Everything the peer's data path holds; true when it consumed anything.
+  bool poll_path(Peer& p);
   void on_writable(Peer& p);
   void on_control_socket(Peer& p);
-  void ring_doorbell_locked(Peer& p);  // with p.tx_mu held
   bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
   // Removes the first posted receive matching a message; on a size mismatch
   // (fits false) it is completed with the error, and must not be touched: its
@@ -145,11 +157,10 @@ class TcpTransport final : public Transport {
   void fail_out_of_step_locked(int peer, uint32_t comm, uint64_t arrived_tag);
   void fail_peer(Peer& p, std::exception_ptr error);
   void fail_sends_locked(Peer& p, const std::exception_ptr& error);  // with p.tx_mu held
+  void fail_incoming_locked(Peer& p, const std::exception_ptr& error);  // with rx_mu_ and mu_ held
   bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
   std::exception_ptr flush_locked(Peer& p);
   std::exception_ptr flush_queue_locked(Peer& p, Lane* lane);  // lane null: the main socket
-  void flush_ring_locked(Peer& p);
-  void post_ring_send_locked(Peer& p, std::shared_ptr<Request> req);
   void update_output_locked(Peer& p);
   void post_send(std::shared_ptr<Request> req);
   void post_recv(std::shared_ptr<Request> req);
@@ -188,7 +199,7 @@ class TcpTransport final : public Transport {
   Fd wake_fd_;  // written once, by abort(): stays readable so every epoll_wait returns
   std::thread progress_;
   std::atomic<bool> stop_{false};
-  std::vector<Peer*> shm_peers_;  // peers reached through rings
+  std::vector<Peer*> path_peers_;  // peers reached through a data path other than their socket
   bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
   Peer* lone_socket_peer_ = nullptr;  // the only peer, when it exchanges data over its socket
   // The extra sockets by epoll id (id - size_): their peer and lane.

@@ -1,4 +1,4 @@
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "tdist/errors.h"
-#include "transport/tcp_peer.h"
+#include "transport/tcp/tcp_peer.h"
 #include "transport/wire.h"
 #include "util/error_context.h"
 #include "util/host_id.h"
@@ -89,14 +89,14 @@ void TcpTransport::start() {
   for (auto& p : peers_) {
     if (!p) continue;
     if (p->host_id == host_id()) ++local_ranks;
-    if (p->shm) shm_peers_.push_back(p.get());
+    if (p->path) path_peers_.push_back(p.get());
     else tcp_data_peers_ = true;
-    if (!p->shm && size_ == 2) lone_socket_peer_ = p.get();
+    if (!p->path && size_ == 2) lone_socket_peer_ = p.get();
     set_nonblocking(p->fd.get(), true);
     epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
-    // Both ends know whether the rings were set up: the extra sockets of a
-    // ring peer would never carry anything, and close on both sides unread.
-    if (p->shm) p->lanes.clear();
+    // Both ends know which path the pair uses: the extra sockets of a peer
+    // reached otherwise would never carry anything, and close on both sides unread.
+    if (p->path) p->lanes.clear();
     for (auto& lane : p->lanes) {
       lane->event_id = static_cast<uint32_t>(size_ + lane_events_.size());
       lane_events_.emplace_back(p.get(), lane.get());
@@ -217,8 +217,8 @@ void TcpTransport::post_send(std::shared_ptr<Request> req) {
       req->complete(p.tx_error, peer);
       return;
     }
-    if (p.shm) {
-      post_ring_send_locked(p, std::move(req));
+    if (p.path) {
+      p.path->post_locked(std::move(req));
       return;
     }
     if (uses_rendezvous(p, size)) {
@@ -240,11 +240,11 @@ void TcpTransport::post_send(std::shared_ptr<Request> req) {
   }
 }
 
-// Writes queued messages until the socket (or ring) is full, on the main
-// socket and on each extra one. Called with tx_mu held.
+// Writes queued messages until the socket (or the peer's path) is full, on
+// the main socket and on each extra one. Called with tx_mu held.
 std::exception_ptr TcpTransport::flush_locked(Peer& p) {
-  if (p.shm) {
-    flush_ring_locked(p);
+  if (p.path) {
+    p.path->flush_locked();
     return nullptr;
   }
   std::exception_ptr error = flush_queue_locked(p, nullptr);
@@ -299,65 +299,21 @@ std::exception_ptr TcpTransport::flush_queue_locked(Peer& p, Lane* lane) {
   return nullptr;
 }
 
-// A send through the ring. With nothing queued before it and room for all of
-// it, the message is written at once, header and payload published together,
-// and the request completes here: no queue entry, one release of the
-// ring's head for the reader to see.
-void TcpTransport::post_ring_send_locked(Peer& p, std::shared_ptr<Request> req) {
-  ShmRing& ring = p.shm->tx;
-  if (p.txq.empty()) {
-    const wire::MessageHeader header{wire::kMessageMagic, 0, req->tag(), req->size(), req->comm()};
-    if (ring.write_both(&header, sizeof(header), req->data(), req->size())) {
-      if (ring.reader_needs_doorbell()) ring_doorbell_locked(p);
-      req->complete_unshared(p.rank);
-      return;
-    }
-  }
-  const size_t size = req->size();
-  const uint32_t comm = req->comm();
-  p.txq.push_back(
-      Peer::TxItem{wire::MessageHeader{wire::kMessageMagic, 0, req->tag(), size, comm}, std::move(req), 0, size});
-  flush_ring_locked(p);
-  // What is left waits for room. Whoever drives flushes it (poll_rings sees
-  // ring_backlog); one that sleeps in epoll meanwhile is woken by the reader's
-  // doorbell once it makes room, which the raised flag asks for.
-  while (!p.txq.empty() && ring.writer_prepare_sleep()) flush_ring_locked(p);
-}
-
-void TcpTransport::flush_ring_locked(Peer& p) {
-  constexpr size_t hsize = sizeof(wire::MessageHeader);
-  ShmRing& ring = p.shm->tx;
-  bool wrote = false;
-  while (!p.txq.empty()) {
-    auto& item = p.txq.front();
-    if (item.sent < hsize) {
-      size_t k = ring.write_some(reinterpret_cast<char*>(&item.header) + item.sent, hsize - item.sent);
-      item.sent += k;
-      wrote = wrote || k > 0;
-      if (item.sent < hsize) break;
-    }
-    size_t off = item.sent - hsize, left = item.request->size() - off;
-    if (left > 0) {
-      size_t k = ring.write_some(static_cast<char*>(item.request->data()) + off, left);
-      item.sent += k;
-      wrote = wrote || k > 0;
-      if (k < left) break;
-    }
-    item.request->complete(nullptr, p.rank);
-    p.txq.pop_front();
-  }
-  p.ring_backlog.store(!p.txq.empty(), std::memory_order_relaxed);
-  if (wrote && ring.reader_needs_doorbell()) ring_doorbell_locked(p);
-}
-
-// Wakes a peer that sleeps on its side of a ring. Best effort: the frame is
-// 32 bytes on an otherwise idle socket, so it is never cut; if the socket is
-// broken the read side notices and fails the peer.
-void TcpTransport::ring_doorbell_locked(Peer& p) {
+// Wakes a peer that sleeps while its data path has something for it. Best
+// effort: the frame is 32 bytes on a socket that carries nothing else but
+// notices, so it is never cut; if the socket is broken the read side notices
+// and fails the peer.
+void TcpTransport::doorbell_locked(int peer) {
+  Peer& p = *peers_[peer];
   if (p.tx_failed) return;
   wire::MessageHeader h{wire::kDoorbellMagic, 0, 0, 0};
   while (::send(p.fd.get(), &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
   }
+}
+
+void TcpTransport::doorbell(int peer) {
+  std::lock_guard<std::mutex> tx(peers_[peer]->tx_mu);
+  doorbell_locked(peer);
 }
 
 // Asks epoll to report a socket writable exactly while something waits to be
@@ -480,10 +436,7 @@ void TcpTransport::abort(std::exception_ptr cause) {
   unexpected_.clear();
   for (auto& p : peers_) {
     if (!p) continue;
-    if (p->rx_request) p->rx_request->complete(cause, p->rank);
-    if (p->rx_unexpected && p->rx_unexpected->waiter) p->rx_unexpected->waiter->complete(cause, p->rank);
-    p->rx_request.reset();
-    p->rx_unexpected.reset();
+    fail_incoming_locked(*p, cause);
     fail_rendezvous_receives_locked(*p, cause);
     std::lock_guard<std::mutex> tx(p->tx_mu);
     // Tell the peer why (unless a give-up notice told it already).
@@ -554,17 +507,14 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
       if ((*it)->peer == p.rank && (!(*it)->complete || (*it)->rendezvous)) it = unexpected_.erase(it);
       else ++it;
     }
-    if (p.rx_request) p.rx_request->complete(error, p.rank);
-    if (p.rx_unexpected && p.rx_unexpected->waiter) p.rx_unexpected->waiter->complete(error, p.rank);
-    p.rx_request.reset();
-    p.rx_unexpected.reset();
+    fail_incoming_locked(p, error);
     fail_rendezvous_receives_locked(p, error);
     p.in_payload = false;
   }
   std::lock_guard<std::mutex> tx(p.tx_mu);
   p.tx_failed = true;
   p.tx_error = error;
-  if (!p.shm && !p.txq.empty() && p.txq.front().sent > 0) p.tx_torn = true;
+  if (!p.path && !p.txq.empty() && p.txq.front().sent > 0) p.tx_torn = true;
   fail_sends_locked(p, error);
 }
 
@@ -577,6 +527,18 @@ void TcpTransport::fail_rendezvous_receives_locked(Peer& p, const std::exception
   for (auto& lane : p.lanes) {
     lane->in_piece = false;
     lane->dst = nullptr;
+  }
+}
+
+// Fails the receive of the message arriving from p (over its socket or its
+// path), if any. With rx_mu_ and mu_ held.
+void TcpTransport::fail_incoming_locked(Peer& p, const std::exception_ptr& error) {
+  for (MessageSlot* slot : {&p.rx, p.path ? &p.path->incoming() : nullptr}) {
+    if (!slot) continue;
+    if (slot->request) slot->request->complete(error, p.rank);
+    if (slot->buffered && slot->buffered->waiter) slot->buffered->waiter->complete(error, p.rank);
+    slot->request.reset();
+    slot->buffered.reset();
   }
 }
 
@@ -593,7 +555,7 @@ void TcpTransport::fail_sends_locked(Peer& p, const std::exception_ptr& error) {
     for (auto& it : lane->txq) fail(it);
     lane->txq.clear();
   }
-  p.ring_backlog.store(false, std::memory_order_relaxed);
+  if (p.path) p.path->fail_sends_locked(error);
   for (auto& [id, r] : p.awaiting_cts) r->complete(error, p.rank);
   p.awaiting_cts.clear();
 }

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "transport/request.h"
-#include "transport/shm_link.h"
-#include "transport/tcp_transport.h"
+#include "transport/data_path.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/socket.h"
 
@@ -34,7 +34,7 @@ inline void set_rcvlowat(int fd, int& current, int bytes) {
 // epoll data id of the transport's wake-up eventfd (peers use their rank).
 inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 
-struct TcpTransport::Unexpected {
+struct BufferedMessage {
   int peer;
   uint32_t comm = 0;
   uint64_t tag;
@@ -73,7 +73,9 @@ struct TcpTransport::Peer {
   std::vector<std::unique_ptr<Lane>> lanes;  // the extra sockets (none by default)
   std::string address;  // "host:port" of the remote end
   std::string host_id;
-  std::unique_ptr<ShmLink> shm;  // data through shared-memory rings when set
+  // The peer's messages go over this path when set (shared-memory rings),
+  // else over the socket.
+  std::unique_ptr<DataPath> path;
   bool failed = false;  // set by the progress thread (under mu_)
   std::exception_ptr error;
 
@@ -91,10 +93,6 @@ struct TcpTransport::Peer {
   };
   std::mutex tx_mu;
   std::deque<TxItem> txq;
-  // A ring peer's txq is not empty: set under tx_mu, read without it by the
-  // pollers, which then take tx_mu to flush (a spinning waiter polls the
-  // rings in every round, and takes no lock while nothing is queued).
-  std::atomic<bool> ring_backlog{false};
   // Sends announced by a request-to-send, waiting for the peer's clear-to-send.
   std::unordered_map<uint32_t, std::shared_ptr<Request>> awaiting_cts;
   uint32_t next_rendezvous_id = 0;
@@ -116,8 +114,7 @@ struct TcpTransport::Peer {
   size_t payload_done = 0;
   int rcvlowat = 1;  // the socket's SO_RCVLOWAT (raised while a large payload streams in)
   uint64_t bytes_read = 0;  // from the socket, ever: tells a poll that something moved
-  std::shared_ptr<Request> rx_request;
-  std::shared_ptr<Unexpected> rx_unexpected;
+  MessageSlot rx;  // where the message arriving over the socket goes
   // Receives matched to the peer's requests-to-send, by its id, waiting for the
   // data (guarded by the transport's mu_).
   std::unordered_map<uint32_t, RendezvousRx> rendezvous_rx;

@@ -9,8 +9,8 @@
 #include <cerrno>
 
 #include "tdist/errors.h"
-#include "transport/tcp_peer.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/logging.h"
 

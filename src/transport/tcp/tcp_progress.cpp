@@ -16,8 +16,8 @@
 #include <thread>
 
 #include "tdist/errors.h"
-#include "transport/tcp_peer.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_transport.h"
 #include "util/cpu_relax.h"
 #include "util/error_context.h"
 #include "util/home_cpu.h"
@@ -39,7 +39,7 @@ constexpr Millis kBlockSlice{100};
 // only after waits kept it parked for about as long.
 constexpr auto kFirstParkTick = std::chrono::milliseconds(1);
 constexpr auto kLongestParkTick = std::chrono::milliseconds(16);
-// While spinning over rings only, the sockets (abort notices, closed peers)
+// While spinning over data paths only, the sockets (abort notices, closed peers)
 // are polled on every this-many-th round.
 constexpr unsigned kSocketPollEvery = 64;
 // While spinning, the clock is read on every this-many-th round only.
@@ -188,20 +188,20 @@ bool TcpTransport::wait_as_bystander(Request& request, Deadline deadline) {
   }
 }
 
-bool TcpTransport::poll_rings() {
+bool TcpTransport::poll_paths() {
   bool moved = false;
-  for (Peer* p : shm_peers_) {
+  for (Peer* p : path_peers_) {
     if (p->failed) continue;
-    moved = on_ring(*p) || moved;
-    if (!p->ring_backlog.load(std::memory_order_relaxed)) continue;
+    moved = p->path->poll() || moved;
+    if (!p->path->backlog()) continue;
     std::unique_lock<std::mutex> tx(p->tx_mu, std::try_to_lock);
-    if (tx.owns_lock() && !p->txq.empty()) flush_locked(*p);
+    if (tx.owns_lock() && !p->failed) p->path->flush_locked();
   }
   return moved;
 }
 
 bool TcpTransport::poll_once(bool sockets) {
-  bool moved = poll_rings();
+  bool moved = poll_paths();
   if (!sockets) return moved;
   // A group of two over TCP: read the peer's socket itself rather than ask
   // epoll first. When the message is there that is one system call instead
@@ -232,19 +232,19 @@ bool TcpTransport::block_once(Deadline deadline) {
   return n > 0;
 }
 
-// Raises the rings' sleep flags, then looks once more: a writer that moved
+// Raises the paths' sleep flags, then looks once more: a writer that moved
 // before seeing a flag has left data (or space) that would otherwise be
 // missed. True when there is something to do now (do not sleep).
 bool TcpTransport::prepare_sleep() {
   bool ready = false;
-  for (Peer* p : shm_peers_) {
+  for (Peer* p : path_peers_) {
     if (p->failed) continue;
-    if (p->shm->rx.reader_prepare_sleep()) ready = true;
+    if (p->path->prepare_sleep()) ready = true;
     // A backlog is left by a sender (which raises the writer's flag itself) or
     // by this thread's own polls.
-    if (!p->ring_backlog.load(std::memory_order_relaxed)) continue;
+    if (!p->path->backlog()) continue;
     std::lock_guard<std::mutex> tx(p->tx_mu);
-    if (!p->txq.empty() && p->shm->tx.writer_prepare_sleep()) ready = true;
+    if (!p->tx_failed && p->path->prepare_sleep_locked()) ready = true;
   }
   return ready;
 }
@@ -264,11 +264,11 @@ void TcpTransport::handle_events(const epoll_event* events, int n) {
     if (p.failed) continue;
     if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_readable(p);
     if (p.failed) continue;
-    if (p.shm) {
-      on_ring(p);  // a doorbell: data arrived, or space to write
-      if (!p.ring_backlog.load(std::memory_order_relaxed)) continue;
+    if (p.path) {
+      p.path->poll();  // a doorbell: data arrived, or space to write
+      if (p.failed || !p.path->backlog()) continue;
       std::lock_guard<std::mutex> tx(p.tx_mu);
-      if (!p.failed && !p.txq.empty()) flush_locked(p);
+      if (!p.failed) p.path->flush_locked();
     } else if (events[i].events & EPOLLOUT) {
       on_writable(p);
     }
@@ -304,7 +304,7 @@ void TcpTransport::progress_loop() {
       if (ready) continue;
     }
     // Not holding rx_mu_ while asleep: a waiting thread can start driving at once.
-    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, shm_peers_.empty() ? -1 : int(kBlockSlice.count()));
+    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, path_peers_.empty() ? -1 : int(kBlockSlice.count()));
     if (n < 0 && errno != EINTR) {
       TDIST_LOG(LogLevel::Error, options_.label << ": epoll_wait failed: " << errno_string(errno));
       return;

@@ -1,5 +1,5 @@
-// Receiving: the framing state machine over a peer's socket or over its
-// shared-memory ring, and matching arrived messages with posted receives.
+// Receiving: the framing state machine over a peer's socket, and matching
+// the messages that arrive over any path with posted receives.
 // Everything here runs with rx_mu_ held.
 #include <sys/socket.h>
 
@@ -8,8 +8,8 @@
 #include <cstring>
 
 #include "tdist/errors.h"
-#include "transport/tcp_peer.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/logging.h"
 
@@ -44,7 +44,7 @@ void TcpTransport::on_writable(Peer& p) {
 }
 
 void TcpTransport::on_readable(Peer& p) {
-  if (p.shm) {
+  if (p.path) {
     on_control_socket(p);
     return;
   }
@@ -159,28 +159,32 @@ std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint32_t com
   return nullptr;
 }
 
-// A header arrived: find its receive, or buffer it as unexpected.
+// A header arrived over the socket: find its receive, or buffer it.
 void TcpTransport::begin_payload(Peer& p) {
   p.in_payload = true;
   p.payload_done = 0;
-  p.dst = nullptr;
-  const uint64_t tag = p.header.tag;
-  const uint32_t comm = p.header.comm;
-  const size_t size = p.header.size;
+  p.dst = begin_message(p.rank, p.header, p.rx);
+}
+
+// A header arrived over any path: find its receive, or buffer it as
+// unexpected. Returns where the payload goes (nullptr: discard it).
+char* TcpTransport::begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) {
+  const uint64_t tag = header.tag;
+  const uint32_t comm = header.comm;
+  const size_t size = header.size;
   std::lock_guard<std::mutex> lock(mu_);
   bool fits = false;
-  if (auto req = take_posted_locked(p.rank, comm, tag, size, fits)) {
-    if (fits) {  // else it failed on a size mismatch, p.dst stays null (discard)
-      p.dst = static_cast<char*>(req->data());
-      p.rx_request = std::move(req);
-    }
-    return;
+  if (auto req = take_posted_locked(peer, comm, tag, size, fits)) {
+    if (!fits) return nullptr;  // it failed on a size mismatch: discard the payload
+    char* dst = static_cast<char*>(req->data());
+    slot.request = std::move(req);
+    return dst;
   }
   // A late message of a destroyed group: nobody will receive it.
-  if (comm != 0 && closed_comms_.count(comm)) return;
-  fail_out_of_step_locked(p.rank, comm, tag);
+  if (comm != 0 && closed_comms_.count(comm)) return nullptr;
+  fail_out_of_step_locked(peer, comm, tag);
   auto entry = std::make_shared<Unexpected>();
-  entry->peer = p.rank;
+  entry->peer = peer;
   entry->comm = comm;
   entry->tag = tag;
   entry->size = size;
@@ -188,12 +192,13 @@ void TcpTransport::begin_payload(Peer& p) {
     entry->data = payload_pool_.take(size);
   } catch (const std::bad_alloc&) {
     // Cannot buffer it: discard the payload and fail whoever expects it.
-    TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << size << " bytes from " << describe_peer(p.rank));
-    return;
+    TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << size << " bytes from " << describe_peer(peer));
+    return nullptr;
   }
-  p.dst = entry->data.data();
-  p.rx_unexpected = entry;
+  char* dst = entry->data.data();
+  slot.buffered = entry;
   unexpected_.push_back(std::move(entry));
+  return dst;
 }
 
 // Receives waiting on this peer for another operation will never be served.
@@ -224,30 +229,36 @@ void TcpTransport::finish_payload(Peer& p) {
                               describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
     return;
   }
-  if (auto req = std::move(p.rx_request)) {
-    p.rx_request.reset();
-    req->complete(nullptr, p.rank);
+  if (p.rx.buffered && p.rx.buffered->rendezvous) {
+    auto entry = std::move(p.rx.buffered);
+    p.rx.buffered.reset();
+    finish_unexpected_head(p, std::move(entry));
     return;
   }
-  if (auto entry = std::move(p.rx_unexpected)) {
-    p.rx_unexpected.reset();
-    if (entry->rendezvous) {
-      finish_unexpected_head(p, std::move(entry));
-      return;
-    }
+  end_message(p.rank, p.rx);
+}
+
+void TcpTransport::end_message(int peer, MessageSlot& slot) {
+  if (auto req = std::move(slot.request)) {
+    slot.request.reset();
+    req->complete(nullptr, peer);
+    return;
+  }
+  if (auto entry = std::move(slot.buffered)) {
+    slot.buffered.reset();
     std::lock_guard<std::mutex> lock(mu_);
     entry->complete = true;
     if (entry->waiter) {
       if (entry->size > 0) std::memcpy(entry->waiter->data(), entry->data.data(), entry->size);
       payload_pool_.give(std::move(entry->data));
-      entry->waiter->complete(nullptr, p.rank);
+      entry->waiter->complete(nullptr, peer);
       entry->waiter.reset();
     }
   }
 }
 
-// The socket of a peer whose data comes through a ring carries only complete
-// small frames: doorbells (look at the ring) and an abort notice.
+// The socket of a peer whose data comes through another path carries only
+// complete small frames: doorbells (look at the path) and an abort notice.
 void TcpTransport::on_control_socket(Peer& p) {
   for (;;) {
     while (p.stage_end - p.stage_begin >= kHeaderBytes) {
@@ -264,7 +275,7 @@ void TcpTransport::on_control_socket(Peer& p) {
       if (p.stage_end - p.stage_begin < kHeaderBytes + h.size) break;  // the text is still on its way
       std::string text(p.staging.data() + p.stage_begin + kHeaderBytes, h.size);
       p.stage_begin += kHeaderBytes + h.size;
-      on_ring(p);  // what the peer sent before giving up still counts
+      poll_path(p);  // what the peer sent before giving up still counts
       record_notice(p, h.reserved, text);
       if (!p.failed)
         fail_peer(p, std::make_exception_ptr(
@@ -285,7 +296,7 @@ void TcpTransport::on_control_socket(Peer& p) {
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
     int err = errno;
-    on_ring(p);  // a peer that sent and exited: its last messages are in the ring
+    poll_path(p);  // a peer that sent and exited: its last messages are in its path
     if (!p.failed)
       fail_peer(p, std::make_exception_ptr(DistNetworkError(
                        "connection to " + describe_peer(p.rank) + " lost: " +
@@ -295,41 +306,14 @@ void TcpTransport::on_control_socket(Peer& p) {
   }
 }
 
-// Consumes what the peer's ring holds: the same framing as on a socket, but
-// headers and payloads are copied straight from the ring to their place.
-bool TcpTransport::on_ring(Peer& p) {
+bool TcpTransport::poll_path(Peer& p) {
   if (p.failed) return false;
-  ShmRing& ring = p.shm->rx;
-  bool consumed = false;
-  for (;;) {
-    size_t avail = ring.available();
-    if (!p.in_payload) {
-      if (avail < kHeaderBytes) break;
-      ring.read(&p.header, kHeaderBytes);
-      consumed = true;
-      if (p.header.magic != wire::kMessageMagic || p.header.size > wire::kMaxUnexpectedBytes) {
-        fail_peer(p, bad_header(describe_peer(p.rank), p.header));
-        return true;
-      }
-      begin_payload(p);
-      if (p.failed) return true;
-    } else {
-      size_t take = std::min<size_t>(avail, p.header.size - p.payload_done);
-      if (take == 0 && p.payload_done < p.header.size) break;
-      ring.read(p.dst ? p.dst + p.payload_done : nullptr, take);
-      consumed = consumed || take > 0;
-      p.payload_done += take;
-    }
-    if (p.in_payload && p.payload_done == p.header.size) {
-      finish_payload(p);
-      if (p.failed) return true;
-    }
-  }
-  if (consumed && ring.writer_needs_doorbell()) {
-    std::lock_guard<std::mutex> tx(p.tx_mu);
-    ring_doorbell_locked(p);
-  }
-  return consumed;
+  return p.path->poll();
+}
+
+void TcpTransport::path_failed(int peer, std::exception_ptr error) {
+  Peer& p = *peers_[peer];
+  if (!p.failed) fail_peer(p, std::move(error));
 }
 
 }  // namespace tdist

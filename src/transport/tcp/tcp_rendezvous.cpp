@@ -11,9 +11,9 @@
 #include <sstream>
 
 #include "tdist/errors.h"
-#include "transport/tcp_handshake.h"
-#include "transport/tcp_peer.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_handshake.h"
+#include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/bind_address.h"
 #include "util/env.h"
@@ -267,7 +267,7 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     }
     --expected;
   }
-  t->attach_shared_memory(deadline);
+  t->attach_data_paths(deadline);
   // Every peer read this rank's record before it connected (higher ranks) or
   // accepted (lower ranks): it can go, so that the store does not grow with
   // every group made (FileStore cannot delete, as torch's cannot: it keeps it).

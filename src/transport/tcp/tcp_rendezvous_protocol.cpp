@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "tdist/errors.h"
-#include "transport/tcp_peer.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 
 namespace tdist {
@@ -20,7 +20,7 @@ std::exception_ptr protocol_error(const std::string& peer, const std::string& wh
 }  // namespace
 
 bool TcpTransport::uses_rendezvous(const Peer& p, size_t size) const {
-  return !p.shm && rendezvous_bytes_ > 0 && size > rendezvous_bytes_;
+  return !p.path && rendezvous_bytes_ > 0 && size > rendezvous_bytes_;
 }
 
 // A receive (null: discard) cleared for the peer's message `id` of `size`
@@ -126,8 +126,8 @@ void TcpTransport::on_request_to_send(Peer& p) {
   p.in_payload = true;
   p.payload_done = 0;
   p.dst = entry->data.data();
-  p.rx_request.reset();
-  p.rx_unexpected = std::move(entry);
+  p.rx.request.reset();
+  p.rx.buffered = std::move(entry);
 }
 
 // The head of an unexpected rendezvous message arrived whole. A receive that
@@ -185,7 +185,7 @@ void TcpTransport::begin_rendezvous_data(Peer& p) {
   p.in_payload = true;
   p.payload_done = 0;
   p.dst = dst;
-  p.rx_request.reset();
+  p.rx.request.reset();
 }
 
 // Answers a request-to-send. Control frames go ahead of queued messages (but

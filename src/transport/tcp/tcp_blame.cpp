@@ -16,8 +16,8 @@
 #include <sys/socket.h>
 #include <vector>
 
-#include "transport/tcp_peer.h"
-#include "transport/tcp_transport.h"
+#include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_transport.h"
 #include "util/error_context.h"
 
 namespace tdist {
@@ -35,7 +35,7 @@ void TcpTransport::send_notice_locked(Peer& p, int waited_for, const std::string
   // Only between two messages: a ring peer's socket carries whole control
   // frames only; a socket whose message was cut off carries nothing more.
   if (p.notice_sent || !p.fd.valid() || p.tx_torn) return;
-  if (!p.shm && !p.txq.empty() && p.txq.front().sent > 0) return;
+  if (!p.path && !p.txq.empty() && p.txq.front().sent > 0) return;
   p.notice_sent = true;
   std::string text = why.substr(0, wire::kMaxAbortText);
   wire::MessageHeader h{wire::kAbortMagic, static_cast<uint32_t>(waited_for + 1), 0, text.size()};

@@ -1,0 +1,36 @@
+#include "transport/data_path.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "tdist/errors.h"
+#include "util/env.h"
+#include "util/shm_segment.h"
+
+namespace tdist {
+
+std::vector<std::string> data_path_order() {
+  static const char* const kKnown[] = {"shm", "tcp"};
+  const std::string list = get_env("TDIST_TRANSPORTS").value_or("shm,tcp");
+  std::vector<std::string> order;
+  std::stringstream ss(list);
+  for (std::string name; std::getline(ss, name, ',');) {
+    name.erase(0, name.find_first_not_of(" \t"));
+    name.erase(name.find_last_not_of(" \t") + 1);
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown))
+      throw DistValueError("TDIST_TRANSPORTS=" + list + ": unknown transport '" + name + "' (known: shm, tcp)");
+    if (std::find(order.begin(), order.end(), name) != order.end())
+      throw DistValueError("TDIST_TRANSPORTS=" + list + ": '" + name + "' is listed twice");
+    // TDIST_SHM=0 turns every use of shared memory off, rings included.
+    if (name == "shm" && !shm_enabled()) continue;
+    order.push_back(name);
+  }
+  if (order.empty())
+    throw DistValueError("TDIST_TRANSPORTS=" + list + " names no transport that can be used (known: shm, tcp" +
+                         std::string(shm_enabled() ? "" : "; shm is off by TDIST_SHM=0") + ")");
+  return order;
+}
+
+}  // namespace tdist

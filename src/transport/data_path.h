@@ -1,0 +1,94 @@
+// The seam between the process's mesh of peers and the ways bytes reach a
+// peer. The mesh (transport/tcp/) keeps one authenticated socket to every
+// peer: the control channel, which carries the set-up, doorbells and give-up
+// notices, and which tells when a peer is gone. A peer's messages travel over
+// the first entry of TDIST_TRANSPORTS (an ordered list, "shm,tcp" by
+// default) that reaches it:
+//   shm  a pair of shared-memory rings (transport/shm/), for a peer on this host;
+//   tcp  the control socket itself, for any peer.
+// A new way (RDMA, say) is another DataPath, set up over the control socket
+// like the rings (see TcpTransport::attach_data_paths) and named in the list.
+// Matching, progress, deadlines and blame stay with the mesh: a path frames
+// bytes and hands each message to the mesh as it arrives.
+#pragma once
+
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/request.h"
+#include "transport/wire.h"
+
+namespace tdist {
+
+// A message buffered by the mesh because no receive was posted for it yet
+// (defined by the mesh).
+struct BufferedMessage;
+
+// Where the message that is arriving from a peer goes: a posted receive, a
+// buffer of the mesh, or nowhere (its payload is discarded). A path keeps
+// one per direction it receives on and hands it back at the end.
+struct MessageSlot {
+  std::shared_ptr<Request> request;
+  std::shared_ptr<BufferedMessage> buffered;
+};
+
+// What the mesh does for a path.
+class PathHost {
+ public:
+  // A header arrived from `peer`: matches it with a posted receive or buffers
+  // it. Returns where its payload goes (nullptr: discard it). With the mesh's
+  // receive lock held (whoever makes progress).
+  virtual char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) = 0;
+  // Its last byte arrived: completes the receive or marks the buffer whole.
+  virtual void end_message(int peer, MessageSlot& slot) = 0;
+  // The peer broke the path's protocol: fails the peer.
+  virtual void path_failed(int peer, std::exception_ptr error) = 0;
+  // Wakes the peer over the control socket (it sleeps in epoll): with the
+  // peer's send lock held, or taking it.
+  virtual void doorbell_locked(int peer) = 0;
+  virtual void doorbell(int peer) = 0;
+  virtual std::string describe_peer(int peer) const = 0;
+
+ protected:
+  ~PathHost() = default;
+};
+
+// The data path to one peer, other than the control socket.
+class DataPath {
+ public:
+  virtual ~DataPath() = default;
+  virtual const char* name() const = 0;  // as in TDIST_TRANSPORTS
+
+  // Sending, with the peer's send lock held. A send completes when all of it
+  // is written (the peer may not have read it yet).
+  virtual void post_locked(std::shared_ptr<Request> request) = 0;
+  // Writes what waited for room.
+  virtual void flush_locked() = 0;
+  // Sends wait for room: read without the lock by whoever polls, which then
+  // takes the lock and flushes.
+  virtual bool backlog() const = 0;
+  // Fails every queued send (the peer failed, or the mesh aborted).
+  virtual void fail_sends_locked(const std::exception_ptr& error) = 0;
+  // Before sleeping with a backlog: asks the reader for a doorbell when it
+  // makes room. True when there is room already (do not sleep).
+  virtual bool prepare_sleep_locked() = 0;
+
+  // Receiving, by whoever makes progress (the mesh's receive lock held).
+  // Hands every message that arrived whole or in part to the host; true when
+  // anything moved.
+  virtual bool poll() = 0;
+  // Before sleeping: asks the writer for a doorbell when it writes. True when
+  // something arrived already (do not sleep).
+  virtual bool prepare_sleep() = 0;
+  // The message being received, if any (abort fails its receive).
+  virtual MessageSlot& incoming() = 0;
+};
+
+// TDIST_TRANSPORTS: the names in order; DistValueError naming the entry for
+// an unknown name, a repeated one or an empty list.
+std::vector<std::string> data_path_order();
+
+}  // namespace tdist
