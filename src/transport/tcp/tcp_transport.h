@@ -1,19 +1,20 @@
 // The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY), the
 // control channel to every peer. A peer's messages go over the first data
 // path of TDIST_TRANSPORTS that reaches it (transport/data_path.h): the
-// shared-memory rings of transport/shm/ for a peer on this host, or the
-// socket itself (its socket then carries only doorbells and abort notices). The default group
-// makes one per process; every other group is a Communicator over it
-// (transport/communicator.h), its messages told apart by the communicator id
-// in their headers: receives match on (communicator, peer, tag). Sends are written
-// straight from the caller when there is room; receives land directly in the
-// posted buffer when the receive was posted before the message arrived,
-// otherwise in an "unexpected" buffer that a later receive copies from; large
-// socket messages wait for their receive (rendezvous), so they always land
-// straight in the posted buffer.
+// shared-memory rings of transport/shm/ for a peer on this host (its socket
+// then carries only doorbells and abort notices), or the socket itself. The
+// default group makes one per process; every other group is a Communicator
+// over it (transport/communicator.h), its messages told apart by the
+// communicator id in their headers: receives match on (communicator, peer,
+// tag), whichever path a message came by. Sends are written straight from
+// the caller when there is room; receives land directly in the posted buffer
+// when the receive was posted before the message arrived, otherwise in an
+// "unexpected" buffer that a later receive copies from; large socket messages
+// wait for their receive (rendezvous), so they always land straight in the
+// posted buffer.
 //
-// Progress is driven by the waiting thread itself: wait() polls the rings
-// and sockets for a short spin and then blocks in epoll, so a reply reaches
+// Progress is driven by the waiting thread itself: wait() polls the data
+// paths and sockets for a short spin and then blocks in epoll, so a reply reaches
 // the thread that waits for it with at most one wake-up. A background thread
 // makes progress only while nobody waits (asynchronous requests, liveness).
 #pragma once
