@@ -86,6 +86,14 @@ std::string_view pick_all_reduce(const Shape& s) {
   return "ring";
 }
 
+// Hosts of different sizes cut the buffer differently, so only the leader
+// path fits them; it also sends the fewest messages between hosts, which
+// wins for few bytes (docs/algorithms.md).
+std::string_view pick_hierarchical_all_reduce(const Shape& s, bool uniform) {
+  if (!uniform || s.count < static_cast<size_t>(s.ranks_per_host) || s.bytes < 64 * KiB) return "leader";
+  return "split";
+}
+
 // One host: the tree makes the fewest copies; across hosts the chain keeps
 // every link busy (docs/algorithms.md).
 std::string_view pick_broadcast(const Shape& s) {

@@ -95,34 +95,84 @@ class P2PWork final : public PendingWork {
 // reused within a job, so a late message of a destroyed group can never
 // match a later one's receive) and tells the others through the group's
 // store; the last reader deletes the keys.
-uint32_t TdistBackend::agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout) {
-  constexpr const char* kKey = "comm_id";
-  constexpr const char* kReadKey = "comm_id_read";
+uint32_t TdistBackend::agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout,
+                                     const std::string& key, int count) {
+  const std::string read_key = key + "_read";
   if (rank == 0) {
-    const int64_t id = links_store.add("comm_ids", 1);
-    if (id <= 0 || id > int64_t{UINT32_MAX})
-      throw DistBackendError("the store's communicator counter 'comm_ids' holds " + std::to_string(id) +
+    const int64_t last = links_store.add("comm_ids", count);
+    const int64_t first = last - count + 1;
+    if (first <= 0 || last > int64_t{UINT32_MAX})
+      throw DistBackendError("the store's communicator counter 'comm_ids' holds " + std::to_string(last) +
                              ", outside 1..2^32-1");
-    if (size > 1) group_store.set(kKey, std::to_string(id));
-    return static_cast<uint32_t>(id);
+    if (size > 1) group_store.set(key, std::to_string(first));
+    return static_cast<uint32_t>(first);
   }
-  group_store.wait({kKey}, timeout);
-  const std::string text = group_store.get(kKey);
+  group_store.wait({key}, timeout);
+  const std::string text = group_store.get(key);
   uint32_t id = 0;
   try {
     id = static_cast<uint32_t>(std::stoul(text));
   } catch (const std::exception&) {
-    throw DistBackendError("the store's key '" + std::string(kKey) + "' holds '" + text + "', not a communicator id");
+    throw DistBackendError("the store's key '" + key + "' holds '" + text + "', not a communicator id");
   }
-  if (group_store.add(kReadKey, 1) == size - 1) {
+  if (group_store.add(read_key, 1) == size - 1) {
     try {
-      group_store.delete_key(kKey);
-      group_store.delete_key(kReadKey);
+      group_store.delete_key(key);
+      group_store.delete_key(read_key);
     } catch (const DistError&) {
       // FileStore cannot delete: its keys stay, as torch's do.
     }
   }
   return id;
+}
+
+// Two communicators per rank over the shared connections: the ranks of its
+// host, and the ranks of its local index on every host. Their ids come in one
+// block: one per host, then one per local index.
+void TdistBackend::setup_hierarchy(const std::shared_ptr<Store>& store, const std::vector<int>& globals,
+                                   Millis timeout) {
+  const std::vector<std::vector<int>> hosts = ranks_by_host(*state_->transport);
+  const int rank = state_->transport->rank();
+  size_t my_host = 0, widest = 0;
+  int my_index = 0;
+  bool uniform = true;
+  for (size_t h = 0; h < hosts.size(); ++h) {
+    widest = std::max(widest, hosts[h].size());
+    uniform = uniform && hosts[h].size() == hosts[0].size();
+    auto at = std::find(hosts[h].begin(), hosts[h].end(), rank);
+    if (at != hosts[h].end()) {
+      my_host = h;
+      my_index = static_cast<int>(at - hosts[h].begin());
+    }
+  }
+  const uint32_t first = agree_comm_id(*store, *state_->links->store, rank, size(), timeout, "hierarchy_comm_id",
+                                       static_cast<int>(hosts.size() + widest));
+  std::vector<int> local_links, cross_links;
+  for (int r : hosts[my_host]) local_links.push_back(globals[r]);
+  int cross_rank = 0;
+  for (const auto& members : hosts) {
+    if (members.size() <= static_cast<size_t>(my_index)) continue;
+    if (members[my_index] == rank) cross_rank = static_cast<int>(cross_links.size());
+    cross_links.push_back(globals[members[my_index]]);
+  }
+  auto h = std::make_unique<State::Hierarchy>();
+  const auto& shared = state_->links->transport;
+  h->local = std::make_shared<Communicator>(shared, first + static_cast<uint32_t>(my_host), local_links, my_index);
+  h->cross = std::make_shared<Communicator>(shared, first + static_cast<uint32_t>(hosts.size() + my_index),
+                                            cross_links, cross_rank);
+  PrefixStore host_store("hierarchy/host" + std::to_string(my_host) + "/", store);
+  h->arena = shm_engine::Arena::setup(host_store, *h->local, state_->label + " (inside its host)", local_links,
+                                      timeout);
+  if (h->arena) h->shm_engine = make_shm_engine(*h->arena);
+  HostSplit split;
+  split.local = h->local;
+  split.cross = h->cross;
+  split.local_engine = h->shm_engine ? h->shm_engine.get() : &transport_engine();
+  split.uniform = uniform;
+  split.local_placement = Placement{1, static_cast<int>(local_links.size())};
+  split.cross_placement = Placement{static_cast<int>(cross_links.size()), 1};
+  h->engine = make_hierarchical_engine(std::move(split));
+  state_->hierarchy = std::move(h);
 }
 
 void TdistBackend::SharedLinks::note_failure(const std::exception_ptr& e) {
@@ -160,6 +210,7 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
   if (links) links->note_failure(e);
   // Make the peers see it now rather than at their own deadline.
   if (arena) arena->abort(label + ": " + error_message(e));
+  if (hierarchy && hierarchy->arena) hierarchy->arena->abort(label + ": " + error_message(e));
   transport->abort(e);
 }
 
@@ -198,7 +249,12 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->forced = read_forced_algorithms();
   if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
   state_->placement = placement_of(*state_->transport);
-  engines_ = GroupEngines{state_->shm_engine.get(), nullptr, state_->placement, size, &state_->forced};
+  auto hierarchical = get_env("TDIST_HIERARCHICAL");
+  if (state_->links && state_->placement.hosts > 1 && state_->placement.ranks_per_host > 1 &&
+      (!hierarchical || *hierarchical != "0"))
+    setup_hierarchy(store, globals, options.timeout);
+  engines_ = GroupEngines{state_->shm_engine.get(), state_->hierarchy ? state_->hierarchy->engine.get() : nullptr,
+                          state_->placement, size, &state_->forced};
   auto debug = get_env("TDIST_DEBUG");
   debug_detail_ = debug && *debug == "DETAIL";
 }
@@ -212,9 +268,14 @@ void TdistBackend::shutdown() {
   // own transport is aborted; a communicator closes alone when nothing of its
   // group is under way, and otherwise aborts the shared transport (a receive
   // under way could write into a buffer its owner frees).
+  if (state_->hierarchy) {
+    state_->hierarchy->local->close(err);
+    state_->hierarchy->cross->close(err);
+  }
   if (state_->transport) state_->transport->close(err);
   // An arena wait notices the abort at its next check; wake it for that now.
   if (state_->arena) state_->arena->wake_all();
+  if (state_->hierarchy && state_->hierarchy->arena) state_->hierarchy->arena->wake_all();
   queue_.stop(err);
 }
 

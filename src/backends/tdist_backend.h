@@ -56,6 +56,9 @@ class TdistBackend final : public Backend {
                                           const AllToAllOptions& opts) override;
   std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
   void shutdown() override;
+  // The engine that runs `code`'s collective of `bytes` in this group ("transport",
+  // "shm", "hierarchical"): for tests and diagnostics.
+  const char* engine_name(OpCode code, size_t bytes) const { return engine_for(code, bytes)->name(); }
 
   // The default group's connections, shared by every group made from it.
   struct SharedLinks {
@@ -83,6 +86,16 @@ class TdistBackend final : public Backend {
     std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
     ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
     Placement placement;                  // hosts and ranks per host, counted when the group was created
+    // A group that spans hosts with several ranks on some: the communicators
+    // inside this host and among the hosts, this host's segment, and the
+    // hierarchical engine over them (engines/hierarchical_engine.cpp).
+    struct Hierarchy {
+      std::shared_ptr<Transport> local, cross;
+      std::unique_ptr<shm_engine::Arena> arena;  // null: a host of one rank, or no shared memory
+      std::unique_ptr<Engine> shm_engine;
+      std::unique_ptr<Engine> engine;
+    };
+    std::unique_ptr<Hierarchy> hierarchy;
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
     std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock
@@ -117,7 +130,12 @@ class TdistBackend final : public Backend {
   Engine* engine_for(OpCode code, size_t bytes) const { return &engines_.pick(code, bytes); }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
-  static uint32_t agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout);
+  // The first of `count` new communicator ids, the same on every member
+  // (`key`: the group store's key that carries it).
+  static uint32_t agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout,
+                                const std::string& key = "comm_id", int count = 1);
+  // Sets up state_->hierarchy (a group over shared connections that spans hosts).
+  void setup_hierarchy(const std::shared_ptr<Store>& store, const std::vector<int>& globals, Millis timeout);
   // Checks the group; returns the operation's sequence number.
   uint64_t start_point_to_point(bool is_send);
 

@@ -44,11 +44,26 @@ Engine& transport_engine();
 // The collectives of a group's shared-memory segment.
 std::unique_ptr<Engine> make_shm_engine(shm_engine::Arena& arena);
 
+// The group's ranks by host: one list per host (in order of each host's
+// lowest rank), each in rank order. Alike on every rank.
+std::vector<std::vector<int>> ranks_by_host(const Transport& transport);
+
+// A group that spans hosts, as this rank's hierarchical engine sees it.
+struct HostSplit {
+  std::shared_ptr<Transport> local;  // the group's ranks on this host, in group order
+  std::shared_ptr<Transport> cross;  // the rank of this local index on every host that has one, in host order
+  Engine* local_engine = nullptr;    // runs the steps inside the host: shared memory, or the transport engine
+  bool uniform = false;              // every host holds as many of the group's ranks
+  Placement local_placement;         // one host
+  Placement cross_placement;         // one rank per host
+};
+std::unique_ptr<Engine> make_hierarchical_engine(HostSplit split);
+
 // The engines of one group and what the selector needs to choose among
 // them at each call (algorithms/selector.h, pick_engine).
 struct GroupEngines {
   Engine* shm = nullptr;           // the group's shared-memory engine, if it has one
-  Engine* hierarchical = nullptr;  // none yet (issue 17)
+  Engine* hierarchical = nullptr;  // the group's hierarchical engine, if it spans hosts
   Placement placement;             // where the group's ranks run
   int size = 1;
   const ForcedAlgorithms* forced = nullptr;  // TDIST_ALGO_*, by OpCode

@@ -84,6 +84,11 @@ constexpr std::array kSettings{
                 "that reaches it (shm: shared-memory rings, peers on this host only; tcp: the socket, any "
                 "peer). A peer that none reaches fails the set-up, naming it.",
                 "transport"},
+    SettingInfo{"TDIST_HOST_ID", "text", "unset", nullptr,
+                "This process's host as the ranks see it (NCCL_HOSTID's role): ranks with one id count as one "
+                "host; unset: hostname, boot id and network namespace. For tests that emulate hosts on one "
+                "machine.",
+                "transport"},
     SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
                 "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
     SettingInfo{"TDIST_SHARE_CONNECTIONS", "bool", "1", nullptr,
@@ -102,6 +107,10 @@ constexpr std::array kSettings{
                 "Copies from this size on use streaming stores; 0 or less: never.", "engines"},
     SettingInfo{"TDIST_HOME_CPU", "bool", "1", nullptr,
                 "Keeps each rank's waits on a home CPU chosen from LOCAL_RANK; 0: leave placement to the kernel.",
+                "engines"},
+    SettingInfo{"TDIST_HIERARCHICAL", "bool", "1", nullptr,
+                "0: a group that spans hosts runs its collectives over the transport alone, flat, instead "
+                "of in steps inside each host and among hosts.",
                 "engines"},
     SettingInfo{"TDIST_ALGO_SEGMENT_BYTES", "bytes", "per algorithm (256 KiB to 4 MiB)", nullptr,
                 "Segment size of the pipelined algorithms (ring, chain).", "engines"},
