@@ -1,9 +1,13 @@
 #!/bin/bash
 # Runs tdist-bench on two emulated hosts: network namespaces tdist-h0 and
-# tdist-h1 joined by a veth pair (10.77.0.1 and .2), one rank in each, so
-# that the ranks talk TCP over a link as on two machines (no shared memory).
+# tdist-h1 joined by a veth pair (10.77.0.1 and .2), one rank in each (or
+# --per-host N), so that the ranks of different hosts talk TCP over a link as
+# on two machines, and the ranks of one host share memory.
 #
-#   bench/two_hosts.sh [--flow-cap RATE] [--build-dir DIR] [ENV=VALUE ...] -- tdist-bench args
+#   bench/two_hosts.sh [--per-host N] [--rate RATE] [--flow-cap RATE] [--build-dir DIR] [ENV=VALUE ...] -- tdist-bench args
+#
+# --rate RATE shapes each host's link, both ways (tc tbf, e.g. 2gbit): the
+# link of a small cluster (issue 17 measures at 2 Gbit/s).
 #
 # --flow-cap RATE caps every TCP connection at RATE (tc htb, e.g. 500mbit),
 # the way some clouds cap a single flow, leaving the link itself uncapped:
@@ -14,10 +18,12 @@
 #   e.g. bench/two_hosts.sh --flow-cap 500mbit TDIST_SOCKETS_PER_PEER=2 -- -t broadcast -b 1M -e 16M
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=build-compare cap="" envs=()
+build=build-compare cap="" rate="" per_host=1 envs=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do
   case "$1" in
     --flow-cap) cap=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --per-host) per_host=$2; shift 2 ;;
     --build-dir) build=$2; shift 2 ;;
     *=*) envs+=("$1"); shift ;;
     *) echo "two_hosts.sh: unknown option $1 (see the header of this script)" >&2; exit 2 ;;
@@ -39,6 +45,11 @@ for i in 0 1; do
   ip -n tdist-h$i link set tdist-v$i up
   ip -n tdist-h$i link set lo up
 done
+if [ -n "$rate" ]; then
+  for i in 0 1; do
+    ip netns exec tdist-h$i tc qdisc add dev tdist-v$i root tbf rate "$rate" burst 256kb latency 5ms
+  done
+fi
 if [ -n "$cap" ]; then
   # Leaving h0 the peer's ephemeral port is the destination, leaving h1 the source.
   for side in "0 dport" "1 sport"; do
@@ -55,7 +66,7 @@ fi
 port=$((20000 + RANDOM % 20000))
 run() {
   ip netns exec tdist-h$1 env TDIST_SOCKET_IFNAME=tdist-v$1 ${envs[@]+"${envs[@]}"} "$bin/tdistrun" --nnodes 2 \
-    --node-rank "$1" --nproc-per-node 1 --master-addr 10.77.0.1 --master-port $port --no-prefix "$bin/tdist-bench" "${@:2}"
+    --node-rank "$1" --nproc-per-node "$per_host" --master-addr 10.77.0.1 --master-port $port --no-prefix "$bin/tdist-bench" "${@:2}"
 }
 run 1 "$@" >/dev/null &
 run 0 "$@"
