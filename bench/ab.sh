@@ -6,10 +6,11 @@
 #
 # DIR is a build directory holding bin/tdist-bench and bin/tdistrun (build both
 # the same way, e.g. -DCMAKE_BUILD_TYPE=Release). For each scenario, each
-# repeat runs the before build and then the after build on the same sizes (so
-# both meet the machine in the same state); each cell is the median of the
-# repeats' times, and the table prints after/before: above 1 is slower. Cells
-# more than --limit slower are marked "<-" and counted at the end.
+# repeat runs every collective with the before build and at once with the
+# after build on the same sizes (so both meet the machine in the same state);
+# each cell is the median over the repeats of after/before of such a pair:
+# above 1 is slower. Cells more than --limit slower are marked "<-" and
+# counted at the end.
 #
 # Scenarios (as bench/compare.sh):
 #   a  2 ranks, default transports (shared memory within the host)
@@ -59,21 +60,27 @@ out=$(mktemp -d /tmp/tdist-ab.XXXXXX)
 echo "before: $before   after: $after   repeats: $repeat   raw CSV: $out"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-run_one() {  # build scenario repeat
-  local dir=$1 sc=$2 k=$3 np=2 env=()
+run_one() {  # build scenario repeat collective
+  local dir=$1 sc=$2 k=$3 coll=$4 np=2 env=()
   case "$sc" in
     a) ;;
     b) np=4 ;;
     c) env=(TDIST_SHM=0) ;;
   esac
+  local name="$out/$sc-$(basename "$dir")-$k-$coll"
   env "${env[@]}" timeout 900 "$dir/bin/tdistrun" --no-prefix --nproc-per-node "$np" "$dir/bin/tdist-bench" \
-    -t "$colls" --sizes "$sizes" -n "$iters" -w "$warmup" --place both --csv > "$out/$sc-$(basename "$dir")-$k.csv" 2> "$out/$sc-$(basename "$dir")-$k.err"
+    -t "$coll" --sizes "$sizes" -n "$iters" -w "$warmup" --place both --csv > "$name.csv" 2> "$name.err"
 }
 
+# One collective at a time, the before build then the after build: the two
+# runs of a pair are seconds apart, so the machine's slow swings (a 2-core VM's
+# small-size times drift by 2x over minutes) hit both alike.
 for sc in ${scenarios//,/ }; do
   for k in $(seq 1 "$repeat"); do
-    run_one "$before" "$sc" "$k" || echo "scenario $sc, repeat $k: the before build failed (see $out)"
-    run_one "$after" "$sc" "$k" || echo "scenario $sc, repeat $k: the after build failed (see $out)"
+    for coll in ${colls//,/ }; do
+      run_one "$before" "$sc" "$k" "$coll" || echo "scenario $sc, repeat $k, $coll: the before build failed (see $out)"
+      run_one "$after" "$sc" "$k" "$coll" || echo "scenario $sc, repeat $k, $coll: the after build failed (see $out)"
+    done
   done
 done
 
@@ -82,26 +89,32 @@ import csv, glob, os, statistics, sys
 out, before, after, scenarios, limit = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4].split(','), float(sys.argv[5])
 names = {'a': '2 ranks, shared memory', 'b': '4 ranks', 'c': '2 ranks, TCP only'}
 def load(sc, build):
+    # (collective, size) -> {repeat: time}
     cells = {}
     for f in glob.glob(os.path.join(out, f'{sc}-{os.path.basename(build)}-*.csv')):
+        k = os.path.basename(f)[len(f'{sc}-{os.path.basename(build)}-'):].split('-')[0]
         for row in csv.DictReader(open(f)):
             t = row.get('ip_time_us') or row.get('oop_time_us')
             if t:
-                cells.setdefault((row['collective'], int(row['size'])), []).append(float(t))
-    return {k: statistics.median(v) for k, v in cells.items()}
+                cells.setdefault((row['collective'], int(row['size'])), {})[k] = float(t)
+    return cells
+def ratio(b, a):
+    # The median of the pairs' ratios: each pair ran back to back.
+    pairs = [a[k] / b[k] for k in b if k in a and b[k] > 0]
+    return statistics.median(pairs) if pairs else None
 slower = total = 0
 worst = (0, None)
 for sc in scenarios:
     b, a = load(sc, before), load(sc, after)
     colls = sorted({c for c, _ in b} | {c for c, _ in a})
     sizes = sorted({s for _, s in b} | {s for _, s in a})
-    print(f'\nscenario {sc}: {names.get(sc, sc)}: after/before time, median of each (above 1: slower)')
+    print(f'\nscenario {sc}: {names.get(sc, sc)}: after/before time, median of the pairs (above 1: slower)')
     print('size'.rjust(10) + ''.join(c[:14].rjust(15) for c in colls))
     for s in sizes:
         line = str(s).rjust(10)
         for c in colls:
-            if (c, s) in b and (c, s) in a and b[(c, s)] > 0:
-                r = a[(c, s)] / b[(c, s)]
+            r = ratio(b[(c, s)], a[(c, s)]) if (c, s) in b and (c, s) in a else None
+            if r is not None:
                 total += 1
                 mark = ' <-' if r > limit else '   '
                 slower += r > limit
