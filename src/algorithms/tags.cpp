@@ -15,6 +15,7 @@ const char* op_code_name(uint64_t tag) {
     case OpCode::AllToAll: return "all_to_all";
     case OpCode::MonitoredBarrier: return "monitored_barrier";
     case OpCode::Fingerprint: return "collective check";
+    case OpCode::HostStep: return "step of a hierarchical collective";
   }
   return "unknown collective";
 }

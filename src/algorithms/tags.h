@@ -33,6 +33,10 @@ enum class OpCode : uint8_t {
   AllToAll = 9,
   MonitoredBarrier = 10,
   Fingerprint = 11,  // the TDIST_DEBUG=DETAIL check before a collective
+  // A step of a hierarchical collective (engines/hierarchical_engine.cpp), on
+  // the communicators inside a host or among hosts: the signature field holds
+  // the step's number, so consecutive steps never share a tag.
+  HostStep = 12,
 };
 
 // One collective call: its operation and the arguments every rank must agree

@@ -165,6 +165,8 @@ void TdistBackend::setup_hierarchy(const std::shared_ptr<Store>& store, const st
                                       timeout);
   if (h->arena) h->shm_engine = make_shm_engine(*h->arena);
   HostSplit split;
+  split.hosts = hosts;
+  split.host = static_cast<int>(my_host);
   split.local = h->local;
   split.cross = h->cross;
   split.local_engine = h->shm_engine ? h->shm_engine.get() : &transport_engine();

@@ -50,6 +50,8 @@ std::vector<std::vector<int>> ranks_by_host(const Transport& transport);
 
 // A group that spans hosts, as this rank's hierarchical engine sees it.
 struct HostSplit {
+  std::vector<std::vector<int>> hosts;  // ranks_by_host() of the group
+  int host = 0;                         // this rank's host: an index into `hosts`
   std::shared_ptr<Transport> local;  // the group's ranks on this host, in group order
   std::shared_ptr<Transport> cross;  // the rank of this local index on every host that has one, in host order
   Engine* local_engine = nullptr;    // runs the steps inside the host: shared memory, or the transport engine

@@ -1,11 +1,14 @@
 // The hierarchical engine: collectives of a group that spans hosts with
-// several of its ranks on some, as a step inside each host (shared memory),
-// a step among hosts, and a step inside each host again (MPICH's SMP
-// all_reduce, Open MPI's HAN). docs/algorithms.md gives the cost of each.
+// several of its ranks on some, as steps inside each host (shared memory)
+// and among hosts (MPICH's SMP collectives, Open MPI's HAN). Where the hosts
+// hold as many ranks each, every rank of a host carries its share across at
+// once, so a host's link and cores work together. docs/algorithms.md gives
+// the cost of each.
 #include <algorithm>
 #include <map>
 #include <string>
 
+#include "algorithms/scratch.h"
 #include "algorithms/selector.h"
 #include "engines/engine.h"
 
@@ -24,13 +27,8 @@ std::vector<std::vector<int>> ranks_by_host(const Transport& transport) {
 
 namespace {
 
-// A context for one step of a hierarchical operation: over `transport`,
-// tagged as `code` of the operation's sequence number (each step its own
-// tag, so the out-of-step check between consecutive steps holds as between
-// consecutive collectives).
-CollectiveContext step_context(CollectiveContext& ctx, Transport& transport, OpCode code, const Placement& where) {
-  const uint64_t tag = collective_tag(code, sequence_of(ctx.tag), signature_of(ctx.tag));
-  return CollectiveContext{transport, tag, ctx.deadline, ctx.forced, &where};
+bool equal_sizes(const std::vector<Tensor>& list) {
+  return std::all_of(list.begin(), list.end(), [&](const Tensor& t) { return t.nbytes() == list[0].nbytes(); });
 }
 
 class HierarchicalEngine final : public Engine {
@@ -39,71 +37,134 @@ class HierarchicalEngine final : public Engine {
   const char* name() const override { return "hierarchical"; }
 
   void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override {
-    const bool integer_avg = op == ReduceOp::AVG && !is_floating(t.dtype()) && !is_complex(t.dtype());
-    // AVG composes (an average of equal-sized hosts' averages) only with one
-    // host size, and exactly only for floating types.
-    if (op == ReduceOp::AVG && (!s_.uniform || integer_avg)) {
+    if (!composes(op, t.dtype())) {
       transport_engine().all_reduce(ctx, t, op);
       return;
     }
-    // PREMUL_SUM multiplies each input once: inside the host; the sums after that are plain.
-    const ReduceOp outer = op.kind() == ReduceOp::PREMUL_SUM ? ReduceOp(ReduceOp::SUM) : op;
+    const ReduceOp outer = across(op);
     const int local_n = s_.local->size(), me = s_.local->rank();
     const size_t count = static_cast<size_t>(t.numel());
-    const Shape shape = shape_of(ctx, t.nbytes(), count);
-    if (pick_hierarchical_all_reduce(shape, s_.uniform) == "leader") {
+    if (pick_hierarchical_all_reduce(shape_of(ctx, t.nbytes(), count), s_.uniform) == "leader") {
       // Few bytes: one rank per host carries the host's sum across.
-      auto in_host = step_context(ctx, *s_.local, OpCode::Reduce, s_.local_placement);
+      auto in_host = local(ctx, 0);
       s_.local_engine->reduce(in_host, t, 0, op);
       if (me == 0) {
-        auto among = step_context(ctx, *s_.cross, OpCode::AllReduce, s_.cross_placement);
+        auto among = cross(ctx, 1);
         transport_engine().all_reduce(among, t, outer);
       }
-      auto back = step_context(ctx, *s_.local, OpCode::Broadcast, s_.local_placement);
+      auto back = local(ctx, 2);
       s_.local_engine->broadcast(back, t, 0);
       return;
     }
     // Every rank of a host carries 1/local_n of it across, all at once:
     // reduce-scatter inside the host, all-reduce of each block among the
     // hosts' ranks of one local index, all-gather inside the host.
-    std::vector<Tensor> blocks;
-    blocks.reserve(local_n);
-    const size_t base = count / local_n, extra = count % local_n;
-    for (int i = 0, at = 0; i < local_n; ++i) {
-      const size_t len = base + (static_cast<size_t>(i) < extra ? 1 : 0);
-      blocks.push_back(t.slice(at, static_cast<int64_t>(len)));
-      at += static_cast<int>(len);
-    }
-    auto scatter = step_context(ctx, *s_.local, OpCode::ReduceScatter, s_.local_placement);
+    std::vector<Tensor> blocks = cut(t, local_n);
+    auto scatter = local(ctx, 0);
     s_.local_engine->reduce_scatter(scatter, blocks[me], blocks, op);
-    auto among = step_context(ctx, *s_.cross, OpCode::AllReduce, s_.cross_placement);
+    auto among = cross(ctx, 1);
     transport_engine().all_reduce(among, blocks[me], outer);
-    auto gather = step_context(ctx, *s_.local, OpCode::AllGather, s_.local_placement);
+    auto gather = local(ctx, 2);
     s_.local_engine->all_gather(gather, blocks, blocks[me]);
   }
 
   // Every rank arrives in its host; one rank per host meets the others'; the
   // hosts' ranks leave when theirs returns.
   void barrier(CollectiveContext& ctx) override {
-    auto arrive = step_context(ctx, *s_.local, OpCode::Barrier, s_.local_placement);
+    auto arrive = local(ctx, 0);
     s_.local_engine->barrier(arrive);
     if (s_.local->rank() == 0) {
-      auto among = step_context(ctx, *s_.cross, OpCode::Barrier, s_.cross_placement);
+      auto among = cross(ctx, 1);
       barrier_dissemination(among);
     }
-    auto leave = step_context(ctx, *s_.local, OpCode::MonitoredBarrier, s_.local_placement);
+    auto leave = local(ctx, 2);
     s_.local_engine->barrier(leave);
   }
 
-  // Not hierarchical yet: the transport engine's algorithms over the whole group.
+  // The root's host first has it all (inside the host), then each of its
+  // ranks sends its block to the ranks of its local index on the other hosts,
+  // which put the blocks together inside their hosts. Hosts of different
+  // sizes: the root's host's first rank sends the whole buffer to the other
+  // hosts' first ranks instead.
   void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override {
-    transport_engine().broadcast(ctx, t, root);
+    const int root_host = host_of(root), me = s_.local->rank();
+    const size_t count = static_cast<size_t>(t.numel());
+    const bool split = s_.uniform && count >= static_cast<size_t>(s_.local->size()) && t.nbytes() >= kSplitBytes;
+    if (s_.host == root_host) {
+      auto in_host = local(ctx, 0);
+      s_.local_engine->broadcast(in_host, t, local_index(root));
+    }
+    if (!split) {
+      if (me == 0) {
+        auto among = cross(ctx, 1);
+        transport_engine().broadcast(among, t, root_host);
+      }
+      if (s_.host != root_host) {
+        auto out = local(ctx, 2);
+        s_.local_engine->broadcast(out, t, 0);
+      }
+      return;
+    }
+    std::vector<Tensor> blocks = cut(t, s_.local->size());
+    auto among = cross(ctx, 1);
+    transport_engine().broadcast(among, blocks[me], root_host);
+    if (s_.host != root_host) {
+      auto gather = local(ctx, 2);
+      s_.local_engine->all_gather(gather, blocks, blocks[me]);
+    }
   }
+
+  // Hosts of one size, blocks of one size: the blocks of this local index
+  // cross among the hosts first (every rank of a host at once, straight into
+  // their outputs), then each host's ranks share them, one host's blocks at a
+  // time.
+  void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
+    if (!s_.uniform || !equal_sizes(outputs)) {
+      transport_engine().all_gather(ctx, outputs, input);
+      return;
+    }
+    const int me = s_.local->rank();
+    std::vector<Tensor> mine;
+    for (const auto& members : s_.hosts) mine.push_back(outputs[members[me]]);
+    auto among = cross(ctx, 0);
+    transport_engine().all_gather(among, mine, input);
+    for (size_t h = 0; h < s_.hosts.size(); ++h) {
+      std::vector<Tensor> blocks;
+      for (int r : s_.hosts[h]) blocks.push_back(outputs[r]);
+      auto share = local(ctx, 1 + static_cast<uint32_t>(h));
+      s_.local_engine->all_gather(share, blocks, blocks[me]);
+    }
+  }
+
+  // Hosts of one size, blocks of one size: inside each host, one
+  // reduce-scatter per host's blocks leaves each rank its host's part of the
+  // block of its local index on every host; among the hosts, a reduce-scatter
+  // of those parts then gives each rank its own block.
+  void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                      ReduceOp op) override {
+    if (!s_.uniform || !equal_sizes(inputs) || !composes(op, output.dtype())) {
+      transport_engine().reduce_scatter(ctx, output, inputs, op);
+      return;
+    }
+    const size_t hosts = s_.hosts.size(), bytes = output.nbytes();
+    const int64_t count = output.numel();
+    Scratch partial(hosts * bytes);
+    std::vector<Tensor> parts;
+    for (size_t h = 0; h < hosts; ++h)
+      parts.push_back(Tensor(partial.get() + h * bytes, output.dtype(), {count}));
+    for (size_t h = 0; h < hosts; ++h) {
+      std::vector<Tensor> blocks;
+      for (int r : s_.hosts[h]) blocks.push_back(inputs[r]);
+      auto fold = local(ctx, static_cast<uint32_t>(h));
+      s_.local_engine->reduce_scatter(fold, parts[h], blocks, op);
+    }
+    auto among = cross(ctx, static_cast<uint32_t>(hosts));
+    transport_engine().reduce_scatter(among, output, parts, across(op));
+  }
+
+  // Not hierarchical yet: the transport engine's algorithms over the whole group.
   void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) override {
     transport_engine().reduce(ctx, t, root, op);
-  }
-  void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
-    transport_engine().all_gather(ctx, outputs, input);
   }
   void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) override {
     transport_engine().gather(ctx, outputs, input, root);
@@ -111,16 +172,57 @@ class HierarchicalEngine final : public Engine {
   void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) override {
     transport_engine().scatter(ctx, output, inputs, root);
   }
-  void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
-                      ReduceOp op) override {
-    transport_engine().reduce_scatter(ctx, output, inputs, op);
-  }
   void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                   const std::vector<Tensor>& inputs) override {
     transport_engine().all_to_all(ctx, outputs, inputs);
   }
 
  private:
+  // A broadcast splits its buffer among a host's ranks from this size.
+  static constexpr size_t kSplitBytes = 64 * 1024;
+
+  // Whether `op` can run in steps: AVG only as an average of equal-sized
+  // hosts' averages of a floating type (integers would truncate twice).
+  bool composes(ReduceOp op, DType dtype) const {
+    return op != ReduceOp::AVG || (s_.uniform && (is_floating(dtype) || is_complex(dtype)));
+  }
+  // The op among hosts: PREMUL_SUM multiplies each input once, inside the host.
+  static ReduceOp across(ReduceOp op) { return op.kind() == ReduceOp::PREMUL_SUM ? ReduceOp(ReduceOp::SUM) : op; }
+
+  // Contexts for the steps of one operation: each step its own tag (see
+  // OpCode::HostStep), so consecutive steps on one communicator never match
+  // each other's messages.
+  CollectiveContext local(CollectiveContext& ctx, uint32_t step) const {
+    return CollectiveContext{*s_.local, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.local_placement};
+  }
+  CollectiveContext cross(CollectiveContext& ctx, uint32_t step) const {
+    return CollectiveContext{*s_.cross, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.cross_placement};
+  }
+  static uint64_t step_tag_of(const CollectiveContext& ctx, uint32_t step) {
+    return collective_tag(OpCode::HostStep, sequence_of(ctx.tag), static_cast<uint16_t>(step));
+  }
+
+  int host_of(int rank) const {
+    for (size_t h = 0; h < s_.hosts.size(); ++h)
+      if (std::find(s_.hosts[h].begin(), s_.hosts[h].end(), rank) != s_.hosts[h].end()) return static_cast<int>(h);
+    return -1;
+  }
+  int local_index(int rank) const {
+    const auto& members = s_.hosts[host_of(rank)];
+    return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+  }
+  // n blocks of t's elements, the first count % n one element longer.
+  static std::vector<Tensor> cut(const Tensor& t, int n) {
+    std::vector<Tensor> blocks;
+    const size_t count = static_cast<size_t>(t.numel()), base = count / n, extra = count % n;
+    for (int i = 0, at = 0; i < n; ++i) {
+      const size_t len = base + (static_cast<size_t>(i) < extra ? 1 : 0);
+      blocks.push_back(t.slice(at, static_cast<int64_t>(len)));
+      at += static_cast<int>(len);
+    }
+    return blocks;
+  }
+
   HostSplit s_;
 };
 
