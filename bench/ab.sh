@@ -60,14 +60,14 @@ out=$(mktemp -d /tmp/tdist-ab.XXXXXX)
 echo "before: $before   after: $after   repeats: $repeat   raw CSV: $out"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
-run_one() {  # build scenario repeat collective
-  local dir=$1 sc=$2 k=$3 coll=$4 np=2 env=()
+run_one() {  # label build scenario repeat collective
+  local label=$1 dir=$2 sc=$3 k=$4 coll=$5 np=2 env=()
   case "$sc" in
     a) ;;
     b) np=4 ;;
     c) env=(TDIST_SHM=0) ;;
   esac
-  local name="$out/$sc-$(basename "$dir")-$k-$coll"
+  local name="$out/$sc-$label-$k-$coll"
   env "${env[@]}" timeout 900 "$dir/bin/tdistrun" --no-prefix --nproc-per-node "$np" "$dir/bin/tdist-bench" \
     -t "$coll" --sizes "$sizes" -n "$iters" -w "$warmup" --place both --csv > "$name.csv" 2> "$name.err"
 }
@@ -78,8 +78,8 @@ run_one() {  # build scenario repeat collective
 for sc in ${scenarios//,/ }; do
   for k in $(seq 1 "$repeat"); do
     for coll in ${colls//,/ }; do
-      run_one "$before" "$sc" "$k" "$coll" || echo "scenario $sc, repeat $k, $coll: the before build failed (see $out)"
-      run_one "$after" "$sc" "$k" "$coll" || echo "scenario $sc, repeat $k, $coll: the after build failed (see $out)"
+      run_one before "$before" "$sc" "$k" "$coll" || echo "scenario $sc, repeat $k, $coll: the before build failed (see $out)"
+      run_one after "$after" "$sc" "$k" "$coll" || echo "scenario $sc, repeat $k, $coll: the after build failed (see $out)"
     done
   done
 done
@@ -91,8 +91,8 @@ names = {'a': '2 ranks, shared memory', 'b': '4 ranks', 'c': '2 ranks, TCP only'
 def load(sc, build):
     # (collective, size) -> {repeat: time}
     cells = {}
-    for f in glob.glob(os.path.join(out, f'{sc}-{os.path.basename(build)}-*.csv')):
-        k = os.path.basename(f)[len(f'{sc}-{os.path.basename(build)}-'):].split('-')[0]
+    for f in glob.glob(os.path.join(out, f'{sc}-{build}-*.csv')):
+        k = os.path.basename(f)[len(f'{sc}-{build}-'):].split('-')[0]
         for row in csv.DictReader(open(f)):
             t = row.get('ip_time_us') or row.get('oop_time_us')
             if t:
@@ -105,7 +105,7 @@ def ratio(b, a):
 slower = total = 0
 worst = (0, None)
 for sc in scenarios:
-    b, a = load(sc, before), load(sc, after)
+    b, a = load(sc, 'before'), load(sc, 'after')
     colls = sorted({c for c, _ in b} | {c for c, _ in a})
     sizes = sorted({s for _, s in b} | {s for _, s in a})
     print(f'\nscenario {sc}: {names.get(sc, sc)}: after/before time, median of the pairs (above 1: slower)')

@@ -195,12 +195,12 @@ void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor
     invalid(g, op, "output " + output.str() + " and input " + input.str() + " differ in dtype");
   splits(g, output, opts.output_split_sizes, "output");
   splits(g, input, opts.input_split_sizes, "input");
-  auto outs = rows_of(output, opts.output_split_sizes, g.size());
-  auto ins = rows_of(input, opts.input_split_sizes, g.size());
-  if (outs[g.rank()].numel() != ins[g.rank()].numel())
-    invalid(g, op, "this rank's own input split (" + std::to_string(ins[g.rank()].numel()) +
-                       " elements) and output split (" + std::to_string(outs[g.rank()].numel()) +
-                       " elements) differ");
+  // Counted, not cut: cutting costs an allocation per part on every call.
+  const int64_t own_out = part_elements(output, opts.output_split_sizes, g.size(), g.rank());
+  const int64_t own_in = part_elements(input, opts.input_split_sizes, g.size(), g.rank());
+  if (own_out != own_in)
+    invalid(g, op, "this rank's own input split (" + std::to_string(own_in) + " elements) and output split (" +
+                       std::to_string(own_out) + " elements) differ");
   timeout(g, op, opts.timeout);
 }
 

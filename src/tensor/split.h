@@ -21,4 +21,7 @@ std::vector<Tensor> rows_of(const Tensor& t, const std::vector<int64_t>& splits,
 // The number of rows rows_of() counts in t.
 int64_t rows_in(const Tensor& t);
 
+// The elements of part i of rows_of(t, splits, n), without cutting t.
+int64_t part_elements(const Tensor& t, const std::vector<int64_t>& splits, int n, int i);
+
 }  // namespace tdist
