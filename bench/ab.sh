@@ -24,14 +24,15 @@
 #   --repeat K         runs per build and scenario, alternating [3]
 #   --scenarios LIST   any of a,b,c [a,b,c]
 #   --limit F          the slowdown that counts as a regression [1.05]
-#   -n, -w N           timed and warm-up iterations per size, as tdist-bench [20000, 200];
-#                      sizes x iterations stay under 1 GiB (tdist-bench -C)
+#   -n, -w N           timed and warm-up iterations per size, as tdist-bench [20000, 200]
+#   -C, --cap SIZE     sizes x iterations stay under SIZE (tdist-bench -C) [1G]: a
+#                      larger cap gives large sizes more iterations, and less noise
 #                      (tdist-bench's own default of 20 leaves one context switch
 #                      in a small size's mean: runs of one build then differ by 2x)
 #   -h, --help         this text
 set -uo pipefail
 
-iters=20000 warmup=200 before="" after="" sizes="8,512,8K,64K,1M,4M,16M,64M" repeat=3 scenarios="a,b,c" limit=1.05
+iters=20000 warmup=200 cap=1G before="" after="" sizes="8,512,8K,64K,1M,4M,16M,64M" repeat=3 scenarios="a,b,c" limit=1.05
 colls="all_reduce,broadcast,reduce,all_gather,reduce_scatter,all_to_all,sendrecv"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -44,6 +45,7 @@ while [ $# -gt 0 ]; do
     --scenarios) scenarios=$2; shift 2 ;;
     --limit) limit=$2; shift 2 ;;
     -n) iters=$2; shift 2 ;;
+    -C|--cap) cap=$2; shift 2 ;;
     -w) warmup=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench/ab.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -69,7 +71,7 @@ run_one() {  # label build scenario repeat collective
   esac
   local name="$out/$sc-$label-$k-$coll"
   env "${env[@]}" timeout 900 "$dir/bin/tdistrun" --no-prefix --nproc-per-node "$np" "$dir/bin/tdist-bench" \
-    -t "$coll" --sizes "$sizes" -n "$iters" -w "$warmup" --place both --csv > "$name.csv" 2> "$name.err"
+    -t "$coll" --sizes "$sizes" -n "$iters" -w "$warmup" -C "$cap" --place both --csv > "$name.csv" 2> "$name.err"
 }
 
 # One collective at a time, the before build then the after build: the two
