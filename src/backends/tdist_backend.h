@@ -1,6 +1,7 @@
 // The "tdist" backend: CPU tensors. Point-to-point goes over the transport;
-// each collective runs in the engine the group picked for it when it was made
-// (src/engines: the shared-memory engine when every rank is on this host,
+// each collective runs in the engine the selector picks for its call
+// (src/engines: the shared-memory engine when every rank is on this host, the
+// hierarchical engine when the group spans hosts with several ranks on some,
 // else the transport engine's algorithms).
 #pragma once
 
