@@ -89,6 +89,15 @@ constexpr std::array kSettings{
                 "host; unset: hostname, boot id and network namespace. For tests that emulate hosts on one "
                 "machine.",
                 "transport"},
+    SettingInfo{"TDIST_TCP_SLICE_BYTES", "bytes", "512 KiB to peers on other hosts, else 0", nullptr,
+                "The largest frame of a large message's data on a peer's socket (0: one frame), so that the "
+                "peer's own announcements pass between frames and both directions stream at once. Set, it "
+                "applies to every socket (on loopback frames cost 1.5-2.5x from 1 MiB).",
+                "transport"},
+    SettingInfo{"TDIST_TCP_NOTSENT_LOWAT", "bytes", "128 KiB to peers on other hosts, else 0", nullptr,
+                "TCP_NOTSENT_LOWAT of the sockets that carry data (0: the kernel's): how much may wait "
+                "unsent in the kernel ahead of an announcement. Set, it applies to every socket.",
+                "transport"},
     SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
                 "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
     SettingInfo{"TDIST_SHARE_CONNECTIONS", "bool", "1", nullptr,

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -23,16 +24,21 @@ namespace tdist::testing {
 namespace {
 
 // Sockets only, every message larger than 1 KiB announced, and the test's
-// number of sockets per peer.
+// number of sockets per peer; -1: one socket whose rendezvous data goes in
+// 4 KiB frames, with at most 16 KiB unsent in the kernel (TDIST_TCP_SLICE_BYTES,
+// TDIST_TCP_NOTSENT_LOWAT), so that clear-to-sends pass between the frames.
 class TcpRendezvous : public ::testing::TestWithParam<int> {
  protected:
   ScopedEnv shm{"TDIST_SHM", "0"};
   ScopedEnv threshold{"TDIST_TCP_RENDEZVOUS_BYTES", "1024"};
-  ScopedEnv sockets{"TDIST_SOCKETS_PER_PEER", std::to_string(GetParam())};
+  ScopedEnv sockets{"TDIST_SOCKETS_PER_PEER", std::to_string(std::abs(GetParam()))};
+  ScopedEnv slices{"TDIST_TCP_SLICE_BYTES", GetParam() < 0 ? "4096" : "0"};
+  ScopedEnv unsent{"TDIST_TCP_NOTSENT_LOWAT", GetParam() < 0 ? "16384" : "0"};
 };
 
-INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpRendezvous, ::testing::Values(1, 3),
+INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, TcpRendezvous, ::testing::Values(1, 3, -1),
                          [](const ::testing::TestParamInfo<int>& info) {
+                           if (info.param < 0) return std::string("1SocketInSlices");
                            return std::to_string(info.param) + (info.param == 1 ? "Socket" : "Sockets");
                          });
 

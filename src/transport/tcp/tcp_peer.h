@@ -95,6 +95,9 @@ struct TcpTransport::Peer {
   std::deque<TxItem> txq;
   // Sends announced by a request-to-send, waiting for the peer's clear-to-send.
   std::unordered_map<uint32_t, std::shared_ptr<Request>> awaiting_cts;
+  // The largest frame of rendezvous data on the main socket (0: the whole
+  // rest in one), so that a clear-to-send for the peer's own message can pass.
+  uint64_t slice_bytes = 0;
   uint32_t next_rendezvous_id = 0;
   std::atomic<bool> out_armed{false};  // written under tx_mu; read without it by poll_once
   bool tx_failed = false;

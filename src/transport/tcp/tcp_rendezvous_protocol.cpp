@@ -4,6 +4,7 @@
 // held, like the rest of the framing.
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "tdist/errors.h"
@@ -160,15 +161,29 @@ void TcpTransport::on_clear_to_send(Peer& p) {
     } else {
       auto req = std::move(it->second);
       p.awaiting_cts.erase(it);
-      // The request-to-send carried the head; the rest goes now.
+      // The request-to-send carried the head; the rest goes now, a piece per
+      // socket. The main socket's piece goes in slices: a clear-to-send for
+      // the peer's own large message may pass between two (it never cuts into
+      // a frame being written), so both directions of an exchange can stream
+      // at once.
       const uint64_t size = req->size(), head = wire::rendezvous_head(size), rest = size - head;
       const uint64_t pieces = wire::piece_count(rest, 1 + p.lanes.size());
-      auto shared = pieces > 1 ? std::make_shared<SendPieces>(SendPieces{pieces, false}) : nullptr;
+      const uint64_t main_bytes = wire::piece_size(rest, pieces, 0);
+      const uint64_t slice = p.slice_bytes > 0 ? p.slice_bytes : std::max<uint64_t>(main_bytes, 1);
+      const uint64_t slices = std::max<uint64_t>(1, (main_bytes + slice - 1) / slice);
+      const uint64_t frames = pieces - 1 + slices;
+      auto shared = frames > 1 ? std::make_shared<SendPieces>(SendPieces{frames, false}) : nullptr;
       for (uint64_t i = 0; i < pieces; ++i) {
         const uint64_t offset = head + wire::piece_offset(rest, pieces, i), bytes = wire::piece_size(rest, pieces, i);
-        Peer::TxItem item{wire::MessageHeader{wire::kRdvDataMagic, id, offset, bytes}, req, 0, bytes, offset, true,
-                          shared};
-        (i == 0 ? p.txq : p.lanes[i - 1]->txq).push_back(std::move(item));
+        const uint64_t step = i == 0 ? slice : bytes;
+        uint64_t at = 0;
+        do {  // once for an empty piece, as `slices` counts it
+          const uint64_t len = std::min(step, bytes - at);
+          Peer::TxItem item{wire::MessageHeader{wire::kRdvDataMagic, id, offset + at, len}, req, 0, len, offset + at,
+                            true, shared};
+          (i == 0 ? p.txq : p.lanes[i - 1]->txq).push_back(std::move(item));
+          at += len;
+        } while (at < bytes);
       }
       error = flush_locked(p);
       if (!error) update_output_locked(p);
