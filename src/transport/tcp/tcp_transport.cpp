@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -110,8 +111,10 @@ void TcpTransport::start() {
     if (!p->path && size_ == 2) lone_socket_peer_ = p.get();
     set_nonblocking(p->fd.get(), true);
     const bool remote = p->host_id != host_id();
-    p->slice_bytes = static_cast<uint64_t>(std::max<long long>(0, slice_setting.value_or(remote ? kRemoteSliceBytes : 0)));
-    const int unsent = static_cast<int>(std::max<long long>(0, unsent_setting.value_or(remote ? kRemoteUnsentBytes : 0)));
+    const long long slice = slice_setting.value_or(remote ? kRemoteSliceBytes : 0);
+    const long long unsent_bytes = unsent_setting.value_or(remote ? kRemoteUnsentBytes : 0);
+    p->slice_bytes = static_cast<uint64_t>(std::max<long long>(0, slice));
+    const int unsent = static_cast<int>(std::clamp<long long>(unsent_bytes, 0, 1 << 30));
     if (unsent > 0 && !p->path) setsockopt(p->fd.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof(unsent));
     epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
     // Both ends know which path the pair uses: the extra sockets of a peer
