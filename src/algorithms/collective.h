@@ -27,8 +27,10 @@ struct Placement {
   int ranks_per_host = 1;  // the most ranks on one host
   bool one_host() const { return hosts == 1; }
 };
-// Counts from the transport's host ids (one call per peer: a group computes
-// it once, when it is made).
+// The group's ranks by host: one list per host (in order of each host's
+// lowest rank), each in rank order. Alike on every rank. One host_of call per
+// rank: a group asks once, when it is made.
+std::vector<std::vector<int>> ranks_by_host(const Transport& transport);
 Placement placement_of(const Transport& transport);
 
 struct CollectiveContext {

@@ -46,12 +46,22 @@ void throw_unknown_algorithm(const char* collective, const std::string& name, co
   throw DistValueError(var + "=" + name + " is not a " + collective + " algorithm (valid: " + valid + ")");
 }
 
+std::vector<std::vector<int>> ranks_by_host(const Transport& transport) {
+  std::vector<std::vector<int>> hosts;
+  std::map<std::string, size_t> index;
+  for (int r = 0; r < transport.size(); ++r) {
+    auto [it, fresh] = index.emplace(transport.host_of(r), hosts.size());
+    if (fresh) hosts.emplace_back();
+    hosts[it->second].push_back(r);
+  }
+  return hosts;
+}
+
 Placement placement_of(const Transport& transport) {
-  std::map<std::string, int> ranks_on;
-  for (int r = 0; r < transport.size(); ++r) ++ranks_on[transport.host_of(r)];
+  const auto hosts = ranks_by_host(transport);
   Placement where;
-  where.hosts = static_cast<int>(ranks_on.size());
-  for (const auto& [host, ranks] : ranks_on) where.ranks_per_host = std::max(where.ranks_per_host, ranks);
+  where.hosts = static_cast<int>(hosts.size());
+  for (const auto& ranks : hosts) where.ranks_per_host = std::max(where.ranks_per_host, static_cast<int>(ranks.size()));
   return where;
 }
 

@@ -44,10 +44,6 @@ Engine& transport_engine();
 // The collectives of a group's shared-memory segment.
 std::unique_ptr<Engine> make_shm_engine(shm_engine::Arena& arena);
 
-// The group's ranks by host: one list per host (in order of each host's
-// lowest rank), each in rank order. Alike on every rank.
-std::vector<std::vector<int>> ranks_by_host(const Transport& transport);
-
 // A group that spans hosts, as this rank's hierarchical engine sees it.
 struct HostSplit {
   std::vector<std::vector<int>> hosts;  // ranks_by_host() of the group

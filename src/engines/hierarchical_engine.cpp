@@ -5,7 +5,6 @@
 // once, so a host's link and cores work together. docs/algorithms.md gives
 // the cost of each.
 #include <algorithm>
-#include <map>
 #include <string>
 
 #include "algorithms/scratch.h"
@@ -13,17 +12,6 @@
 #include "engines/engine.h"
 
 namespace tdist {
-
-std::vector<std::vector<int>> ranks_by_host(const Transport& transport) {
-  std::vector<std::vector<int>> hosts;
-  std::map<std::string, size_t> index;
-  for (int r = 0; r < transport.size(); ++r) {
-    auto [it, fresh] = index.emplace(transport.host_of(r), hosts.size());
-    if (fresh) hosts.emplace_back();
-    hosts[it->second].push_back(r);
-  }
-  return hosts;
-}
 
 namespace {
 
@@ -33,7 +21,17 @@ bool equal_sizes(const std::vector<Tensor>& list) {
 
 class HierarchicalEngine final : public Engine {
  public:
-  explicit HierarchicalEngine(HostSplit split) : s_(std::move(split)) {}
+  explicit HierarchicalEngine(HostSplit split) : s_(std::move(split)) {
+    size_t n = 0;
+    for (const auto& members : s_.hosts) n += members.size();
+    host_of_.resize(n);
+    index_of_.resize(n);
+    for (size_t h = 0; h < s_.hosts.size(); ++h)
+      for (size_t i = 0; i < s_.hosts[h].size(); ++i) {
+        host_of_[s_.hosts[h][i]] = static_cast<int>(h);
+        index_of_[s_.hosts[h][i]] = static_cast<int>(i);
+      }
+  }
   const char* name() const override { return "hierarchical"; }
 
   void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override {
@@ -87,12 +85,12 @@ class HierarchicalEngine final : public Engine {
   // sizes: the root's host's first rank sends the whole buffer to the other
   // hosts' first ranks instead.
   void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override {
-    const int root_host = host_of(root), me = s_.local->rank();
+    const int root_host = host_of_[root], me = s_.local->rank();
     const size_t count = static_cast<size_t>(t.numel());
     const bool split = s_.uniform && count >= static_cast<size_t>(s_.local->size()) && t.nbytes() >= kSplitBytes;
     if (s_.host == root_host) {
       auto in_host = local(ctx, 0);
-      s_.local_engine->broadcast(in_host, t, local_index(root));
+      s_.local_engine->broadcast(in_host, t, index_of_[root]);
     }
     if (!split) {
       if (me == 0) {
@@ -202,15 +200,6 @@ class HierarchicalEngine final : public Engine {
     return collective_tag(OpCode::HostStep, sequence_of(ctx.tag), static_cast<uint16_t>(step));
   }
 
-  int host_of(int rank) const {
-    for (size_t h = 0; h < s_.hosts.size(); ++h)
-      if (std::find(s_.hosts[h].begin(), s_.hosts[h].end(), rank) != s_.hosts[h].end()) return static_cast<int>(h);
-    return -1;
-  }
-  int local_index(int rank) const {
-    const auto& members = s_.hosts[host_of(rank)];
-    return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
-  }
   // n blocks of t's elements, the first count % n one element longer.
   static std::vector<Tensor> cut(const Tensor& t, int n) {
     std::vector<Tensor> blocks;
@@ -224,6 +213,8 @@ class HierarchicalEngine final : public Engine {
   }
 
   HostSplit s_;
+  std::vector<int> host_of_;   // by group rank: its host, an index into s_.hosts
+  std::vector<int> index_of_;  // by group rank: its place among its host's ranks
 };
 
 }  // namespace

@@ -17,18 +17,6 @@ Communicator::~Communicator() {
     close(std::make_exception_ptr(DistBackendError("the communicator was destroyed")));
 }
 
-std::shared_ptr<Request> Communicator::isend(int peer, uint64_t tag, const void* data, size_t size) {
-  auto req = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);
-  post(req);
-  return req;
-}
-
-std::shared_ptr<Request> Communicator::irecv(int peer, uint64_t tag, void* data, size_t size) {
-  auto req = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
-  post(req);
-  return req;
-}
-
 void Communicator::post(std::shared_ptr<Request> request) {
   const bool is_recv = request->kind() == Request::Kind::Recv;
   const int peer = request->peer();

@@ -60,7 +60,6 @@ class PathHost {
 class DataPath {
  public:
   virtual ~DataPath() = default;
-  virtual const char* name() const = 0;  // as in TDIST_TRANSPORTS
 
   // Sending, with the peer's send lock held. A send completes when all of it
   // is written (the peer may not have read it yet).

@@ -29,9 +29,18 @@ class Transport {
 
   // The buffer must stay valid until the request is done. A receive must be
   // posted with the exact size of the message; otherwise it fails naming both.
-  virtual std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) = 0;
+  // Both make a request and post() it.
+  std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) {
+    auto r = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);
+    post(r);
+    return r;
+  }
   // peer may be kAnySender.
-  virtual std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) = 0;
+  std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) {
+    auto r = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
+    post(r);
+    return r;
+  }
   // Posts a send or receive (by its kind) that the caller made: it may live
   // inside a larger object (the Work of a point-to-point call), one allocation
   // per operation instead of two, or on the caller's stack behind a pointer

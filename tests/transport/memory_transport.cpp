@@ -14,17 +14,6 @@ class MemoryTransport final : public Transport {
   int rank() const override { return rank_; }
   int size() const override { return fabric_.size_; }
 
-  std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) override {
-    auto r = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);
-    post(r);
-    return r;
-  }
-  std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) override {
-    auto r = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
-    post(r);
-    return r;
-  }
-
   void post(std::shared_ptr<Request> r) override {
     const int peer = r->peer();
     if (peer == rank_ || peer < kAnySender || peer >= size() || (peer == kAnySender && r->kind() == Request::Kind::Send))

@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "backends/process_world.h"
 #include "backends/world.h"
 #include "common/scoped_env.h"
+#include "transport/shm_rings.h"
 
 namespace tdist::testing {
 namespace {
@@ -51,14 +51,6 @@ void exchange_all_sizes(ProcessGroup& pg) {
     for (size_t k = 0; k < sizes.size(); ++k, ++at)
       ASSERT_EQ(in[at], pattern(sizes[k], peer, pg.rank())) << "from rank " << peer << ", " << sizes[k] << " bytes";
   }
-}
-
-bool maps_shm_rings() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  while (std::getline(maps, line))
-    if (line.find("/tdist-p2p-") != std::string::npos) return true;
-  return false;
 }
 
 // This process's ring segments in /dev/shm (names carry the creator's pid:

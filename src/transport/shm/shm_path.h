@@ -55,7 +55,6 @@ class ShmPath final : public DataPath {
  public:
   ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer);
 
-  const char* name() const override { return "shm"; }
   void post_locked(std::shared_ptr<Request> request) override;
   void flush_locked() override;
   bool backlog() const override { return backlog_.load(std::memory_order_relaxed); }

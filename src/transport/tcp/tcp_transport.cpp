@@ -205,18 +205,6 @@ std::exception_ptr TcpTransport::peer_failure(int peer) const {
   return nullptr;
 }
 
-std::shared_ptr<Request> TcpTransport::isend(int peer, uint64_t tag, const void* data, size_t size) {
-  auto req = std::make_shared<Request>(Request::Kind::Send, peer, tag, const_cast<void*>(data), size);
-  post(req);
-  return req;
-}
-
-std::shared_ptr<Request> TcpTransport::irecv(int peer, uint64_t tag, void* data, size_t size) {
-  auto req = std::make_shared<Request>(Request::Kind::Recv, peer, tag, data, size);
-  post(req);
-  return req;
-}
-
 void TcpTransport::post(std::shared_ptr<Request> req) {
   if (req->kind() == Request::Kind::Send) {
     check_peer_arg(req->link_peer(), rank_, size_, /*is_recv=*/false);

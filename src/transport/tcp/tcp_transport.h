@@ -68,8 +68,6 @@ class TcpTransport final : public Transport, private PathHost {
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  std::shared_ptr<Request> isend(int peer, uint64_t tag, const void* data, size_t size) override;
-  std::shared_ptr<Request> irecv(int peer, uint64_t tag, void* data, size_t size) override;
   void post(std::shared_ptr<Request> request) override;
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
