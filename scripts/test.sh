@@ -22,11 +22,13 @@ set -euo pipefail
 # libcrypto for the job token's HMAC-SHA256 and nonces). The SGD example
 # (examples/sgd_digits.cpp) reads the digits data set that python3-sklearn ships, with zlib.
 # The Python module (python/) needs Debian's Python headers, pybind11, NumPy and pytest; the
-# PyTorch plugin (python/torch/) needs torch 1.13 and its C++ headers.
+# PyTorch plugin (python/torch/) needs torch 1.13 and its C++ headers. The emulated-cluster tests
+# (tests/cluster, scripts/cluster.sh) need iproute2, and iptables where the kernel has no netem.
 TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config
   libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev libssl-dev
   zlib1g-dev python3-sklearn
-  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev)
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev
+  iproute2 iptables)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"

@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <string>
 
+#include "algorithms/blocks.h"
 #include "algorithms/scratch.h"
 #include "algorithms/selector.h"
 #include "engines/engine.h"
+#include "util/bulk_copy.h"
 
 namespace tdist {
 
@@ -160,16 +162,143 @@ class HierarchicalEngine final : public Engine {
     transport_engine().reduce_scatter(among, output, parts, across(op));
   }
 
-  // Not hierarchical yet: the transport engine's algorithms over the whole group.
+  // One rank per host folds its host's inputs; those ranks fold the hosts'
+  // sums into the root's host. Many bytes on hosts of one size: every rank of
+  // a host folds 1/local_n of the buffer across instead, and the root's host
+  // gathers the pieces. Non-root tensors stay as they were: a rank that holds
+  // a partial result holds it in a copy.
   void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) override {
-    transport_engine().reduce(ctx, t, root, op);
+    if (!composes(op, t.dtype())) {
+      transport_engine().reduce(ctx, t, root, op);
+      return;
+    }
+    const int root_host = host_of_[root], root_index = index_of_[root], me = s_.local->rank();
+    const int local_n = s_.local->size();
+    const bool is_root = ctx.rank() == root;
+    const size_t count = static_cast<size_t>(t.numel());
+    Scratch copy;
+    auto own = [&](bool holds_partial) {  // the buffer this rank folds into
+      if (is_root || !holds_partial) return t;
+      copy = Scratch(t.nbytes());
+      bulk_copy(copy.get(), t.data(), t.nbytes());
+      return Tensor(copy.get(), t.dtype(), {t.numel()});
+    };
+    if (pick_hierarchical_all_reduce(shape_of(ctx, t.nbytes(), count), s_.uniform) == "split" &&
+        count % static_cast<size_t>(local_n) == 0) {
+      const Tensor buf = own(true);
+      std::vector<Tensor> blocks = cut(buf, local_n);
+      auto fold = local(ctx, 0);
+      s_.local_engine->reduce_scatter(fold, blocks[me], blocks, op);
+      auto among = cross(ctx, 1);
+      transport_engine().reduce(among, blocks[me], root_host, across(op));
+      if (s_.host == root_host) {
+        auto collect = local(ctx, 2);
+        s_.local_engine->gather(collect, is_root ? blocks : std::vector<Tensor>{}, blocks[me], root_index);
+      }
+      return;
+    }
+    // The leaders are the ranks of the root's local index where every host
+    // has one, else each host's first rank (and the root's host's first rank
+    // hands the result to the root).
+    const int leader = s_.uniform ? root_index : 0;
+    const Tensor buf = own(me == leader);
+    auto in_host = local(ctx, 0);
+    s_.local_engine->reduce(in_host, buf, leader, op);
+    if (me == leader) {
+      auto among = cross(ctx, 1);
+      transport_engine().reduce(among, buf, root_host, across(op));
+    }
+    if (s_.host == root_host && leader != root_index) {
+      auto hand = local(ctx, 2);
+      if (me == leader) hand.send(root_index, 0, buf.data(), buf.nbytes());
+      if (is_root) hand.recv(leader, 0, t.data(), t.nbytes());
+    }
   }
+
+  // Each host's first rank (on the root's host, the root) gathers its host's
+  // blocks, then sends them to the root in one message.
   void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) override {
-    transport_engine().gather(ctx, outputs, input, root);
+    const int root_host = host_of_[root], me = s_.local->rank();
+    const int leader = s_.host == root_host ? index_of_[root] : 0;
+    const std::vector<int>& members = s_.hosts[s_.host];
+    const size_t block = input.nbytes();
+    Scratch packed;
+    std::vector<Tensor> mine;  // this host's blocks, on its leader
+    if (me == leader) {
+      if (s_.host == root_host) {
+        for (int r : members) mine.push_back(outputs[r]);
+      } else {
+        packed = Scratch(members.size() * block);
+        mine = pieces(packed.get(), input, members.size());
+      }
+    }
+    auto in_host = local(ctx, 0);
+    s_.local_engine->gather(in_host, mine, input, leader);
+    // Among hosts over the group's own connections: the leaders need no
+    // communicator of their own.
+    auto among = leaders(ctx);
+    if (s_.host != root_host) {
+      if (me == leader) among.send(root, 1, packed.get(), members.size() * block);
+      return;
+    }
+    if (ctx.rank() != root) return;
+    std::vector<Scratch> from(s_.hosts.size());
+    abort_on_error(ctx.transport, [&] {
+      std::vector<std::shared_ptr<Request>> reqs;
+      for (size_t h = 0; h < s_.hosts.size(); ++h) {
+        if (static_cast<int>(h) == root_host) continue;
+        const size_t bytes = s_.hosts[h].size() * block;
+        from[h] = Scratch(bytes);
+        reqs.push_back(ctx.transport.irecv(s_.hosts[h][0], step_tag(ctx.tag, 1), from[h].get(), bytes));
+      }
+      for (auto& r : reqs) ctx.transport.wait(*r, among.deadline);
+    });
+    for (size_t h = 0; h < s_.hosts.size(); ++h)
+      for (size_t i = 0; static_cast<int>(h) != root_host && i < s_.hosts[h].size(); ++i)
+        bulk_copy(outputs[s_.hosts[h][i]].data(), from[h].get() + i * block, block);
   }
+
+  // The mirror of gather: the root sends each other host's first rank its
+  // host's blocks in one message, then every host scatters inside.
   void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) override {
-    transport_engine().scatter(ctx, output, inputs, root);
+    const int root_host = host_of_[root], me = s_.local->rank();
+    const int leader = s_.host == root_host ? index_of_[root] : 0;
+    const std::vector<int>& members = s_.hosts[s_.host];
+    const size_t block = output.nbytes();
+    Scratch packed;
+    std::vector<Tensor> mine;  // this host's blocks, on its leader
+    auto among = leaders(ctx);
+    if (ctx.rank() == root) {
+      std::vector<Scratch> to(s_.hosts.size());
+      abort_on_error(ctx.transport, [&] {
+        std::vector<std::shared_ptr<Request>> reqs;
+        for (size_t h = 0; h < s_.hosts.size(); ++h) {
+          if (static_cast<int>(h) == root_host) continue;
+          const size_t bytes = s_.hosts[h].size() * block;
+          to[h] = Scratch(bytes);
+          for (size_t i = 0; i < s_.hosts[h].size(); ++i)
+            bulk_copy(to[h].get() + i * block, inputs[s_.hosts[h][i]].data(), block);
+          reqs.push_back(ctx.transport.isend(s_.hosts[h][0], step_tag(ctx.tag, 0), to[h].get(), bytes));
+        }
+        for (int r : members) mine.push_back(inputs[r]);
+        auto in_host = local(ctx, 1);
+        s_.local_engine->scatter(in_host, output, mine, leader);
+        for (auto& r : reqs) ctx.transport.wait(*r, among.deadline);
+      });
+      return;
+    }
+    if (s_.host != root_host && me == leader) {
+      packed = Scratch(members.size() * block);
+      among.recv(root, 0, packed.get(), members.size() * block);
+      mine = pieces(packed.get(), output, members.size());
+    }
+    auto in_host = local(ctx, 1);
+    s_.local_engine->scatter(in_host, output, mine, leader);
   }
+
+  // Over the whole group: each block already crosses its host's link once,
+  // the least any schedule can send; steps through a leader would only merge
+  // messages, at the price of two more copies of every byte.
   void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                   const std::vector<Tensor>& inputs) override {
     transport_engine().all_to_all(ctx, outputs, inputs);
@@ -193,8 +322,20 @@ class HierarchicalEngine final : public Engine {
   CollectiveContext local(CollectiveContext& ctx, uint32_t step) const {
     return CollectiveContext{*s_.local, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.local_placement};
   }
+  // Steps among hosts end a little before the operation's deadline: a rank
+  // stuck on the network then fails first and tells the ranks of its host,
+  // which wait for it in a step inside the host, why (the peer it lost)
+  // before they time out themselves and could only name it.
+  static Deadline among_hosts(const Deadline& d) {
+    return d.sooner(std::min<Millis>(d.timeout() / 10, Millis(2000)));
+  }
   CollectiveContext cross(CollectiveContext& ctx, uint32_t step) const {
-    return CollectiveContext{*s_.cross, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.cross_placement};
+    return CollectiveContext{*s_.cross, step_tag_of(ctx, step), among_hosts(ctx.deadline), ctx.forced,
+                             &s_.cross_placement};
+  }
+  // The group's own connections, for messages between hosts' leaders.
+  static CollectiveContext leaders(CollectiveContext& ctx) {
+    return CollectiveContext{ctx.transport, ctx.tag, among_hosts(ctx.deadline), ctx.forced, ctx.placement};
   }
   static uint64_t step_tag_of(const CollectiveContext& ctx, uint32_t step) {
     return collective_tag(OpCode::HostStep, sequence_of(ctx.tag), static_cast<uint16_t>(step));
@@ -204,12 +345,19 @@ class HierarchicalEngine final : public Engine {
   static std::vector<Tensor> cut(const Tensor& t, int n) {
     std::vector<Tensor> blocks;
     const size_t count = static_cast<size_t>(t.numel()), base = count / n, extra = count % n;
-    for (int i = 0, at = 0; i < n; ++i) {
+    int64_t at = 0;
+    for (int i = 0; i < n; ++i) {
       const size_t len = base + (static_cast<size_t>(i) < extra ? 1 : 0);
       blocks.push_back(t.slice(at, static_cast<int64_t>(len)));
-      at += static_cast<int>(len);
+      at += static_cast<int64_t>(len);
     }
     return blocks;
+  }
+  // n consecutive blocks shaped like `like` in `base`.
+  static std::vector<Tensor> pieces(char* base, const Tensor& like, size_t n) {
+    std::vector<Tensor> list;
+    for (size_t i = 0; i < n; ++i) list.push_back(Tensor(base + i * like.nbytes(), like.dtype(), {like.numel()}));
+    return list;
   }
 
   HostSplit s_;

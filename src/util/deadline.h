@@ -45,6 +45,12 @@ class Deadline {
     return static_cast<int>(std::min<long long>((left + 999) / 1000, INT_MAX));
   }
   Deadline earlier(const Deadline& o) const { return o.at_ < at_ ? o : *this; }
+  // This deadline `by` sooner (its timeout as much shorter); never stays never.
+  Deadline sooner(Millis by) const {
+    if (is_never()) return *this;
+    by = std::min(by, timeout_);
+    return Deadline(at_ - by, timeout_ - by);
+  }
 
  private:
   Deadline(Clock::time_point at, Millis timeout) : at_(at), timeout_(timeout) {}

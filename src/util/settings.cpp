@@ -67,7 +67,10 @@ constexpr std::array kSettings{
 
     // Transport.
     SettingInfo{"TDIST_SOCKET_IFNAME", "list", "unset (every interface that is up)", "GLOO_SOCKET_IFNAME",
-                "Interfaces (comma-separated) whose addresses the mesh announces and binds.", "transport"},
+                "Interfaces (comma-separated) whose addresses the mesh announces and binds. With several, "
+                "each rank listens on each, and every pair's connections (at least one per interface) are spread "
+                "over them round-robin; every rank must list as many.",
+                "transport"},
     SettingInfo{"TDIST_SOCKETS_PER_PEER", "int", "1", nullptr,
                 "Connections per pair of ranks over TCP (1 to 16); a large message streams over all of them.",
                 "transport"},

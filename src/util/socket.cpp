@@ -50,6 +50,20 @@ int resolve(const std::string& host, uint16_t port, bool passive, AddrInfo& out)
   return getaddrinfo(node, service.c_str(), &hints, &out.head);
 }
 
+// Binds `fd` to local address `from` (any port) for a connection of
+// `family`; false with `error` set when it cannot.
+bool bind_source(int fd, const std::string& from, int family, std::string& error) {
+  AddrInfo local;
+  if (int rc = resolve(from, 0, true, local); rc != 0) {
+    error = "cannot resolve the local address " + from + ": " + gai_strerror(rc);
+    return false;
+  }
+  for (addrinfo* l = local.head; l != nullptr; l = l->ai_next)
+    if (l->ai_family == family && ::bind(fd, l->ai_addr, l->ai_addrlen) == 0) return true;
+  error = "cannot send from " + from + ": " + errno_string(errno);
+  return false;
+}
+
 std::string sockaddr_text(const sockaddr_storage& ss, bool with_port) {
   char buf[INET6_ADDRSTRLEN] = {0};
   uint16_t port = 0;
@@ -148,7 +162,8 @@ std::string peer_address(int fd) {
   return sockaddr_text(ss, true);
 }
 
-Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, const std::string& what) {
+Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, const std::string& what,
+               const std::string& from) {
   auto start = Clock::now();
   auto backoff = std::chrono::milliseconds(10);
   std::string last = "no attempt";
@@ -164,6 +179,7 @@ Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, const 
           last = errno_string(errno);
           continue;
         }
+        if (!from.empty() && !bind_source(fd.get(), from, a->ai_family, last)) continue;
         set_nonblocking(fd.get(), true);
         int r = ::connect(fd.get(), a->ai_addr, a->ai_addrlen);
         if (r != 0 && errno == EINPROGRESS) {

@@ -50,7 +50,10 @@ std::string local_host(int fd);
 // Connects to host:port, retrying with backoff (refused, unreachable, name not
 // yet resolvable) until the deadline; then DistNetworkError naming host, port,
 // time waited and the last error. `what` names who is connecting, for messages.
-Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, const std::string& what);
+// `from`: a local address to send from (the interface a connection must
+// leave through, where a rank has several); "" lets routing choose.
+Fd connect_tcp(const std::string& host, uint16_t port, Deadline deadline, const std::string& what,
+               const std::string& from = "");
 
 // Accepts one connection, waiting up to the deadline (nullopt-like: invalid Fd on timeout).
 Fd accept_tcp(int listen_fd, Deadline deadline);

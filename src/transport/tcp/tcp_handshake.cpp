@@ -87,15 +87,15 @@ struct Acceptor::Pending {
   size_t got = 0;  // bytes of `hello` read so far
 };
 
-Acceptor::Acceptor(int listen_fd, int rank, int size, uint64_t store_nonce, std::optional<std::string> token,
-                   std::string label)
-    : listen_fd_(listen_fd),
+Acceptor::Acceptor(std::vector<int> listen_fds, int rank, int size, uint64_t store_nonce,
+                   std::optional<std::string> token, std::string label)
+    : listen_fds_(std::move(listen_fds)),
       rank_(rank),
       size_(size),
       store_nonce_(store_nonce),
       token_(std::move(token)),
       label_(std::move(label)) {
-  set_nonblocking(listen_fd_, true);
+  for (int fd : listen_fds_) set_nonblocking(fd, true);
 }
 
 Acceptor::~Acceptor() = default;
@@ -105,9 +105,9 @@ void Acceptor::drop(size_t index, const std::string& why) {
   pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
 }
 
-void Acceptor::accept_all() {
+void Acceptor::accept_all(int listen_fd) {
   for (;;) {
-    int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno != EAGAIN && errno != EWOULDBLOCK)
@@ -199,7 +199,8 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bo
         drop(i, "it did not complete the handshake within " + format_ms(kHandshakeTime) +
                     " (not a rank of this job?)");
     Deadline wake = deadline;
-    fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    fds.clear();
+    for (int fd : listen_fds_) fds.push_back(pollfd{fd, POLLIN, 0});
     for (const Pending& p : pending_) {
       fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
       wake = wake.earlier(p.deadline);
@@ -209,8 +210,9 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bo
       throw DistNetworkError(label_ + ": poll while accepting connections failed: " + errno_string(errno));
     if (rc > 0) {
       // Pending connections first (indices still match fds), then new ones.
+      const size_t listeners = listen_fds_.size();
       for (size_t i = pending_.size(); i-- > 0;) {
-        if (!fds[i + 1].revents) continue;
+        if (!fds[i + listeners].revents) continue;
         bool gone = false;
         if (read_hello(pending_[i], &gone)) {
           Pending p = std::move(pending_[i]);
@@ -220,7 +222,8 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bo
           drop(i, "it closed the connection during the handshake");
         }
       }
-      if (fds[0].revents) accept_all();
+      for (size_t l = 0; l < listeners; ++l)
+        if (fds[l].revents) accept_all(listen_fds_[l]);
     }
     if (deadline.expired()) return std::nullopt;
   }

@@ -50,8 +50,9 @@ class Acceptor {
   static constexpr Millis kHandshakeTime{5000};
   static constexpr size_t kMaxPending = 64;
 
-  // `listen_fd` is made non-blocking. `label` prefixes log lines.
-  Acceptor(int listen_fd, int rank, int size, uint64_t store_nonce, std::optional<std::string> token,
+  // `listen_fds` (one per interface the rank listens on) are made
+  // non-blocking. `label` prefixes log lines.
+  Acceptor(std::vector<int> listen_fds, int rank, int size, uint64_t store_nonce, std::optional<std::string> token,
            std::string label);
   ~Acceptor();
 
@@ -61,14 +62,14 @@ class Acceptor {
 
  private:
   struct Pending;
-  void accept_all();
+  void accept_all(int listen_fd);
   // Reads what arrived; true when the Hello is complete. Drops the connection
   // (false, `gone`) on EOF or error.
   bool read_hello(Pending& p, bool* gone);
   std::optional<Accepted> finish(Pending& p, const std::function<bool(int, uint32_t)>& wanted);
   void drop(size_t index, const std::string& why);
 
-  int listen_fd_;
+  std::vector<int> listen_fds_;
   int rank_, size_;
   uint64_t store_nonce_;
   std::optional<std::string> token_;

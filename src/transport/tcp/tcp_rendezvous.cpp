@@ -1,5 +1,5 @@
 // Setting up the TCP mesh through the store: every rank publishes
-// "<host id>\n<nonce>\n<port>\n<address,address,...>\n<sockets per peer>"
+// "<host id>\n<nonce>\n<port>\n<address,...>\n<sockets per peer>\n<interface,...>\n<address|port;...>"
 // under "tcp/<rank>", dials every lower rank and accepts every higher one.
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "tdist/errors.h"
 #include "transport/tcp/tcp_handshake.h"
@@ -25,12 +26,19 @@ namespace tdist {
 
 namespace {
 
+struct Endpoint {
+  std::string address;
+  uint16_t port = 0;
+};
+
 struct PeerInfo {
   std::string host_id;
   uint64_t nonce = 0;
   uint16_t port = 0;
   std::vector<std::string> addresses;
   int sockets = 1;  // TDIST_SOCKETS_PER_PEER of that rank
+  std::vector<std::string> interfaces;  // TDIST_SOCKET_IFNAME's list of that rank
+  std::vector<Endpoint> endpoints;      // with two or more interfaces: one listener on each
 };
 
 constexpr int kMaxSocketsPerPeer = 16;
@@ -48,38 +56,78 @@ int sockets_per_peer() {
   return static_cast<int>(*n);
 }
 
-// Addresses other hosts may reach us at: those of TDIST_SOCKET_IFNAME (a
-// comma-separated list of interfaces) or else of every interface that is up,
-// loopback last.
-std::vector<std::string> local_addresses() {
-  auto wanted = get_env("TDIST_SOCKET_IFNAME");
+// TDIST_SOCKET_IFNAME's interfaces (torch's GLOO_SOCKET_IFNAME where it is
+// unset), in the listed order; none when neither is set.
+std::vector<std::string> listed_interfaces() {
   std::vector<std::string> names;
-  if (wanted) {
+  if (auto wanted = get_env("TDIST_SOCKET_IFNAME")) {
     std::stringstream ss(*wanted);
     for (std::string n; std::getline(ss, n, ',');)
-      if (!n.empty()) names.push_back(n);
+      if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
   }
-  std::vector<std::string> out, loopback;
+  return names;
+}
+
+std::string listed_text(const std::vector<std::string>& names) {
+  if (names.empty()) return "unset";
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) out += (i ? "," : "") + names[i];
+  return out;
+}
+
+// The addresses of every interface that is up, by name: IPv4 before IPv6,
+// loopback interfaces flagged.
+struct InterfaceAddresses {
+  std::vector<std::string> addresses;
+  bool loopback = false;
+};
+std::vector<std::pair<std::string, InterfaceAddresses>> interfaces_up() {
+  std::vector<std::pair<std::string, InterfaceAddresses>> out;
   ifaddrs* head = nullptr;
-  if (getifaddrs(&head) != 0) return {"127.0.0.1"};
-  for (ifaddrs* a = head; a != nullptr; a = a->ifa_next) {
-    if (!a->ifa_addr || !(a->ifa_flags & IFF_UP)) continue;
-    int fam = a->ifa_addr->sa_family;
-    if (fam != AF_INET && fam != AF_INET6) continue;
-    if (!names.empty() && std::find(names.begin(), names.end(), a->ifa_name) == names.end()) continue;
-    char buf[INET6_ADDRSTRLEN] = {0};
-    if (fam == AF_INET) {
-      inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
-    } else {
-      auto* in6 = reinterpret_cast<sockaddr_in6*>(a->ifa_addr);
-      if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) continue;  // needs a scope id; skip
-      inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+  if (getifaddrs(&head) != 0) return out;
+  for (int family : {AF_INET, AF_INET6})
+    for (ifaddrs* a = head; a != nullptr; a = a->ifa_next) {
+      if (!a->ifa_addr || !(a->ifa_flags & IFF_UP) || a->ifa_addr->sa_family != family) continue;
+      char buf[INET6_ADDRSTRLEN] = {0};
+      if (family == AF_INET) {
+        inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, buf, sizeof(buf));
+      } else {
+        auto* in6 = reinterpret_cast<sockaddr_in6*>(a->ifa_addr);
+        if (IN6_IS_ADDR_LINKLOCAL(&in6->sin6_addr)) continue;  // needs a scope id; skip
+        inet_ntop(AF_INET6, &in6->sin6_addr, buf, sizeof(buf));
+      }
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == a->ifa_name; });
+      if (it == out.end()) it = out.insert(out.end(), {a->ifa_name, {}});
+      it->second.addresses.push_back(buf);
+      it->second.loopback = (a->ifa_flags & IFF_LOOPBACK) != 0;
     }
-    ((a->ifa_flags & IFF_LOOPBACK) ? loopback : out).push_back(buf);
-  }
   freeifaddrs(head);
-  if (!names.empty() && out.empty() && loopback.empty())
-    throw DistNetworkError("TDIST_SOCKET_IFNAME=" + *wanted + " names no interface that is up with an address");
+  return out;
+}
+
+// Addresses other hosts may reach us at: those of the listed interfaces (in
+// the listed order), or else of every interface that is up, loopback last.
+// `per_interface` gets each listed interface's addresses. DistNetworkError
+// naming a listed interface that is not up or has no address.
+std::vector<std::string> local_addresses(const std::vector<std::string>& listed,
+                                         std::vector<std::vector<std::string>>& per_interface) {
+  const auto up = interfaces_up();
+  std::vector<std::string> out, loopback;
+  if (!listed.empty()) {
+    for (const std::string& name : listed) {
+      auto it = std::find_if(up.begin(), up.end(), [&](const auto& e) { return e.first == name; });
+      if (it == up.end())
+        throw DistNetworkError("TDIST_SOCKET_IFNAME=" + listed_text(listed) + ": interface " + name +
+                               " is not up or has no address");
+      per_interface.push_back(it->second.addresses);
+      out.insert(out.end(), it->second.addresses.begin(), it->second.addresses.end());
+    }
+    return out;
+  }
+  for (const auto& [name, found] : up) {
+    auto& into = found.loopback ? loopback : out;
+    into.insert(into.end(), found.addresses.begin(), found.addresses.end());
+  }
   out.insert(out.end(), loopback.begin(), loopback.end());
   if (out.empty()) out.push_back("127.0.0.1");
   return out;
@@ -112,7 +160,12 @@ bool has_loopback(const std::vector<std::string>& addresses) {
 std::string encode(const PeerInfo& info) {
   std::string out = info.host_id + "\n" + std::to_string(info.nonce) + "\n" + std::to_string(info.port) + "\n";
   for (size_t i = 0; i < info.addresses.size(); ++i) out += (i ? "," : "") + info.addresses[i];
-  return out + "\n" + std::to_string(info.sockets);
+  out += "\n" + std::to_string(info.sockets) + "\n";
+  for (size_t i = 0; i < info.interfaces.size(); ++i) out += (i ? "," : "") + info.interfaces[i];
+  out += "\n";
+  for (size_t i = 0; i < info.endpoints.size(); ++i)
+    out += (i ? ";" : "") + info.endpoints[i].address + "|" + std::to_string(info.endpoints[i].port);
+  return out;
 }
 
 PeerInfo decode(const std::string& text, int rank) {
@@ -131,7 +184,54 @@ PeerInfo decode(const std::string& text, int rank) {
   }
   std::stringstream as(addrs);
   for (std::string a; std::getline(as, a, ',');) info.addresses.push_back(a);
+  std::string names, endpoints;
+  if (std::getline(ss, names)) {
+    std::stringstream ns(names);
+    for (std::string n; std::getline(ns, n, ',');) info.interfaces.push_back(n);
+  }
+  if (std::getline(ss, endpoints)) {
+    std::stringstream es(endpoints);
+    for (std::string e; std::getline(es, e, ';');) {
+      const size_t bar = e.rfind('|');
+      if (bar == std::string::npos)
+        throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
+      try {
+        info.endpoints.push_back({e.substr(0, bar), static_cast<uint16_t>(std::stoul(e.substr(bar + 1)))});
+      } catch (const std::exception&) {
+        throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
+      }
+    }
+  }
+  if (info.endpoints.size() > 1 && info.endpoints.size() != info.interfaces.size())
+    throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
   return info;
+}
+
+std::string interfaces_text(size_t n) { return std::to_string(n) + (n == 1 ? " interface" : " interfaces"); }
+
+// Every rank must list as many interfaces: a pair's connections are spread
+// over its interfaces in order, which both ends must count alike. Every rank
+// finds the same mismatch and fails; rank 0, whose process usually serves the
+// store, fails last, once the others have read the records (bounded by the
+// deadline), so that they can name the lists rather than a lost store.
+void check_interface_counts(const std::vector<PeerInfo>& infos, int rank, Store& store, Deadline deadline) {
+  const PeerInfo& mine = infos[rank];
+  for (size_t r = 0; r < infos.size(); ++r) {
+    const size_t a = mine.interfaces.size(), b = infos[r].interfaces.size();
+    if (a == b || std::max(a, b) <= 1) continue;
+    const std::string key = "tcp/interfaces_mismatch_read";
+    const int64_t read = store.add(key, 1);
+    const int size = static_cast<int>(infos.size());
+    if (rank == 0 && read < size) {
+      const Deadline until = deadline.earlier(Deadline::after(Millis(10000)));
+      while (store.add(key, 0) < size && !until.expired()) std::this_thread::sleep_for(Millis(20));
+    }
+    throw DistValueError("rank " + std::to_string(rank) + " lists TDIST_SOCKET_IFNAME=" +
+                         listed_text(mine.interfaces) + " (" + interfaces_text(a) + ") but rank " +
+                         std::to_string(r) + " lists " + listed_text(infos[r].interfaces) + " (" +
+                         interfaces_text(b) + "): every rank must list as many, as connections are spread over "
+                         "them in order");
+  }
 }
 
 std::string missing_ranks_text(const std::vector<int>& ranks) {
@@ -154,14 +254,30 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   // The job token, read once: every connection of this mesh is proven with it.
   const std::optional<std::string> token = auth::job_token();
   if (!token) auth::warn_open_once(label + "'s connections to other ranks");
-  std::vector<std::string> addresses = local_addresses();
-  Fd listener = listen_tcp(choose_bind_address(addresses), 0);
   PeerInfo self;
+  self.interfaces = listed_interfaces();
+  if (self.interfaces.size() > static_cast<size_t>(kMaxSocketsPerPeer))
+    throw DistValueError("TDIST_SOCKET_IFNAME=" + listed_text(self.interfaces) + " lists " +
+                         std::to_string(self.interfaces.size()) + " interfaces; at most " +
+                         std::to_string(kMaxSocketsPerPeer));
+  std::vector<std::vector<std::string>> per_interface;
+  std::vector<std::string> addresses = local_addresses(self.interfaces, per_interface);
+  // One listener on each listed interface where there are several, else one.
+  std::vector<Fd> listeners;
+  if (per_interface.size() > 1) {
+    for (const auto& found : per_interface) {
+      listeners.push_back(listen_tcp(found.front(), 0));
+      self.endpoints.push_back({found.front(), local_port(listeners.back().get())});
+    }
+  } else {
+    listeners.push_back(listen_tcp(choose_bind_address(addresses), 0));
+  }
   self.host_id = host_id();
   self.nonce = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
-  self.port = local_port(listener.get());
+  self.port = local_port(listeners.front().get());
   self.addresses = addresses;
   self.sockets = sockets_per_peer();
+  const size_t interfaces = self.endpoints.size();  // 0 or at least 2
   store.set("tcp/" + std::to_string(rank), encode(self));
 
   // Every rank's record (this waits for all ranks to arrive).
@@ -179,38 +295,60 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   std::vector<PeerInfo> infos(size);
   auto values = store.multi_get(keys);
   for (int r = 0; r < size; ++r) infos[r] = decode(values[r], r);
+  check_interface_counts(infos, rank, store, deadline);
+  // Connections per pair: with several interfaces, at least one on each.
+  auto sockets_with = [&](int r) {
+    return std::max(static_cast<int>(interfaces), std::min(self.sockets, infos[r].sockets));
+  };
+  // The interface of a pair's connection `lane`: pairs start at different
+  // ones, so that the main connections too spread over them.
+  auto interface_of = [&](int peer, int lane) { return static_cast<size_t>(rank + peer + lane) % interfaces; };
 
   // Dial the lower ranks.
   for (int peer = 0; peer < rank; ++peer) {
     const PeerInfo& info = infos[peer];
-    std::vector<std::string> candidates = info.addresses;
-    // A peer of this host that listens on loopback too is dialled there first.
-    if (info.host_id == self.host_id && has_loopback(info.addresses) && candidates.front() != "127.0.0.1")
-      candidates.insert(candidates.begin(), "127.0.0.1");
-    Fd fd;
-    std::string last_error, reached;  // the address that answered: the extra sockets go there too
-    for (size_t i = 0; i < candidates.size() && !fd.valid(); ++i) {
-      bool last = i + 1 == candidates.size();
-      Deadline step = last ? deadline : deadline.earlier(Deadline::after(Millis(3000)));
-      try {
-        fd = connect_tcp(candidates[i], info.port, step, label + " dialling " + t->describe_peer(peer));
-        reached = candidates[i];
-      } catch (const DistNetworkError& e) {
-        last_error = e.what();
-      }
-    }
-    if (!fd.valid()) throw DistNetworkError(last_error);
     const std::string who = t->describe_peer(peer);
+    std::string reached;  // without listed interfaces: the address that answered, for every connection
+    // Opens connection `lane` (connected, before its handshake). With
+    // several interfaces it goes from this rank's interface j to the peer's
+    // listener on its interface j.
+    auto open = [&](int lane) {
+      const std::string which = lane == 0 ? "" : " (socket " + std::to_string(lane + 1) + ")";
+      if (interfaces == 0) return connect_tcp(reached, info.port, deadline, label + " dialling " + who + which);
+      const size_t j = interface_of(peer, lane);
+      return connect_tcp(info.endpoints[j].address, info.endpoints[j].port, deadline,
+                         label + " dialling " + who + which + " over " + self.interfaces[j], per_interface[j].front());
+    };
+    Fd fd;
+    if (interfaces > 0) {
+      fd = open(0);
+    } else {
+      std::vector<std::string> candidates = info.addresses;
+      // A peer of this host that listens on loopback too is dialled there first.
+      if (info.host_id == self.host_id && has_loopback(info.addresses) && candidates.front() != "127.0.0.1")
+        candidates.insert(candidates.begin(), "127.0.0.1");
+      std::string last_error;
+      for (size_t i = 0; i < candidates.size() && !fd.valid(); ++i) {
+        bool last = i + 1 == candidates.size();
+        Deadline step = last ? deadline : deadline.earlier(Deadline::after(Millis(3000)));
+        try {
+          fd = connect_tcp(candidates[i], info.port, step, label + " dialling " + who);
+          reached = candidates[i];
+        } catch (const DistNetworkError& e) {
+          last_error = e.what();
+        }
+      }
+      if (!fd.valid()) throw DistNetworkError(last_error);
+    }
     tcp_handshake::dial(fd.get(), {rank, peer, size, 0}, info.nonce, token, deadline, who);
     auto p = std::make_unique<Peer>();
     p->rank = peer;
     p->address = peer_address(fd.get());
     p->host_id = info.host_id;
-    for (int lane = 1; lane < std::min(self.sockets, info.sockets); ++lane) {
-      const std::string which = " (socket " + std::to_string(lane + 1) + ")";
-      Fd extra = connect_tcp(reached, info.port, deadline, label + " dialling " + who + which);
+    for (int lane = 1; lane < sockets_with(peer); ++lane) {
+      Fd extra = open(lane);
       tcp_handshake::dial(extra.get(), {rank, peer, size, static_cast<uint32_t>(lane)}, info.nonce, token, deadline,
-                          who + which);
+                          who + " (socket " + std::to_string(lane + 1) + ")");
       p->lanes.push_back(std::make_unique<Lane>());
       p->lanes.back()->fd = std::move(extra);
     }
@@ -220,7 +358,6 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
 
   // Accept the higher ranks, each with all its sockets. A connection that does
   // not say a valid hello is dropped without disturbing the others.
-  auto sockets_with = [&](int r) { return std::min(self.sockets, infos[r].sockets); };
   auto connected = [&](int r) {
     const Peer* p = t->peers_[r].get();
     if (!p || !p->fd.valid()) return false;
@@ -232,7 +369,9 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   for (int r = rank + 1; r < size; ++r) expected += sockets_with(r);
   // Handshakes are read concurrently: a silent or hostile connection costs
   // the job nothing but a log line.
-  tcp_handshake::Acceptor acceptor(listener.get(), rank, size, self.nonce, token, label);
+  std::vector<int> listen_fds;
+  for (const Fd& l : listeners) listen_fds.push_back(l.get());
+  tcp_handshake::Acceptor acceptor(listen_fds, rank, size, self.nonce, token, label);
   auto wanted = [&](int from, uint32_t lane) {
     if (lane >= static_cast<uint32_t>(sockets_with(from))) return false;
     const Peer* p = t->peers_[from].get();
