@@ -41,6 +41,10 @@ struct CollectiveContext {
   const ForcedAlgorithms* forced = nullptr;
   // The group's placement; null: counted from the transport at each pick.
   const Placement* placement = nullptr;
+  // The ranks awaited are likely still on the network (a step inside a host
+  // after one among hosts): a shared-memory wait spins only briefly before
+  // it sleeps, leaving the cores to the ranks that work.
+  bool patient = false;
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   void send(int peer, uint32_t step, const void* data, size_t n) {

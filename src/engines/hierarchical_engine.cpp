@@ -52,7 +52,7 @@ class HierarchicalEngine final : public Engine {
         auto among = cross(ctx, 1);
         transport_engine().all_reduce(among, t, outer);
       }
-      auto back = local(ctx, 2);
+      auto back = local(ctx, 2, true);
       s_.local_engine->broadcast(back, t, 0);
       return;
     }
@@ -64,7 +64,7 @@ class HierarchicalEngine final : public Engine {
     s_.local_engine->reduce_scatter(scatter, blocks[me], blocks, op);
     auto among = cross(ctx, 1);
     transport_engine().all_reduce(among, blocks[me], outer);
-    auto gather = local(ctx, 2);
+    auto gather = local(ctx, 2, true);
     s_.local_engine->all_gather(gather, blocks, blocks[me]);
   }
 
@@ -77,7 +77,7 @@ class HierarchicalEngine final : public Engine {
       auto among = cross(ctx, 1);
       barrier_dissemination(among);
     }
-    auto leave = local(ctx, 2);
+    auto leave = local(ctx, 2, true);
     s_.local_engine->barrier(leave);
   }
 
@@ -100,7 +100,7 @@ class HierarchicalEngine final : public Engine {
         transport_engine().broadcast(among, t, root_host);
       }
       if (s_.host != root_host) {
-        auto out = local(ctx, 2);
+        auto out = local(ctx, 2, true);
         s_.local_engine->broadcast(out, t, 0);
       }
       return;
@@ -109,7 +109,7 @@ class HierarchicalEngine final : public Engine {
     auto among = cross(ctx, 1);
     transport_engine().broadcast(among, blocks[me], root_host);
     if (s_.host != root_host) {
-      auto gather = local(ctx, 2);
+      auto gather = local(ctx, 2, true);
       s_.local_engine->all_gather(gather, blocks, blocks[me]);
     }
   }
@@ -131,7 +131,7 @@ class HierarchicalEngine final : public Engine {
     for (size_t h = 0; h < s_.hosts.size(); ++h) {
       std::vector<Tensor> blocks;
       for (int r : s_.hosts[h]) blocks.push_back(outputs[r]);
-      auto share = local(ctx, 1 + static_cast<uint32_t>(h));
+      auto share = local(ctx, 1 + static_cast<uint32_t>(h), true);
       s_.local_engine->all_gather(share, blocks, blocks[me]);
     }
   }
@@ -192,7 +192,7 @@ class HierarchicalEngine final : public Engine {
       auto among = cross(ctx, 1);
       transport_engine().reduce(among, blocks[me], root_host, across(op));
       if (s_.host == root_host) {
-        auto collect = local(ctx, 2);
+        auto collect = local(ctx, 2, true);
         s_.local_engine->gather(collect, is_root ? blocks : std::vector<Tensor>{}, blocks[me], root_index);
       }
       return;
@@ -209,7 +209,7 @@ class HierarchicalEngine final : public Engine {
       transport_engine().reduce(among, buf, root_host, across(op));
     }
     if (s_.host == root_host && leader != root_index) {
-      auto hand = local(ctx, 2);
+      auto hand = local(ctx, 2, true);
       if (me == leader) hand.send(root_index, 0, buf.data(), buf.nbytes());
       if (is_root) hand.recv(leader, 0, t.data(), t.nbytes());
     }
@@ -292,7 +292,7 @@ class HierarchicalEngine final : public Engine {
       among.recv(root, 0, packed.get(), members.size() * block);
       mine = pieces(packed.get(), output, members.size());
     }
-    auto in_host = local(ctx, 1);
+    auto in_host = local(ctx, 1, true);
     s_.local_engine->scatter(in_host, output, mine, leader);
   }
 
@@ -319,8 +319,11 @@ class HierarchicalEngine final : public Engine {
   // Contexts for the steps of one operation: each step its own tag (see
   // OpCode::HostStep), so consecutive steps on one communicator never match
   // each other's messages.
-  CollectiveContext local(CollectiveContext& ctx, uint32_t step) const {
-    return CollectiveContext{*s_.local, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.local_placement};
+  // `after_network`: the step follows one among hosts, so the ranks it waits
+  // for may still be on the network (CollectiveContext::patient).
+  CollectiveContext local(CollectiveContext& ctx, uint32_t step, bool after_network = false) const {
+    return CollectiveContext{*s_.local, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.local_placement,
+                             after_network};
   }
   // Steps among hosts end a little before the operation's deadline: a rank
   // stuck on the network then fails first and tells the ranks of its host,

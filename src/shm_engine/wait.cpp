@@ -30,6 +30,8 @@ namespace {
 // Sleeps are cut into slices so that a waiter re-checks the deadline, the
 // transport (a lost peer) and the abort block at least this often.
 constexpr std::chrono::milliseconds kSlice{20};
+// How long a patient wait polls and yields before it sleeps.
+constexpr std::chrono::microseconds kPatientSpin{5};
 
 // "all_reduce (float32, SUM, 40 bytes)"; the size is left out where it is
 // not one (all_to_all publishes its rounds there).
@@ -152,13 +154,16 @@ void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
   // With a core for every rank, poll a while: the ranks of a collective
   // arrive microseconds apart, and a yield would notice late. Not when the
   // awaited rank last ran on this CPU: then it most likely waits for it.
-  if (line(q).cpu.load(std::memory_order_relaxed) != cpu_)
+  if (!ctx.patient && line(q).cpu.load(std::memory_order_relaxed) != cpu_)
     while (q >= 0 && Clock::now() - start < poll_only_) poll(32);
   // Then poll in bursts until spin_ has passed, yielding the core between
   // them: when the awaited rank waits for this very core (more runnable
   // threads than cores, whether ours or not), it runs at once; when it runs
-  // elsewhere, the yield returns at once and costs a syscall.
-  while (q >= 0 && Clock::now() - start < spin_) {
+  // elsewhere, the yield returns at once and costs a syscall. A patient wait
+  // (for a rank on the network) yields only briefly: the 50 us of yields cost
+  // a 2x2 hierarchical 8-byte all_reduce half its time (docs/algorithms.md).
+  const auto spin = ctx.patient ? std::min<std::chrono::nanoseconds>(spin_, kPatientSpin) : spin_;
+  while (q >= 0 && Clock::now() - start < spin) {
     sched_yield();
     poll(16);
   }
