@@ -69,6 +69,9 @@ cleanup() { "$cluster" down "$name"; }
 trap cleanup EXIT
 "$cluster" up "$name" "$hosts" --rate "$rate" || die "could not make the cluster"
 master=$("$cluster" addr "$name" 0)
+# Every tdist job of the run proves itself with one token (nodes launched apart must share one).
+TDIST_JOB_TOKEN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+export TDIST_JOB_TOKEN
 n=$((hosts * per_host))
 
 # Open MPI starts a host's daemon with "AGENT <address> <command>": run it in that host.

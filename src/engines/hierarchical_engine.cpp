@@ -5,6 +5,7 @@
 // once, so a host's link and cores work together. docs/algorithms.md gives
 // the cost of each.
 #include <algorithm>
+#include <future>
 #include <string>
 
 #include "algorithms/blocks.h"
@@ -58,14 +59,41 @@ class HierarchicalEngine final : public Engine {
     }
     // Every rank of a host carries 1/local_n of it across, all at once:
     // reduce-scatter inside the host, all-reduce of each block among the
-    // hosts' ranks of one local index, all-gather inside the host.
-    std::vector<Tensor> blocks = cut(t, local_n);
-    auto scatter = local(ctx, 0);
-    s_.local_engine->reduce_scatter(scatter, blocks[me], blocks, op);
-    auto among = cross(ctx, 1);
-    transport_engine().all_reduce(among, blocks[me], outer);
-    auto gather = local(ctx, 2, true);
-    s_.local_engine->all_gather(gather, blocks, blocks[me]);
+    // hosts' ranks of one local index, all-gather inside the host. Large
+    // buffers go in segments, the step among hosts of one segment running
+    // (on a helper thread) while the host works on the segments around it.
+    const size_t segments = std::clamp<size_t>(t.nbytes() / kSegmentBytes, 1, kMaxSegments);
+    std::vector<std::vector<Tensor>> blocks;
+    for (const Tensor& segment : cut(t, static_cast<int>(std::min(segments, count / local_n))))
+      blocks.push_back(cut(segment, local_n));
+    auto fold = [&](size_t s) {
+      auto scatter = local(ctx, static_cast<uint32_t>(3 * s));
+      s_.local_engine->reduce_scatter(scatter, blocks[s][me], blocks[s], op);
+    };
+    auto carry = [&](size_t s) {
+      auto among = cross(ctx, static_cast<uint32_t>(3 * s + 1));
+      transport_engine().all_reduce(among, blocks[s][me], outer);
+    };
+    auto share = [&](size_t s) {
+      auto gather = local(ctx, static_cast<uint32_t>(3 * s + 2), true);
+      s_.local_engine->all_gather(gather, blocks[s], blocks[s][me]);
+    };
+    if (blocks.size() == 1) {
+      fold(0);
+      carry(0);
+      share(0);
+      return;
+    }
+    // A failure aborts the transport, so the helper's step ends at once too.
+    abort_on_error(ctx.transport, [&] {
+      std::future<void> carrying;  // the previous segment's step among hosts
+      for (size_t s = 0; s <= blocks.size(); ++s) {
+        if (s < blocks.size()) fold(s);
+        if (s > 0) carrying.get();
+        if (s < blocks.size()) carrying = std::async(std::launch::async, carry, s);
+        if (s > 0) share(s - 1);
+      }
+    });
   }
 
   // Every rank arrives in its host; one rank per host meets the others'; the
@@ -307,6 +335,8 @@ class HierarchicalEngine final : public Engine {
  private:
   // A broadcast splits its buffer among a host's ranks from this size.
   static constexpr size_t kSplitBytes = 64 * 1024;
+  // The split all_reduce pipelines segments of this size, at most this many.
+  static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
 
   // Whether `op` can run in steps: AVG only as an average of equal-sized
   // hosts' averages of a floating type (integers would truncate twice).
