@@ -121,20 +121,26 @@ run() {
   esac
 }
 
-# The most any host has sent on its link so far.
-busiest_tx() {
-  local h most=0 b
-  for ((h = 0; h < hosts; h++)); do
-    b=$(ip netns exec "tdc-$name-h$h" cat /sys/class/net/eth0/statistics/tx_bytes)
-    ((b > most)) && most=$b
-  done
+# What each host has sent on its link so far, one number per host.
+sent_by_host() {
+  local h
+  for ((h = 0; h < hosts; h++)); do ip netns exec "tdc-$name-h$h" cat /sys/class/net/eth0/statistics/tx_bytes; done
+}
+# What the busiest host sent during `run ARGS...`.
+busiest_during() {
+  local -a before after
+  mapfile -t before < <(sent_by_host)
+  run "$@" >/dev/null
+  mapfile -t after < <(sent_by_host)
+  local h most=0
+  for ((h = 0; h < hosts; h++)); do ((after[h] - before[h] > most)) && most=$((after[h] - before[h])); done
   echo "$most"
 }
 # Bytes per operation on the busiest host's link.
 bytes_per_op() {  # PEER COLL SIZE
-  local before after short long
-  before=$(busiest_tx); run "$1" "$2" "$3" 5 0 >/dev/null; after=$(busiest_tx); short=$((after - before))
-  before=$(busiest_tx); run "$1" "$2" "$3" 25 0 >/dev/null; after=$(busiest_tx); long=$((after - before))
+  local short long
+  short=$(busiest_during "$1" "$2" "$3" 5 0)
+  long=$(busiest_during "$1" "$2" "$3" 25 0)
   echo $(((long - short) / 20))
 }
 
@@ -178,7 +184,10 @@ for coll in colls.split(','):
     sent = {}
     for line in open(f'{out}/{coll}.bytes.csv'):
         p, s, b = line.strip().split(',')
-        sent[(p, parse_size(s))] = int(b)
+        size = parse_size(s)
+        if coll in ('all_gather', 'reduce_scatter', 'all_to_all'):
+            size -= size % (4 * H * N)  # as tdist-bench rounds: whole float32 elements per rank
+        sent[(p, size)] = int(b)
     print(f'\n{coll} on {H} hosts x {N} ranks, {rate} links: median time (us) of {repeat}; '
           f'"limit": the optimal {optimum[coll]:g} buffers per host link at the link rate; '
           f'"sent": buffers the busiest host put on its link per operation')

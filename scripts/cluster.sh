@@ -7,9 +7,10 @@
 # own namespaces, so several clusters can exist at once (by NAME).
 #
 #   scripts/cluster.sh check                  exit 0 if clusters can be made here, else say why (exit 77)
-#   scripts/cluster.sh up NAME HOSTS [--links K] [--rate RATE] [--delay TIME] [--loss PERCENT]
+#   scripts/cluster.sh up NAME HOSTS [--links K] [--ipv6] [--rate RATE] [--delay TIME] [--loss PERCENT]
 #   scripts/cluster.sh exec NAME H CMD...     run CMD on host H (0-based) as hostname NAME-hH
 #   scripts/cluster.sh addr NAME H [L]        host H's address on its link L (default 0)
+#   scripts/cluster.sh addr6 NAME H [L]       its IPv6 address (a cluster made with --ipv6)
 #   scripts/cluster.sh link NAME H up|down    set host H's links up or down (cables pulled)
 #   scripts/cluster.sh loss NAME PERCENT      drop PERCENT% of the packets every host receives
 #   scripts/cluster.sh dropped NAME           how many packets the loss has dropped so far
@@ -17,7 +18,7 @@
 #
 # Host h is 10.99.L.(h+1)/24 on its link ethL; --links K gives every host K
 # links (default 1), each on a switch of its own, as hosts with several
-# network interfaces have. --rate shapes each link both ways (tc
+# network interfaces have; --ipv6 adds fd99:L::(h+1)/64 on each. --rate shapes each link both ways (tc
 # tbf; e.g. 2gbit). --delay and --loss need the kernel's netem; where it has
 # none, --delay fails with a message and --loss (and `loss`) drop packets
 # with iptables' statistic match instead (Debian's iptables package).
@@ -28,6 +29,7 @@ die() { echo "cluster.sh: $*" >&2; exit 2; }
 host_ns() { echo "tdc-$1-h$2"; }
 switch_ns() { echo "tdc-$1-sw"; }
 addr_of() { echo "10.99.${3:-0}.$(($2 + 1))"; }
+addr6_of() { echo "fd99:${3:-0}::$(($2 + 1))"; }
 links_of() { ip netns exec "$(host_ns "$1" "$2")" ls /sys/class/net | grep -c '^eth' || true; }
 check_name() { [[ $1 =~ ^[A-Za-z0-9]{1,8}$ ]] || die "NAME must be 1-8 letters or digits, not '$1'"; }
 hosts_of() { ip netns list | awk '{print $1}' | grep -c "^tdc-$1-h[0-9]*$" || true; }
@@ -82,9 +84,10 @@ case "$cmd" in
     name=$1 hosts=$2; shift 2
     check_name "$name"
     [[ $hosts =~ ^[0-9]+$ ]] && [ "$hosts" -ge 1 ] && [ "$hosts" -le 200 ] || die "HOSTS must be 1..200, not '$hosts'"
-    rate="" delay="" loss="" links=1
+    rate="" delay="" loss="" links=1 ipv6=0
     while [ $# -gt 0 ]; do
       case "$1" in
+        --ipv6) ipv6=1; shift ;;
         --links) links=$2; shift 2 ;;
         --rate) rate=$2; shift 2 ;;
         --delay) delay=$2; shift 2 ;;
@@ -114,6 +117,8 @@ case "$cmd" in
         ip link add "eth$l" netns "$ns" type veth peer name "h${h}l$l" netns "$sw"
         ip -n "$sw" link set "h${h}l$l" master "br$l" up
         ip -n "$ns" addr add "$(addr_of "$name" "$h" "$l")/24" dev "eth$l"
+        # nodad: usable at once, not after duplicate address detection.
+        [ $ipv6 = 0 ] || ip -n "$ns" -6 addr add "$(addr6_of "$name" "$h" "$l")/64" dev "eth$l" nodad
         ip -n "$ns" link set "eth$l" up
         # The link's shape, on both ends: what the host sends and what it receives.
         for end in "$ns eth$l" "$sw h${h}l$l"; do
@@ -143,6 +148,10 @@ case "$cmd" in
   addr)
     [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: addr NAME H [L]"
     addr_of "$1" "$2" "${3:-0}"
+    ;;
+  addr6)
+    [ $# -ge 2 ] && [ $# -le 3 ] || die "usage: addr6 NAME H [L]"
+    addr6_of "$1" "$2" "${3:-0}"
     ;;
   link)
     [ $# -eq 3 ] || die "usage: link NAME H up|down"

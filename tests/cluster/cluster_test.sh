@@ -16,6 +16,8 @@
 #                      passes and every host's both interfaces carry a share of the bytes
 #   interfaces_differ  as interfaces, but rank 3 lists eth0 alone: every rank fails
 #                      naming both lists
+#   ipv6               2x2 over IPv6 only (MASTER_ADDR an IPv6 literal, no IPv4 address
+#                      on the links): the matrix passes
 #
 # Exit 77 (ctest's skip) where namespaces cannot be made (not root).
 set -uo pipefail
@@ -58,7 +60,7 @@ launch() {
     for ((l = 0; l < counts[h]; l++)); do
       # shellcheck disable=SC2086
       "$cluster" exec "$name" "$h" env ${job_env[@]+"${job_env[@]}"} ${rank_env[$r]:-} RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE="${counts[h]}" \
-        MASTER_ADDR="$("$cluster" addr "$name" 0)" MASTER_PORT=$port CLUSTER_TIMEOUT_S="${CLUSTER_TIMEOUT_S:-120}" \
+        MASTER_ADDR="${master:-$("$cluster" addr "$name" 0)}" MASTER_PORT=$port CLUSTER_TIMEOUT_S="${CLUSTER_TIMEOUT_S:-120}" \
         "$worker" "$@" >"$work/rank$r.log" 2>&1 &
       echo $! >"$work/pids/$r"
       echo "$h" >"$work/pids/$r.host"
@@ -132,6 +134,19 @@ case "$scenario" in
     done
     echo "PASSED: $scenario: every survivor failed within ${elapsed}s naming a peer on the other host:"
     for r in $survivors; do sed -n 's/^/  /; /ERROR/p' "$work/rank$r.log" | cut -c1-400; done
+    ;;
+  ipv6)
+    "$cluster" up "$name" 2 --ipv6 || fail "could not make the cluster"
+    # Only IPv6 on the links: what reaches the other host must be IPv6.
+    for h in 0 1; do ip -n "tdc-$name-h$h" -4 addr flush dev eth0; done
+    master=$("$cluster" addr6 "$name" 0)
+    launch 2,2 matrix 2,2
+    for ((r = 0; r < n; r++)); do
+      wait "$(cat "$work/pids/$r")"
+      code=$?
+      [ "$code" = 0 ] || fail "rank $r exited with $code"
+    done
+    echo "PASSED: the matrix over IPv6 (MASTER_ADDR=$master)"
     ;;
   interfaces | interfaces_differ)
     "$cluster" up "$name" 2 --links 2 || fail "could not make the cluster"
