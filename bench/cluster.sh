@@ -106,7 +106,8 @@ run() {
       [ "$peer" = han ] && extra=(--mca coll_han_priority 100)
       "$cluster" exec "$name" 0 env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun \
         --allow-run-as-root --oversubscribe --bind-to none -np $n --hostfile "$hostfile" --map-by slot \
-        --mca plm_rsh_agent "$agent" --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 --mca btl_vader_single_copy_mechanism none --mca btl_tcp_if_include eth0 \
+        --mca plm_rsh_agent "$agent" --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
+        --mca btl_vader_single_copy_mechanism none --mca btl_tcp_if_include eth0 \
         --mca oob_tcp_if_include eth0 ${extra[@]+"${extra[@]}"} "$repo/$mpi_bin" "${args[@]}" --place "$place" \
         -C 2G --csv 2>>"$out/errors"
       ;;

@@ -41,6 +41,8 @@ trap cleanup EXIT
 fail() { echo "FAILED: $*"; for f in "$work"/rank*.log; do echo "--- $f"; tail -n 20 "$f"; done; exit 1; }
 
 # Environment for every rank (job_env) and for one (rank_env[r]): VAR=VALUE words.
+# The ranks of a job share a token, as the launcher would hand them.
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 job_env=()
 declare -A rank_env=()
 
@@ -59,16 +61,16 @@ launch() {
   for ((h = 0; h < ${#counts[@]}; h++)); do
     for ((l = 0; l < counts[h]; l++)); do
       # shellcheck disable=SC2086
-      "$cluster" exec "$name" "$h" env ${job_env[@]+"${job_env[@]}"} ${rank_env[$r]:-} RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE="${counts[h]}" \
-        MASTER_ADDR="${master:-$("$cluster" addr "$name" 0)}" MASTER_PORT=$port CLUSTER_TIMEOUT_S="${CLUSTER_TIMEOUT_S:-120}" \
-        "$worker" "$@" >"$work/rank$r.log" 2>&1 &
+      "$cluster" exec "$name" "$h" env TDIST_JOB_TOKEN="$token" ${job_env[@]+"${job_env[@]}"} ${rank_env[$r]:-} \
+        RANK=$r WORLD_SIZE=$n LOCAL_RANK=$l LOCAL_WORLD_SIZE="${counts[h]}" \
+        MASTER_ADDR="${master:-$("$cluster" addr "$name" 0)}" MASTER_PORT=$port \
+        CLUSTER_TIMEOUT_S="${CLUSTER_TIMEOUT_S:-120}" "$worker" "$@" >"$work/rank$r.log" 2>&1 &
       echo $! >"$work/pids/$r"
       echo "$h" >"$work/pids/$r.host"
       r=$((r + 1))
     done
   done
 }
-
 
 case "$scenario" in
   matrix | loss)
@@ -160,8 +162,9 @@ case "$scenario" in
         [ "$code" = 0 ] || fail "rank $r exited with $code"
       else
         [ "$code" != 0 ] || fail "rank $r succeeded although rank 3 lists fewer interfaces"
-        grep -q "TDIST_SOCKET_IFNAME=eth0" "$work/rank$r.log" && grep -q "eth0,eth1 (2 interfaces)" "$work/rank$r.log" &&
-          grep -q "eth0 (1 interface)" "$work/rank$r.log" || fail "rank $r's error does not name both lists"
+        log=$work/rank$r.log
+        grep -q "eth0,eth1 (2 interfaces)" "$log" && grep -q "eth0 (1 interface)" "$log" ||
+          fail "rank $r's error does not name both lists"
       fi
     done
     if [ "$scenario" = interfaces_differ ]; then

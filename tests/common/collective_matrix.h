@@ -28,26 +28,29 @@ inline double input(int r, size_t i) { return static_cast<double>((r * 7 + stati
 // Rank r's value at element i of a moved (not reduced) block.
 inline int32_t value(int r, size_t i) { return static_cast<int32_t>(r * 100003 + static_cast<int>(i % 100000)); }
 
-// What `op` over every rank's input(r, i) gives, as T would hold it.
-template <typename T>
-double folded(int n, size_t i, ReduceOp op) {
-  double want = op == ReduceOp::PRODUCT ? 1 : 0;
-  for (int r = 0; r < n; ++r) {
-    const double v = input(r, i);
-    if (op == ReduceOp::MAX) want = std::max(want, v);
-    else if (op == ReduceOp::MIN) want = r == 0 ? v : std::min(want, v);
-    else if (op == ReduceOp::PRODUCT) want *= (v > 2 ? 1 : v);  // see product_input
-    else want += v;
-  }
-  if (op == ReduceOp::AVG) want = std::is_integral_v<T> ? std::trunc(want / n) : want / n;  // integers truncate
-  return want;
-}
 // PRODUCT's inputs stay in 1..2 so that a product of 8 ranks stays exact.
 inline double product_input(int r, size_t i) {
   const double v = input(r, i);
   return v > 2 ? 1 : v;
 }
-inline double input_for(ReduceOp op, int r, size_t i) { return op == ReduceOp::PRODUCT ? product_input(r, i) : input(r, i); }
+inline double input_for(ReduceOp op, int r, size_t i) {
+  return op == ReduceOp::PRODUCT ? product_input(r, i) : input(r, i);
+}
+
+// What `op` over every rank's input_for(op, r, i) gives, as T would hold it.
+template <typename T>
+double folded(int n, size_t i, ReduceOp op) {
+  double want = op == ReduceOp::PRODUCT ? 1 : 0;
+  for (int r = 0; r < n; ++r) {
+    const double v = input_for(op, r, i);
+    if (op == ReduceOp::MAX) want = std::max(want, v);
+    else if (op == ReduceOp::MIN) want = r == 0 ? v : std::min(want, v);
+    else if (op == ReduceOp::PRODUCT) want *= v;
+    else want += v;
+  }
+  if (op == ReduceOp::AVG) want = std::is_integral_v<T> ? std::trunc(want / n) : want / n;  // integers truncate
+  return want;
+}
 
 template <typename T>
 void expect_close(double got, double want, const std::string& what, size_t i, size_t count) {
