@@ -28,6 +28,11 @@ shift 2
 
 why=$("$cluster" check) || { echo "SKIPPED: $why"; exit 77; }
 
+# Clusters of earlier runs that were killed before their cleanup (a ctest
+# timeout): their test's process is gone.
+for stale in $(ip netns list | awk '{print $1}' | sed -n 's/^tdc-c\([0-9]*\)-sw$/\1/p'); do
+  kill -0 "$stale" 2>/dev/null || "$cluster" down "c$stale"
+done
 name=c$$
 port=$((20000 + RANDOM % 20000))
 work=$(mktemp -d /tmp/tdist-cluster.XXXXXX)
