@@ -6,7 +6,8 @@
 # Needs root, iproute2 and util-linux' unshare; touches nothing outside its
 # own namespaces, so several clusters can exist at once (by NAME).
 #
-#   scripts/cluster.sh check                  exit 0 if clusters can be made here, else say why (exit 77)
+#   scripts/cluster.sh check [loss]           exit 0 if clusters (that can drop packets) can be made
+#                                             here, else say why and exit 77
 #   scripts/cluster.sh up NAME HOSTS [--links K] [--ipv6] [--rate RATE] [--delay TIME] [--loss PERCENT]
 #   scripts/cluster.sh exec NAME H CMD...     run CMD on host H (0-based) as hostname NAME-hH
 #   scripts/cluster.sh addr NAME H [L]        host H's address on its link L (default 0)
@@ -34,7 +35,7 @@ links_of() { ip netns exec "$(host_ns "$1" "$2")" ls /sys/class/net | grep -c '^
 check_name() { [[ $1 =~ ^[A-Za-z0-9]{1,8}$ ]] || die "NAME must be 1-8 letters or digits, not '$1'"; }
 hosts_of() { ip netns list | awk '{print $1}' | grep -c "^tdc-$1-h[0-9]*$" || true; }
 has_netem() {
-  local ns=tdc-probe$$ ok=1
+  local ns=tdc-netem$$ ok=1
   ip netns add "$ns" && ip -n "$ns" link set lo up && ip netns exec "$ns" tc qdisc add dev lo root netem delay 1ms \
     >/dev/null 2>&1 && ok=0
   ip netns del "$ns" 2>/dev/null || true
@@ -49,10 +50,22 @@ why_not() {
   command -v unshare >/dev/null || { echo "no unshare command (install util-linux)"; return; }
   local ns=tdc-probe$$
   if ! ip netns add "$ns" 2>/dev/null; then echo "ip netns add failed (no network namespaces here)"; return; fi
+  local why=""
   if ! ip netns exec "$ns" unshare --uts true 2>/dev/null; then
-    ip netns del "$ns"; echo "unshare --uts failed (no UTS namespaces here)"; return
+    why="unshare --uts failed (no UTS namespaces here)"
+  elif ! ip -n "$ns" link add tdc-a type veth peer name tdc-b 2>/dev/null; then
+    why="ip link add ... type veth failed (no veth in this kernel)"
+  elif ! ip -n "$ns" link add tdc-br type bridge 2>/dev/null; then
+    why="ip link add ... type bridge failed (no bridges in this kernel)"
+  elif ! ip netns exec "$ns" tc qdisc add dev tdc-a root tbf rate 1gbit burst 256kb latency 5ms 2>/dev/null; then
+    why="tc qdisc add ... tbf failed (no tbf in this kernel)"
+  elif [ "${1:-}" = loss ] && ! has_netem &&
+    ! { command -v iptables >/dev/null &&
+        ip netns exec "$ns" iptables -A INPUT -m statistic --mode random --probability 0.01 -j DROP 2>/dev/null; }; then
+    why="neither netem nor iptables' statistic match can drop packets here"
   fi
   ip netns del "$ns"
+  echo "$why"
 }
 
 # drop_in NAME H PERCENT: host H drops PERCENT% of what it receives (0: none).
@@ -76,7 +89,7 @@ drop_in() {
 cmd=${1:-}; shift || true
 case "$cmd" in
   check)
-    why=$(why_not)
+    why=$(why_not "${1:-}")
     [ -z "$why" ] || { echo "cluster.sh: cannot make an emulated cluster here: $why"; exit 77; }
     ;;
   up)

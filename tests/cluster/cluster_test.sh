@@ -26,7 +26,7 @@ cluster=$here/../../scripts/cluster.sh
 worker=$1 scenario=$2
 shift 2
 
-why=$("$cluster" check) || { echo "SKIPPED: $why"; exit 77; }
+why=$("$cluster" check "$([ "$scenario" = loss ] && echo loss)") || { echo "SKIPPED: $why"; exit 77; }
 
 # Clusters of earlier runs that were killed before their cleanup (a ctest
 # timeout): their test's process is gone.
