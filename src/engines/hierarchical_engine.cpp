@@ -12,6 +12,7 @@
 #include "algorithms/scratch.h"
 #include "algorithms/selector.h"
 #include "engines/engine.h"
+#include "tensor/split.h"
 #include "util/bulk_copy.h"
 
 namespace tdist {
@@ -388,9 +389,7 @@ class HierarchicalEngine final : public Engine {
   }
   // n consecutive blocks shaped like `like` in `base`.
   static std::vector<Tensor> pieces(char* base, const Tensor& like, size_t n) {
-    std::vector<Tensor> list;
-    for (size_t i = 0; i < n; ++i) list.push_back(Tensor(base + i * like.nbytes(), like.dtype(), {like.numel()}));
-    return list;
+    return blocks_of(Tensor(base, like.dtype(), {like.numel() * static_cast<int64_t>(n)}), static_cast<int>(n));
   }
 
   HostSplit s_;

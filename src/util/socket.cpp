@@ -58,9 +58,12 @@ bool bind_source(int fd, const std::string& from, int family, std::string& error
     error = "cannot resolve the local address " + from + ": " + gai_strerror(rc);
     return false;
   }
-  for (addrinfo* l = local.head; l != nullptr; l = l->ai_next)
-    if (l->ai_family == family && ::bind(fd, l->ai_addr, l->ai_addrlen) == 0) return true;
-  error = "cannot send from " + from + ": " + errno_string(errno);
+  error = "cannot send from " + from + ": it has no address of the destination's family";
+  for (addrinfo* l = local.head; l != nullptr; l = l->ai_next) {
+    if (l->ai_family != family) continue;
+    if (::bind(fd, l->ai_addr, l->ai_addrlen) == 0) return true;
+    error = "cannot send from " + from + ": " + errno_string(errno);
+  }
   return false;
 }
 

@@ -107,11 +107,12 @@ case "$scenario" in
     "$cluster" up "$name" 2 || fail "could not make the cluster"
     mkdir -p "$work/ready"
     launch 2,2 fault "$work/ready"
-    for _ in $(seq 600); do
+    # A bound for a hung start, not a speed check: generous for a loaded machine.
+    for _ in $(seq 1800); do
       [ "$(ls "$work/ready" | wc -l)" -ge "$n" ] && break
       sleep 0.1
     done
-    [ "$(ls "$work/ready" | wc -l)" -ge "$n" ] || fail "the ranks did not all start within 60 s"
+    [ "$(ls "$work/ready" | wc -l)" -ge "$n" ] || fail "the ranks did not all start within 180 s"
     start=$SECONDS
     if [ "$scenario" = link_down ]; then
       "$cluster" link "$name" 1 down
@@ -127,8 +128,10 @@ case "$scenario" in
       [ "$code" = 3 ] || fail "rank $r exited with $code, expected the error exit (3)"
     done
     elapsed=$((SECONDS - start))
-    # Within the timeout, and some slack for a loaded machine.
-    [ "$elapsed" -le $((timeout_s + 30)) ] || fail "the survivors took ${elapsed}s to fail (timeout ${timeout_s}s)"
+    # The failure is driven by the timeout, not by speed: the bound is the
+    # timeout plus a minute of slack for a loaded machine (it fails only if
+    # the ranks hang instead of timing out).
+    [ "$elapsed" -le $((timeout_s + 60)) ] || fail "the survivors took ${elapsed}s to fail (timeout ${timeout_s}s)"
     for r in $survivors; do
       log=$work/rank$r.log
       grep -q "ERROR" "$log" || fail "rank $r printed no error"

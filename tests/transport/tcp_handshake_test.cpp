@@ -215,5 +215,27 @@ TEST(TcpHandshake, RanksWithDifferentTokensFailWithAnErrorSayingSo) {
   EXPECT_EQ(describe_failures(results), "");
 }
 
+// A forged address record (anyone who can write the store): interfaces
+// listed without their listeners, or a port out of range, is refused by
+// name before anything is dialled or indexed.
+TEST(TcpHandshake, AForgedAddressRecordIsRefusedNamingItsRank) {
+  const std::string base = "host\n1\n4000\n127.0.0.1\n1\n";
+  for (const std::string& forged : {base + "eth0,eth1\n", base + "eth0,eth1\n127.0.0.1|4000",
+                                    base + "eth0,eth1\n127.0.0.1|70000;127.0.0.1|4000",
+                                    base + "eth0\n127.0.0.1|4000;127.0.0.1|4001"}) {
+    HashStore store;
+    store.set("tcp/0", forged);
+    TcpTransportOptions o;
+    o.label = "rank 1";
+    o.timeout = Millis(5000);
+    try {
+      TcpTransport::connect(store, 1, 2, o);
+      ADD_FAILURE() << "accepted the record '" << forged << "'";
+    } catch (const DistNetworkError& e) {
+      EXPECT_NE(std::string(e.what()).find("malformed address record of rank 0"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tdist::testing

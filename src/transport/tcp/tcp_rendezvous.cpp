@@ -91,14 +91,19 @@ PeerInfo decode(const std::string& text, int rank) {
       const size_t bar = e.rfind('|');
       if (bar == std::string::npos)
         throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
+      unsigned long port = 0;
       try {
-        info.endpoints.push_back({e.substr(0, bar), static_cast<uint16_t>(std::stoul(e.substr(bar + 1)))});
+        port = std::stoul(e.substr(bar + 1));
       } catch (const std::exception&) {
-        throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
       }
+      if (port == 0 || port > 65535)
+        throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
+      info.endpoints.push_back({e.substr(0, bar), static_cast<uint16_t>(port)});
     }
   }
-  if (info.endpoints.size() > 1 && info.endpoints.size() != info.interfaces.size())
+  // With several interfaces, one listener on each; else none listed apart.
+  const size_t want = info.interfaces.size() > 1 ? info.interfaces.size() : 0;
+  if (info.endpoints.size() != want)
     throw DistNetworkError("malformed address record of rank " + std::to_string(rank) + " in the store");
   return info;
 }
@@ -119,7 +124,8 @@ void check_interface_counts(const std::vector<PeerInfo>& infos, int rank, Store&
     const int64_t read = store.add(key, 1);
     const int size = static_cast<int>(infos.size());
     if (rank == 0 && read < size) {
-      const Deadline until = deadline.earlier(Deadline::after(Millis(10000)));
+      // Bounded apart from the deadline too: a rank that died meanwhile never reads.
+      const Deadline until = deadline.earlier(Deadline::after(Millis(60000)));
       while (store.add(key, 0) < size && !until.expired()) std::this_thread::sleep_for(Millis(20));
     }
     throw DistValueError("rank " + std::to_string(rank) + " lists TDIST_SOCKET_IFNAME=" +
