@@ -11,6 +11,7 @@
 #include "util/env.h"
 #include "util/futex.h"
 #include "util/logging.h"
+#include "util/process_identity.h"
 
 namespace tdist::shm_engine {
 
@@ -190,9 +191,22 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
   spin_ = std::chrono::microseconds(50);
   if (auto v = get_env_int("TDIST_SHM_SPIN_US")) spin_ = std::chrono::microseconds(*v);
   round_ = lines_[rank_].round.load(std::memory_order_relaxed);
+  const ProcessIdentity me = this_process();
+  lines_[rank_].started.store(me.started, std::memory_order_relaxed);
+  lines_[rank_].pid_ns.store(me.pid_ns, std::memory_order_relaxed);
+  lines_[rank_].pid.store(me.pid, std::memory_order_release);
 }
 
 Arena::~Arena() = default;
+
+bool Arena::process_gone(int r) const {
+  const RankLine& l = lines_[r];
+  ProcessIdentity owner;
+  owner.pid = l.pid.load(std::memory_order_acquire);
+  owner.started = l.started.load(std::memory_order_relaxed);
+  owner.pid_ns = l.pid_ns.load(std::memory_order_relaxed);
+  return liveness(owner) == Liveness::Gone;
+}
 
 void Arena::wake_all() {
   for (int r = 0; r < size_; ++r) futex_wake(&lines_[r].round);

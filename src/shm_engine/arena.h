@@ -126,6 +126,8 @@ class Arena {
   void abort(const std::string& reason);
   // "rank 5 (group rank 2)": for error messages.
   std::string describe_rank(int r) const;
+  // Rank r's process has exited (known only on one host and pid namespace).
+  bool process_gone(int r) const;
   // Wakes this process's waiters (they re-check their deadline and the
   // transport): for a group being destroyed.
   void wake_all();
@@ -191,6 +193,7 @@ class Arena {
   uint32_t cpu_ = 0;    // the CPU it arrived from
   std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
   std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping
+  Clock::time_point next_liveness_check_{};  // wait_slow: when to look at the missing ranks' processes again
 };
 
 }  // namespace tdist::shm_engine

@@ -23,7 +23,7 @@ namespace tdist::shm_engine {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 3;
+inline constexpr uint32_t kVersion = 4;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -86,9 +86,16 @@ struct alignas(kLine) RankLine {
   // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
   // only when this is non-zero.
   std::atomic<uint32_t> sleepers;
+  // The owner's process (util/process_identity.h), written once when it maps
+  // the arena: a waiter tells a rank that died from a slow one without a
+  // socket to it. Read only on the slow path, past the first line.
+  std::atomic<int32_t> pid;
+  std::atomic<uint64_t> started;
+  std::atomic<uint64_t> pid_ns;
 };
 // Everything a waiter reads is in the first 64-byte line.
 static_assert(offsetof(RankLine, sleepers) + sizeof(uint32_t) <= 64);
+static_assert(sizeof(RankLine) == kLine);
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "atomics in shared memory must be lock-free (address-free)");

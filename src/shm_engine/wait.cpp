@@ -30,6 +30,8 @@ namespace {
 // Sleeps are cut into slices so that a waiter re-checks the deadline, the
 // transport (a lost peer) and the abort block at least this often.
 constexpr std::chrono::milliseconds kSlice{20};
+// How often a waiter on the slow path looks whether the missing ranks' processes live.
+constexpr std::chrono::milliseconds kLivenessEvery{100};
 // How long a patient wait polls and yields before it sleeps.
 constexpr std::chrono::microseconds kPatientSpin{5};
 
@@ -190,7 +192,19 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
         lost = true;  // withdrawn: everyone arrived after all
       }
     if (lost) continue;
+    // A rank this one has no socket to (pairs connect on first use) is seen
+    // dead by its process, checked every few slices.
     const auto now = Clock::now();
+    if (now >= next_liveness_check_) {
+      next_liveness_check_ = now + kLivenessEvery;
+      for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+        if (process_gone(m)) {
+          give_up(ctx, "waiting for " + missing_ranks(round) + ": the process of " + describe_rank(m) +
+                           " has exited (it died or was killed)");
+          lost = true;
+        }
+      if (lost) continue;
+    }
     if (!ctx.deadline.is_never() && now >= ctx.deadline.at()) {
       give_up(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
                        " did not arrive");

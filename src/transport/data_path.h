@@ -7,7 +7,7 @@
 //   shm  a pair of shared-memory rings (transport/shm/), for a peer on this host;
 //   tcp  the control socket itself, for any peer.
 // A new way (RDMA, say) is another DataPath, set up over the control socket
-// like the rings (see TcpTransport::attach_data_paths) and named in the list.
+// like the rings (see TcpTransport::attach_shm) and named in the list.
 // Matching, progress, deadlines and blame stay with the mesh: a path frames
 // bytes and hands each message to the mesh as it arrives.
 #pragma once

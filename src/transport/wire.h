@@ -39,6 +39,14 @@ static_assert(sizeof(MessageHeader) == 32);
 inline constexpr uint32_t kChallengeMagic = 0x54444332;  // "TDC2"
 inline constexpr uint32_t kWelcomeMagic = 0x54445732;    // "TDW2"
 inline constexpr uint32_t kChallengeWantsToken = 1;
+// Welcome verdicts. Connections open on first use, so two ranks may dial each
+// other at once: the lower rank's connection is kept, and the acceptor that
+// dials too answers the higher rank's with kWelcomeSuperseded (proven like an
+// acceptance); the higher rank then takes the connection the lower one opens.
+inline constexpr uint32_t kWelcomeRefused = 0;
+inline constexpr uint32_t kWelcomeAccepted = 1;
+inline constexpr uint32_t kWelcomeSuperseded = 2;
+inline constexpr uint32_t kWelcomeAlreadyConnected = 3;
 
 struct Challenge {
   uint32_t magic;
@@ -60,7 +68,7 @@ static_assert(sizeof(Hello) == 72);
 
 struct Welcome {
   uint32_t magic;
-  uint32_t accepted;     // 0: refused (the dialler's proof or fields were wrong)
+  uint32_t accepted;     // a kWelcome* verdict: kWelcomeRefused when the dialler's proof or fields were wrong
   uint8_t proof[32];     // the acceptor's HMAC; zero without a token
 };
 static_assert(sizeof(Welcome) == 40);

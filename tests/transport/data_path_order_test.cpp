@@ -80,8 +80,8 @@ TEST(DataPathOrder, TheFirstPathThatReachesAPeerCarriesItsMessages) {
     ScopedEnv list("TDIST_TRANSPORTS", c.list);
     ASSERT_FALSE(maps_shm_rings());
     with_thread_world(3, [&](ProcessGroup& pg) {
+      exchange(pg);  // pairs connect, and choose their path, on first use
       EXPECT_EQ(maps_shm_rings(), c.rings) << "TDIST_TRANSPORTS=" << c.list;
-      exchange(pg);
     });
   }
 }
@@ -92,22 +92,23 @@ TEST(DataPathOrder, RanksWithDifferentListsAgreeOnOnePath) {
   auto results = run_in_processes(2, [&](int rank) {
     setenv("TDIST_TRANSPORTS", rank == 0 ? "shm,tcp" : "tcp", 1);
     init_process_world(*board, rank, 2, std::chrono::seconds(60));
-    require(!maps_shm_rings(), "rank " + std::to_string(rank) + " mapped rings that its peer does not use");
     exchange(*group_world());
+    require(!maps_shm_rings(), "rank " + std::to_string(rank) + " mapped rings that its peer does not use");
     destroy_process_group();
   });
   EXPECT_EQ(describe_failures(results), "");
 }
 
-// Rank 0 allows rings only, rank 1 declines them: rank 0 cannot reach rank 1
-// and says so; rank 1 then fails too, as soon as rank 0's store is gone (the
-// timeout only bounds a hang).
+// Rank 0 allows rings only, rank 1 declines them: when the pair first
+// connects, rank 0 finds it cannot reach rank 1 and says so; rank 1 then
+// fails too, as rank 0 closes the connection (the timeout only bounds a hang).
 TEST(DataPathOrder, AListThatReachesAPeerByNothingFailsNamingIt) {
   Shared<PortBoard> board;
   auto results = run_in_processes(2, [&](int rank) {
     setenv("TDIST_TRANSPORTS", rank == 0 ? "shm" : "tcp", 1);
     try {
       init_process_world(*board, rank, 2, std::chrono::seconds(60));
+      exchange(*group_world());
     } catch (const DistError& e) {
       const std::string msg = e.what();
       if (rank == 0)
@@ -116,7 +117,7 @@ TEST(DataPathOrder, AListThatReachesAPeerByNothingFailsNamingIt) {
                 "rank 0's error does not name the peer and the reason: " + msg);
       return;
     }
-    throw std::runtime_error("rank " + std::to_string(rank) + " started although rank 0 cannot reach rank 1");
+    throw std::runtime_error("rank " + std::to_string(rank) + " exchanged messages although rank 0 cannot reach rank 1");
   });
   EXPECT_EQ(describe_failures(results), "");
 }

@@ -111,6 +111,7 @@ TEST(ShmTransport, AMessageLargerThanTheRingWaitsWholeForALateReceive) {
 TEST(ShmTransport, RanksOfOneHostMapRingsAndLeaveNoNameBehind) {
   int before = shm_names_left();
   with_thread_world(3, [](ProcessGroup& pg) {
+    exchange_all_sizes(pg);  // pairs connect, and map their rings, on first use
     EXPECT_TRUE(maps_shm_rings());
     pg.barrier()->wait();
   });

@@ -199,11 +199,22 @@ TEST(TcpHandshake, RanksWithDifferentTokensFailWithAnErrorSayingSo) {
         TcpTransportOptions o;
         o.label = "rank " + std::to_string(who);
         o.timeout = Millis(who == 0 ? 3000 : 10000);
+        // Kept until both ranks are done: each dials the other on first use,
+        // and a transport closed early would reset the other's dial.
+        std::unique_ptr<TcpTransport> t;
         try {
-          TcpTransport::connect(*store, who, 2, o);
+          t = TcpTransport::connect(*store, who, 2, o);
+          exchange(*t);
         } catch (const DistNetworkError& e) {
-          if (who == 1 && std::string(e.what()).find("job tokens differ") == std::string::npos)
-            throw std::runtime_error(std::string("rank 1's error does not say why: ") + e.what());
+          // Both dial on first use. The rank whose dial is refused learns why;
+          // the other may instead see that rank close its end as it fails.
+          const std::string what = e.what();
+          const std::string other = "rank " + std::to_string(1 - who);
+          if (what.find("job tokens differ") != std::string::npos) board->refused.fetch_add(1);
+          else if (what.find("closed by " + other) == std::string::npos &&
+                   what.find(other + " at") == std::string::npos)
+            throw std::runtime_error("rank " + std::to_string(who) + "'s error names neither the tokens nor " +
+                                     other + ": " + what);
           store->add("failed", 1);
           if (who == 0) store->wait({"rank1-done"}, kTimeout);
           else store->set("rank1-done", "1");
@@ -213,6 +224,7 @@ TEST(TcpHandshake, RanksWithDifferentTokensFailWithAnErrorSayingSo) {
       },
       std::chrono::seconds(60));
   EXPECT_EQ(describe_failures(results), "");
+  EXPECT_GE(board->refused.load(), 1) << "no rank's error says that the job tokens differ";
 }
 
 // A forged address record (anyone who can write the store): interfaces

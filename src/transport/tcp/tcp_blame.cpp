@@ -59,7 +59,7 @@ void TcpTransport::record_notice(Peer& p, uint32_t waited_for_plus_1, const std:
 std::string TcpTransport::explain_stall(int peer, Deadline deadline, const std::string& what, bool timed_out) {
   if (peer < 0 || peer >= size_ || peer == rank_) return what;
   for (auto& p : peers_) {
-    if (!p) continue;
+    if (!p || !p->connected.load(std::memory_order_acquire)) continue;
     std::lock_guard<std::mutex> tx(p->tx_mu);
     send_notice_locked(*p, peer, what);
   }

@@ -35,7 +35,7 @@ constexpr const char* kTokenHint = "start every rank with the same TDIST_JOB_TOK
 
 }  // namespace
 
-void dial(int fd, const Identity& id, uint64_t store_nonce, const std::optional<std::string>& token,
+Verdict dial(int fd, const Identity& id, uint64_t store_nonce, const std::optional<std::string>& token,
           Deadline deadline, const std::string& peer) {
   wire::Challenge challenge{};
   recv_all(fd, &challenge, sizeof(challenge), deadline, peer + " (waiting for its handshake)");
@@ -67,13 +67,19 @@ void dial(int fd, const Identity& id, uint64_t store_nonce, const std::optional<
 
   wire::Welcome welcome{};
   recv_all(fd, &welcome, sizeof(welcome), deadline, peer + " (waiting for it to accept the handshake)");
-  if (welcome.magic != wire::kWelcomeMagic || !welcome.accepted)
+  const bool proven_verdict =
+      welcome.accepted == wire::kWelcomeAccepted || welcome.accepted == wire::kWelcomeSuperseded;
+  if (welcome.magic == wire::kWelcomeMagic && welcome.accepted == wire::kWelcomeAlreadyConnected)
+    throw DistNetworkError(peer + " says it is already connected to this rank (socket " + std::to_string(id.lane + 1) +
+                           "): it kept an earlier connection that this rank no longer has");
+  if (welcome.magic != wire::kWelcomeMagic || !proven_verdict)
     throw DistNetworkError(peer + " refused this rank's handshake: " +
                            (token ? std::string("the job tokens differ (") + kTokenHint + ")"
                                   : std::string("the address record this rank read from the store is not "
                                                 "that rank's current one (a store of an earlier job?)")));
   if (token && !same(welcome.proof, proof(*token, kAcceptPurpose, challenge.nonce, hello.nonce, id)))
     throw DistNetworkError(peer + " did not prove that it knows the job token: it is not the rank it claims to be");
+  return welcome.accepted == wire::kWelcomeAccepted ? Verdict::Accept : Verdict::Superseded;
 }
 
 // ---------------------------------------------------------------- acceptor
@@ -88,13 +94,14 @@ struct Acceptor::Pending {
 };
 
 Acceptor::Acceptor(std::vector<int> listen_fds, int rank, int size, uint64_t store_nonce,
-                   std::optional<std::string> token, std::string label)
+                   std::optional<std::string> token, std::string label, int wake_fd)
     : listen_fds_(std::move(listen_fds)),
       rank_(rank),
       size_(size),
       store_nonce_(store_nonce),
       token_(std::move(token)),
-      label_(std::move(label)) {
+      label_(std::move(label)),
+      wake_fd_(wake_fd) {
   for (int fd : listen_fds_) set_nonblocking(fd, true);
 }
 
@@ -131,8 +138,10 @@ void Acceptor::accept_all(int listen_fd) {
       continue;
     }
     pending_.push_back(std::move(p));
-    if (pending_.size() > kMaxPending)
-      drop(0, "more than " + std::to_string(kMaxPending) + " connections were in handshake at once");
+    // Full: the rest wait in the listen backlog until a handshake ends or
+    // times out (dropping them instead failed jobs of over 64 ranks, whose
+    // connections all arrived at once).
+    if (pending_.size() >= kMaxPending) return;
   }
 }
 
@@ -152,26 +161,34 @@ bool Acceptor::read_hello(Pending& p, bool* gone) {
   }
 }
 
-std::optional<Accepted> Acceptor::finish(Pending& p, const std::function<bool(int, uint32_t)>& wanted) {
+std::optional<Accepted> Acceptor::finish(Pending& p, const Judge& judge) {
   const wire::Hello& h = p.hello;
   const int from = static_cast<int>(h.rank);
   const Identity id{from, rank_, size_, h.lane};
   std::string why;
+  uint32_t verdict = wire::kWelcomeRefused;
   if (h.magic != wire::kHelloMagic) {
     why = "not a tdist handshake";
-  } else if (static_cast<int>(h.size) != size_ || from <= rank_ || from >= size_) {
+  } else if (static_cast<int>(h.size) != size_ || from == rank_ || from >= size_) {
     why = "it claims to be rank " + std::to_string(h.rank) + " of " + std::to_string(h.size) +
-          ", which does not dial rank " + std::to_string(rank_) + " of " + std::to_string(size_);
+          ", which is not a peer of rank " + std::to_string(rank_) + " of " + std::to_string(size_);
   } else if (token_ && !same(h.proof, proof(*token_, kDialPurpose, p.challenge.nonce, h.nonce, id))) {
     why = "it claims to be rank " + std::to_string(from) + " but does not prove it knows the job token";
   } else if (h.store_nonce != store_nonce_) {
     why = "it claims to be rank " + std::to_string(from) + " but did not read this rank's current address record";
-  } else if (!wanted(from, h.lane)) {
-    why = "it claims to be rank " + std::to_string(from) + " socket " + std::to_string(h.lane + 1) +
-          ", which is already connected or not expected";
+  } else {
+    switch (judge(from, h.lane)) {
+      case Verdict::Accept: verdict = wire::kWelcomeAccepted; break;
+      case Verdict::Superseded: verdict = wire::kWelcomeSuperseded; break;
+      case Verdict::AlreadyConnected:
+        verdict = wire::kWelcomeAlreadyConnected;
+        why = "it claims to be rank " + std::to_string(from) + " socket " + std::to_string(h.lane + 1) +
+              ", which is already connected or not expected";
+        break;
+    }
   }
-  wire::Welcome welcome{wire::kWelcomeMagic, why.empty() ? 1u : 0u, {}};
-  if (why.empty() && token_) {
+  wire::Welcome welcome{wire::kWelcomeMagic, verdict, {}};
+  if (token_ && (verdict == wire::kWelcomeAccepted || verdict == wire::kWelcomeSuperseded)) {
     auth::Digest d = proof(*token_, kAcceptPurpose, p.challenge.nonce, h.nonce, id);
     std::memcpy(welcome.proof, d.data(), d.size());
   }
@@ -182,16 +199,17 @@ std::optional<Accepted> Acceptor::finish(Pending& p, const std::function<bool(in
     TDIST_LOG(LogLevel::Warn, label_ << ": refused a connection from " << p.address << ": " << why);
     return std::nullopt;
   }
+  if (verdict == wire::kWelcomeSuperseded) return std::nullopt;  // the dialler takes this rank's connection
   if (!sent) {
     TDIST_LOG(LogLevel::Warn, label_ << ": dropped a connection from " << p.address
                                      << " (rank " << from << "): could not answer its handshake");
-    return std::nullopt;
+    return Accepted{Fd(), from, h.lane, p.address};
   }
   set_nonblocking(p.fd.get(), false);
   return Accepted{std::move(p.fd), from, h.lane, p.address};
 }
 
-std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bool(int, uint32_t)>& wanted) {
+std::optional<Accepted> Acceptor::next(Deadline deadline, const Judge& judge) {
   std::vector<pollfd> fds;
   for (;;) {
     for (size_t i = pending_.size(); i-- > 0;)
@@ -200,11 +218,14 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bo
                     " (not a rank of this job?)");
     Deadline wake = deadline;
     fds.clear();
-    for (int fd : listen_fds_) fds.push_back(pollfd{fd, POLLIN, 0});
+    // While the handshakes are full, the listeners are not asked (fd -1 is skipped).
+    const bool full = pending_.size() >= kMaxPending;
+    for (int fd : listen_fds_) fds.push_back(pollfd{full ? -1 : fd, POLLIN, 0});
     for (const Pending& p : pending_) {
       fds.push_back(pollfd{p.fd.get(), POLLIN, 0});
       wake = wake.earlier(p.deadline);
     }
+    if (wake_fd_ >= 0) fds.push_back(pollfd{wake_fd_, POLLIN, 0});
     int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
     if (rc < 0 && errno != EINTR)
       throw DistNetworkError(label_ + ": poll while accepting connections failed: " + errno_string(errno));
@@ -217,13 +238,14 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const std::function<bo
         if (read_hello(pending_[i], &gone)) {
           Pending p = std::move(pending_[i]);
           pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
-          if (auto a = finish(p, wanted)) return a;
+          if (auto a = finish(p, judge)) return a;
         } else if (gone) {
           drop(i, "it closed the connection during the handshake");
         }
       }
       for (size_t l = 0; l < listeners; ++l)
         if (fds[l].revents) accept_all(listen_fds_[l]);
+      if (wake_fd_ >= 0 && fds.back().revents) return std::nullopt;
     }
     if (deadline.expired()) return std::nullopt;
   }

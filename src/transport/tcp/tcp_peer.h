@@ -14,6 +14,8 @@
 
 #include "transport/request.h"
 #include "transport/data_path.h"
+#include "transport/shm/shm_path.h"
+#include "transport/tcp/tcp_record.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/socket.h"
@@ -31,8 +33,10 @@ inline void set_rcvlowat(int fd, int& current, int bytes) {
   if (current == bytes) return;
   if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &bytes, sizeof(bytes)) == 0) current = bytes;
 }
-// epoll data id of the transport's wake-up eventfd (peers use their rank).
+// epoll data ids: peers' main sockets use their rank, extra sockets
+// size + rank * kMaxSocketsPerPeer + index; then the transport's own eventfds.
 inline constexpr uint32_t kWakeEventId = UINT32_MAX;
+inline constexpr uint32_t kRescanEventId = UINT32_MAX - 1;
 
 struct BufferedMessage {
   int peer;
@@ -67,12 +71,31 @@ struct TcpTransport::SendPieces {
   bool failed = false;  // completed with an error already
 };
 
+// What set-up read from the store, and where this rank listens: what a pair
+// needs to connect on first use.
+struct TcpTransport::Directory {
+  std::vector<tcp::PeerRecord> records;                 // by rank, this rank's included
+  std::vector<std::vector<std::string>> per_interface;  // this rank's addresses on each listed interface
+  std::optional<std::string> token;                     // the job token, read once
+  std::vector<Fd> listeners;                            // one per listed interface, else one
+};
+
 struct TcpTransport::Peer {
   int rank = -1;
+  std::string host_id;     // from its record
+  std::string advertised;  // "address:port" from its record, before it is connected
+  // How far the pair is in connecting (under the transport's conn_mu_).
+  // Awaiting: this rank's dial was superseded, the peer's is on its way;
+  // Accepting: the peer's connection is in, its other sockets may follow.
+  enum class Link { None, Dialling, Awaiting, Accepting, Connected, Failed };
+  Link link = Link::None;
+  std::exception_ptr link_error;  // Failed: why
+  // Set (release) once the fields below describe live sockets; nothing
+  // else touches them before.
+  std::atomic<bool> connected{false};
   Fd fd;
   std::vector<std::unique_ptr<Lane>> lanes;  // the extra sockets (none by default)
   std::string address;  // "host:port" of the remote end
-  std::string host_id;
   // The peer's messages go over this path when set (shared-memory rings),
   // else over the socket.
   std::unique_ptr<DataPath> path;
@@ -109,7 +132,7 @@ struct TcpTransport::Peer {
   bool tx_torn = false;
 
   // Receiving: guarded by the transport's rx_mu_.
-  std::vector<char> staging = std::vector<char>(kStagingBytes);
+  std::vector<char> staging;  // kStagingBytes, once connected
   size_t stage_begin = 0, stage_end = 0;
   bool in_payload = false;
   wire::MessageHeader header{};

@@ -10,6 +10,7 @@
 // as waits keep coming, which keeps it off the cores in tight loops.
 #include <sched.h>
 #include <sys/epoll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -110,7 +111,7 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
     unsigned round = 0;
     while (!request.done() && !stop_.load(std::memory_order_acquire)) {
       ++round;
-      if (poll_once(tcp_data_peers_ || round % kSocketPollEvery == 0)) rebase = true;
+      if (poll_once(tcp_data_peers_.load(std::memory_order_relaxed) || round % kSocketPollEvery == 0)) rebase = true;
       if (request.done()) break;
       if (spin_.count() > 0 && round % kRoundsPerClockRead != 0) {
         if (yielding && !rebase)
@@ -190,7 +191,9 @@ bool TcpTransport::wait_as_bystander(Request& request, Deadline deadline) {
 
 bool TcpTransport::poll_paths() {
   bool moved = false;
-  for (Peer* p : path_peers_) {
+  const size_t n = path_peer_count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    Peer* p = path_peers_[i].load(std::memory_order_relaxed);
     if (p->failed) continue;
     moved = p->path->poll() || moved;
     if (!p->path->backlog()) continue;
@@ -209,7 +212,7 @@ bool TcpTransport::poll_once(bool sockets) {
   // while a large payload streams in (epoll then reports it only once much of
   // it arrived: fewer, larger reads) or sends wait for room in the socket,
   // nor while the extra sockets carry pieces.
-  if (Peer* p = lone_socket_peer_;
+  if (Peer* p = lone_socket_peer_.load(std::memory_order_acquire);
       p && !p->failed && !p->main_closed && p->rcvlowat == 1 && !p->out_armed &&
       p->lanes_busy.load(std::memory_order_relaxed) == 0) {
     const uint64_t before = p->bytes_read;
@@ -237,7 +240,9 @@ bool TcpTransport::block_once(Deadline deadline) {
 // missed. True when there is something to do now (do not sleep).
 bool TcpTransport::prepare_sleep() {
   bool ready = false;
-  for (Peer* p : path_peers_) {
+  const size_t n = path_peer_count_.load(std::memory_order_acquire);
+  for (size_t i = 0; i < n; ++i) {
+    Peer* p = path_peers_[i].load(std::memory_order_relaxed);
     if (p->failed) continue;
     if (p->path->prepare_sleep()) ready = true;
     // A backlog is left by a sender (which raises the writer's flag itself) or
@@ -253,8 +258,15 @@ void TcpTransport::handle_events(const epoll_event* events, int n) {
   for (int i = 0; i < n && !stop_.load(std::memory_order_relaxed); ++i) {
     uint32_t id = events[i].data.u32;
     if (id == kWakeEventId) continue;  // abort(): stop_ is set, the loops end
+    if (id == kRescanEventId) {  // a pair with rings connected: the loops look at them from now on
+      uint64_t count = 0;
+      [[maybe_unused]] ssize_t r = ::read(rescan_fd_.get(), &count, sizeof(count));
+      continue;
+    }
     if (id >= static_cast<uint32_t>(size_)) {  // an extra socket
-      auto [peer, lane] = lane_events_[id - size_];
+      const uint32_t index = id - static_cast<uint32_t>(size_);
+      Peer* peer = peers_[index / tcp::kMaxSocketsPerPeer].get();
+      Lane* lane = peer->lanes[index % tcp::kMaxSocketsPerPeer].get();
       if (peer->failed || lane->closed) continue;
       if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) on_lane_readable(*peer, *lane);
       if (!peer->failed && (events[i].events & EPOLLOUT)) on_writable(*peer);
@@ -304,7 +316,8 @@ void TcpTransport::progress_loop() {
       if (ready) continue;
     }
     // Not holding rx_mu_ while asleep: a waiting thread can start driving at once.
-    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, path_peers_.empty() ? -1 : int(kBlockSlice.count()));
+    const bool rings = path_peer_count_.load(std::memory_order_acquire) > 0;
+    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, rings ? int(kBlockSlice.count()) : -1);
     if (n < 0 && errno != EINTR) {
       TDIST_LOG(LogLevel::Error, options_.label << ": epoll_wait failed: " << errno_string(errno));
       return;

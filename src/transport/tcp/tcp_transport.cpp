@@ -64,15 +64,6 @@ SpinPolicy spin_policy(int local_ranks) {
 // 148-666 µs with 1 MiB eager, 135-170 by rendezvous; and exchanges of 4 MiB
 // eager messages were slower (all_gather of 8 MiB 1670 / 1116 with a 1 MiB
 // limit). 512 KiB keeps the blocks of 1 MiB collectives on 2 ranks eager.
-// Across hosts, large messages go in frames of at most this much, and at most
-// this much waits unsent in the kernel (TCP_NOTSENT_LOWAT): otherwise the
-// clear-to-send for the peer's own large message queues behind this rank's
-// whole payload and up to the send buffer's megabytes, and the two directions
-// of an exchange take turns. 2 hosts, a 2 Gbit/s link, 2-rank exchanges of
-// 8 MiB, ms, before / after: all_reduce 64-66 / 40-42, all_gather 29-33 / 18-20
-// (the link allows 34 and 17); broadcast, one way, 35 either way.
-constexpr long long kRemoteSliceBytes = 512 * 1024;
-constexpr long long kRemoteUnsentBytes = 128 * 1024;
 
 size_t rendezvous_threshold() {
   if (auto v = get_env_int("TDIST_TCP_RENDEZVOUS_BYTES")) return *v > 0 ? static_cast<size_t>(*v) : 0;
@@ -84,11 +75,13 @@ TcpTransport::TcpTransport(int rank, int size, TcpTransportOptions options)
     : rank_(rank), size_(size), options_(std::move(options)) {
   peers_.resize(size);
   notices_.resize(size);
+  path_peers_ = std::make_unique<std::atomic<Peer*>[]>(static_cast<size_t>(size));
 }
 
 TcpTransport::~TcpTransport() {
   abort(std::make_exception_ptr(DistBackendError("the transport of " + options_.label + " was shut down")));
   if (progress_.joinable()) progress_.join();
+  if (acceptor_.joinable()) acceptor_.join();
 }
 
 void TcpTransport::start() {
@@ -97,41 +90,20 @@ void TcpTransport::start() {
   wake_fd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!epoll_fd_.valid() || !bg_epoll_fd_.valid() || !wake_fd_.valid())
     throw DistNetworkError(options_.label + ": cannot create epoll/eventfd: " + errno_string(errno));
+  rescan_fd_ = Fd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!rescan_fd_.valid())
+    throw DistNetworkError(options_.label + ": cannot create an eventfd: " + errno_string(errno));
   epoll_update(EPOLL_CTL_ADD, wake_fd_.get(), EPOLLIN, kWakeEventId);
+  epoll_update(EPOLL_CTL_ADD, rescan_fd_.get(), EPOLLIN, kRescanEventId);
   int local_ranks = 1;
-  // Set: every socket; unset: the sockets of peers on other hosts only (on
-  // loopback they cost 1.5-2.5x from 1 MiB: docs/configuration.md).
-  const auto slice_setting = get_env_int("TDIST_TCP_SLICE_BYTES");
-  const auto unsent_setting = get_env_int("TDIST_TCP_NOTSENT_LOWAT");
-  for (auto& p : peers_) {
-    if (!p) continue;
-    if (p->host_id == host_id()) ++local_ranks;
-    if (p->path) path_peers_.push_back(p.get());
-    else tcp_data_peers_ = true;
-    if (!p->path && size_ == 2) lone_socket_peer_ = p.get();
-    set_nonblocking(p->fd.get(), true);
-    const bool remote = p->host_id != host_id();
-    const long long slice = slice_setting.value_or(remote ? kRemoteSliceBytes : 0);
-    const long long unsent_bytes = unsent_setting.value_or(remote ? kRemoteUnsentBytes : 0);
-    p->slice_bytes = static_cast<uint64_t>(std::max<long long>(0, slice));
-    const int unsent = static_cast<int>(std::clamp<long long>(unsent_bytes, 0, 1 << 30));
-    if (unsent > 0 && !p->path) setsockopt(p->fd.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof(unsent));
-    epoll_update(EPOLL_CTL_ADD, p->fd.get(), EPOLLIN | EPOLLRDHUP, static_cast<uint32_t>(p->rank));
-    // Both ends know which path the pair uses: the extra sockets of a peer
-    // reached otherwise would never carry anything, and close on both sides unread.
-    if (p->path) p->lanes.clear();
-    for (auto& lane : p->lanes) {
-      lane->event_id = static_cast<uint32_t>(size_ + lane_events_.size());
-      lane_events_.emplace_back(p.get(), lane.get());
-      set_nonblocking(lane->fd.get(), true);
-      epoll_update(EPOLL_CTL_ADD, lane->fd.get(), EPOLLIN | EPOLLRDHUP, lane->event_id);
-    }
-  }
+  for (auto& p : peers_)
+    if (p && p->host_id == host_id()) ++local_ranks;
   const SpinPolicy spin = spin_policy(local_ranks);
   spin_ = spin.spin;
   pause_only_ = std::min(spin.spin, spin.pause_only);
   rendezvous_bytes_ = rendezvous_threshold();
   progress_ = std::thread([this] { progress_loop(); });
+  if (directory_) acceptor_ = std::thread([this] { accept_loop(); });
 }
 
 void TcpTransport::epoll_update(int op, int fd, uint32_t events, uint32_t id) {
@@ -144,7 +116,10 @@ void TcpTransport::epoll_update(int op, int fd, uint32_t events, uint32_t id) {
 
 std::string TcpTransport::describe_peer(int peer) const {
   std::string out = name_peer(peer);
-  if (peer >= 0 && peer < size_ && peers_[peer]) out += " at " + peers_[peer]->address;
+  if (peer >= 0 && peer < size_ && peers_[peer]) {
+    const Peer& p = *peers_[peer];
+    out += " at " + (p.connected.load(std::memory_order_acquire) ? p.address : p.advertised);
+  }
   return out;
 }
 
@@ -206,13 +181,19 @@ std::exception_ptr TcpTransport::peer_failure(int peer) const {
 }
 
 void TcpTransport::post(std::shared_ptr<Request> req) {
-  if (req->kind() == Request::Kind::Send) {
-    check_peer_arg(req->link_peer(), rank_, size_, /*is_recv=*/false);
-    post_send(std::move(req));
-  } else {
-    check_peer_arg(req->link_peer(), rank_, size_, /*is_recv=*/true);
-    post_recv(std::move(req));
+  const bool send = req->kind() == Request::Kind::Send;
+  const int peer = req->link_peer();
+  check_peer_arg(peer, rank_, size_, /*is_recv=*/!send);
+  // A receive connects too: a peer that dies is then seen by the ranks that
+  // wait for it, not only by those it sends to.
+  if (peer != kAnySender) {
+    if (std::exception_ptr error = connect_peer(peer)) {
+      req->complete(error, peer);
+      return;
+    }
   }
+  if (send) post_send(std::move(req));
+  else post_recv(std::move(req));
 }
 
 void TcpTransport::post_send(std::shared_ptr<Request> req) {
@@ -438,6 +419,10 @@ void TcpTransport::abort(std::exception_ptr cause) {
   // After the join, and once a driving thread has let go of rx_mu_, nothing
   // reads a socket or ring any more, so no user buffer is touched.
   if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
+  // A pair that connects from now on sees stop_ and is not registered;
+  // threads waiting for a pair to connect give up.
+  std::lock_guard<std::mutex> conn(conn_mu_);
+  conn_cv_.notify_all();
   std::lock_guard<std::mutex> rx(rx_mu_);
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& r : posted_) r->complete(cause, r->link_peer());
@@ -447,15 +432,19 @@ void TcpTransport::abort(std::exception_ptr cause) {
   unexpected_.clear();
   for (auto& p : peers_) {
     if (!p) continue;
-    fail_incoming_locked(*p, cause);
-    fail_rendezvous_receives_locked(*p, cause);
+    const bool connected = p->connected.load(std::memory_order_acquire);
+    if (connected) {
+      fail_incoming_locked(*p, cause);
+      fail_rendezvous_receives_locked(*p, cause);
+    }
     std::lock_guard<std::mutex> tx(p->tx_mu);
     // Tell the peer why (unless a give-up notice told it already).
-    send_notice_locked(*p, -1, error_message(cause));
+    if (connected) send_notice_locked(*p, -1, error_message(cause));
     fail_sends_locked(*p, cause);
     p->tx_failed = true;
     p->tx_error = cause;
-    if (p->fd.valid()) ::shutdown(p->fd.get(), SHUT_RDWR);
+    if (!connected) continue;
+    ::shutdown(p->fd.get(), SHUT_RDWR);
     for (auto& lane : p->lanes) ::shutdown(lane->fd.get(), SHUT_RDWR);
   }
 }

@@ -1,5 +1,7 @@
-// The TCP transport: a full mesh of non-blocking sockets (TCP_NODELAY), the
-// control channel to every peer. A peer's messages go over the first data
+// The TCP transport: non-blocking sockets (TCP_NODELAY), the control channel
+// to every peer a rank talks to. A pair connects when it first exchanges a
+// message (tcp_connect.cpp), not at set-up: a rank of a large job holds
+// sockets only to the peers its algorithms use. A peer's messages go over the first data
 // path of TDIST_TRANSPORTS that reaches it (transport/data_path.h): the
 // shared-memory rings of transport/shm/ for a peer on this host (its socket
 // then carries only doorbells and abort notices), or the socket itself. The
@@ -40,6 +42,10 @@
 struct epoll_event;
 
 namespace tdist {
+struct ShmLink;
+}
+
+namespace tdist {
 
 // How a waiting thread polls before it blocks: for `spin` after the last
 // movement, without yielding the core for the first `pause_only` of it.
@@ -60,9 +66,9 @@ struct TcpTransportOptions {
 
 class TcpTransport final : public Transport, private PathHost {
  public:
-  // Publishes this rank's address under the store and connects to every other
-  // rank (lower ranks are dialled, higher ranks accepted). Blocks until the
-  // mesh is complete; DistNetworkError naming the missing ranks on timeout.
+  // Publishes this rank's address under the store and reads every other
+  // rank's; blocks until all ranks published (DistNetworkError naming the
+  // missing ranks on timeout). Connections open on first use.
   static std::unique_ptr<TcpTransport> connect(Store& store, int rank, int size, TcpTransportOptions options);
   ~TcpTransport() override;
 
@@ -88,6 +94,7 @@ class TcpTransport final : public Transport, private PathHost {
   void close_comm(uint32_t comm, std::exception_ptr cause);
 
   struct Peer;
+  struct Directory;
   using Unexpected = BufferedMessage;
   struct Lane;
   struct RendezvousRx;
@@ -96,9 +103,26 @@ class TcpTransport final : public Transport, private PathHost {
  private:
   TcpTransport(int rank, int size, TcpTransportOptions options);
   void start();
-  // Gives each peer the first path of TDIST_TRANSPORTS that reaches it,
-  // over the freshly connected (still blocking) sockets (tcp_paths.cpp).
-  void attach_data_paths(Deadline deadline);
+  // Connections on first use (tcp_connect.cpp). connect_peer returns once the
+  // pair is connected (nullptr), or the error that stopped it: the dial or
+  // handshake failed, the peer did not dial back, or the transport stopped.
+  std::exception_ptr connect_peer(int peer);
+  // Dials `p` with all the pair's sockets; false when the peer's own
+  // connection to this rank is kept instead (the lower rank's wins).
+  bool dial_peer(Peer& p, Deadline deadline);
+  // Waits (conn_mu_ held) until the pair is connected or fails.
+  std::exception_ptr await_link(Peer& p, Deadline deadline, std::unique_lock<std::mutex>& lock);
+  void accept_loop();
+  // Makes a connected pair's sockets (and rings) part of the transport.
+  void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<ShmLink> link);
+  // The pair could not connect: its posted receives and later sends fail
+  // with the first such error, which it returns.
+  std::exception_ptr link_failed(Peer& p, std::exception_ptr error);
+  int sockets_with(int peer) const;
+  // Sets up shared-memory rings with a peer of this host over its fresh
+  // (still blocking) socket, when TDIST_TRANSPORTS ranks shm first at both
+  // ends; null when the socket carries the data (tcp_paths.cpp).
+  std::unique_ptr<ShmLink> attach_shm(int peer, int fd, Deadline deadline);
 
   // PathHost: what a data path asks of the mesh (tcp_receive.cpp, tcp_transport.cpp).
   char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) override;
@@ -186,7 +210,17 @@ class TcpTransport final : public Transport, private PathHost {
   const int rank_;
   const int size_;
   const TcpTransportOptions options_;
-  std::vector<std::unique_ptr<Peer>> peers_;  // peers_[rank_] is null
+  // Every peer has its Peer from the start (peers_[rank_] is null); its
+  // sockets are there once it is connected (Peer::connected).
+  std::vector<std::unique_ptr<Peer>> peers_;
+  std::unique_ptr<Directory> directory_;  // the records read at set-up, the listeners
+  std::thread acceptor_;                  // answers the peers that dial this rank
+  // Guards each Peer's link state; signalled when a pair connects or fails.
+  std::mutex conn_mu_;
+  std::condition_variable conn_cv_;
+  // Written when a pair with rings connects, so that a thread asleep in
+  // epoll looks at the new rings (read back by whoever wakes).
+  Fd rescan_fd_;
   // The same sockets in two epoll sets: a driving thread sleeps on the first,
   // the background thread on the second. epoll wakes one sleeper per set per
   // event, so sharing one set could hand a driver's wake-up to the background
@@ -198,11 +232,13 @@ class TcpTransport final : public Transport, private PathHost {
   Fd wake_fd_;  // written once, by abort(): stays readable so every epoll_wait returns
   std::thread progress_;
   std::atomic<bool> stop_{false};
-  std::vector<Peer*> path_peers_;  // peers reached through a data path other than their socket
-  bool tcp_data_peers_ = false;   // some peer exchanges data over its socket
-  Peer* lone_socket_peer_ = nullptr;  // the only peer, when it exchanges data over its socket
-  // The extra sockets by epoll id (id - size_): their peer and lane.
-  std::vector<std::pair<Peer*, Lane*>> lane_events_;
+  // The peers reached through a data path other than their socket: the
+  // first path_peer_count_ entries, appended as pairs connect (capacity for
+  // every peer, so readers need no lock).
+  std::unique_ptr<std::atomic<Peer*>[]> path_peers_;
+  std::atomic<size_t> path_peer_count_{0};
+  std::atomic<bool> tcp_data_peers_{false};   // some peer exchanges data over its socket
+  std::atomic<Peer*> lone_socket_peer_{nullptr};  // the only peer, when it exchanges data over its socket
   std::chrono::nanoseconds spin_{0};  // how long a waiter polls before blocking
   std::chrono::nanoseconds pause_only_{0};  // the first part of the spin, polling without yielding
   size_t rendezvous_bytes_ = 0;  // socket messages larger than this go by rendezvous (0: none)
