@@ -49,6 +49,8 @@ if ! "$repo/scripts/cluster.sh" check >/dev/null 2>&1; then
   exit 0
 fi
 "$repo/scripts/cluster.sh" up "$name" "$hosts" >/dev/null
+# One token for the job's hosts, as a multi-node launch needs (tdistrun makes one per single-node job only).
+export TDIST_JOB_TOKEN=${TDIST_JOB_TOKEN:-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')}
 master=$("$repo/scripts/cluster.sh" addr "$name" 0)
 for n in $ranks; do
   if ((n % hosts != 0)); then echo "$n ranks do not split over $hosts hosts: skipped"; continue; fi

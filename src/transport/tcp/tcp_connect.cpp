@@ -251,8 +251,8 @@ void TcpTransport::register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::s
                                  std::unique_ptr<ShmLink> link) {
   // Set: every socket; unset: the sockets of peers on other hosts only (on
   // loopback they cost 1.5-2.5x from 1 MiB: docs/configuration.md).
-  static const auto slice_setting = get_env_int("TDIST_TCP_SLICE_BYTES");
-  static const auto unsent_setting = get_env_int("TDIST_TCP_NOTSENT_LOWAT");
+  const auto slice_setting = get_env_int("TDIST_TCP_SLICE_BYTES");
+  const auto unsent_setting = get_env_int("TDIST_TCP_NOTSENT_LOWAT");
   std::unique_lock<std::mutex> lock(conn_mu_);
   if (stop_.load(std::memory_order_acquire) || p.link == Peer::Link::Failed) {
     lock.unlock();
