@@ -138,10 +138,16 @@ void Acceptor::accept_all(int listen_fd) {
       continue;
     }
     pending_.push_back(std::move(p));
-    // Full: the rest wait in the listen backlog until a handshake ends or
-    // times out (dropping them instead failed jobs of over 64 ranks, whose
-    // connections all arrived at once).
-    if (pending_.size() >= kMaxPending) return;
+    // Full: a connection silent for over kPatience makes room (a rank's Hello
+    // follows the challenge within milliseconds: this one is not a rank, or a
+    // dead one); otherwise the rest wait in the listen backlog until a
+    // handshake ends. Dropping the oldest at once failed jobs of over 64
+    // ranks, whose connections all arrived together.
+    if (pending_.size() >= kMaxPending) {
+      if (pending_.front().deadline.remaining() > kHandshakeTime - kPatience) return;
+      drop(0, "it was silent for " + format_ms(kPatience) + " while " + std::to_string(kMaxPending) +
+                  " connections were in handshake");
+    }
   }
 }
 
@@ -218,8 +224,14 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const Judge& judge) {
                     " (not a rank of this job?)");
     Deadline wake = deadline;
     fds.clear();
-    // While the handshakes are full, the listeners are not asked (fd -1 is skipped).
-    const bool full = pending_.size() >= kMaxPending;
+    // While the handshakes are full, the listeners are not asked (fd -1 is
+    // skipped) until the oldest has been silent for kPatience.
+    bool full = false;
+    if (pending_.size() >= kMaxPending) {
+      const Deadline impatient = pending_.front().deadline.sooner(kHandshakeTime - kPatience);
+      full = !impatient.expired();
+      wake = wake.earlier(impatient);
+    }
     for (int fd : listen_fds_) fds.push_back(pollfd{full ? -1 : fd, POLLIN, 0});
     for (const Pending& p : pending_) {
       fds.push_back(pollfd{p.fd.get(), POLLIN, 0});

@@ -59,6 +59,8 @@ class Acceptor {
   // in handshake at once (beyond it, new ones wait in the listen backlog).
   static constexpr Millis kHandshakeTime{5000};
   static constexpr size_t kMaxPending = 64;
+  // While that many are in handshake, one silent for this long gives its place to a new one.
+  static constexpr Millis kPatience{1000};
 
   // `listen_fds` (one per interface the rank listens on) are made
   // non-blocking. `label` prefixes log lines. `wake_fd` (if not -1) ends
