@@ -21,11 +21,6 @@ using namespace store_detail;
 
 namespace {
 
-std::string endpoint(const std::string& host, uint16_t port) {
-  if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
-  return host + ":" + std::to_string(port);
-}
-
 // The client waits this much longer than the server for a parked request:
 // the server answers TIMEOUT first unless it is gone or unreachable.
 Millis reply_margin(Millis timeout) { return std::clamp(timeout / 10, Millis(1000), Millis(30000)); }

@@ -26,12 +26,12 @@ void Fd::reset() {
 
 std::string errno_string(int err) { return std::string(std::strerror(err)) + " (errno " + std::to_string(err) + ")"; }
 
-namespace {
-
 std::string endpoint(const std::string& host, uint16_t port) {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);
 }
+
+namespace {
 
 struct AddrInfo {
   addrinfo* head = nullptr;

@@ -44,6 +44,8 @@ uint16_t local_port(int fd);
 // "host:port" of the socket's local or remote end.
 std::string local_address(int fd);
 std::string peer_address(int fd);
+// "host:port", or "[v6]:port".
+std::string endpoint(const std::string& host, uint16_t port);
 // The host part of the address the socket is bound to, as text.
 std::string local_host(int fd);
 

@@ -26,6 +26,7 @@ Deadline deadline() { return Deadline::after(kTimeout); }
 // What the stranger says and when the real rank 1 may start.
 struct Board {
   PortBoard store_port;
+  std::atomic<int> stranger_read{0};  // the stranger read rank 0's record (the last rank to read deletes it)
   std::atomic<int> stranger_done{0};
   std::atomic<int> refused{0};  // attacks that rank 0 refused, as the stranger saw it
 };
@@ -138,6 +139,70 @@ TEST(TcpHandshake, AStrangerWithTheStoreRecordButNotTheTokenIsRefused) {
       std::chrono::seconds(60));
   EXPECT_EQ(describe_failures(results), "");
   EXPECT_EQ(board->refused.load(), 2);
+}
+
+// Without a job token anyone who reads the store may dial (torch's open
+// mode), but a Hello whose rank or socket is impossible is refused before
+// any of it is used: ranks out of range (negative as a signed number, too),
+// this rank itself, and a socket number of a pair that has no connection.
+TEST(TcpHandshake, AHelloNamingAnImpossibleRankOrSocketIsRefused) {
+  ScopedEnv no_token("TDIST_JOB_TOKEN", nullptr);
+  ScopedEnv shm("TDIST_SHM", "0");
+  Shared<Board> board;
+  auto results = run_in_processes(
+      3,
+      [&](int who) {
+        auto store = store_for(*board, who == 0);
+        if (who == 2) {
+          store->wait({"tcp/0"}, kTimeout);
+          auto record = lines(store->get("tcp/0"));
+          const uint64_t nonce = std::stoull(record.at(1));
+          const uint16_t port = static_cast<uint16_t>(std::stoul(record.at(2)));
+          board->stranger_read = 1;
+          struct Claim {
+            uint32_t rank, size, lane;
+          };
+          for (Claim c : {Claim{0xFFFFFFFFu, 2, 0}, Claim{0x80000000u, 2, 0}, Claim{2, 2, 0}, Claim{0, 2, 0},
+                          Claim{1, 2, 99}, Claim{1, 0xFFFFFFFFu, 0}}) {
+            Fd fd = connect_tcp("127.0.0.1", port, deadline(), "stranger");
+            wire::Challenge challenge{};
+            recv_all(fd.get(), &challenge, sizeof(challenge), deadline(), "rank 0");
+            wire::Hello h{};
+            h.magic = wire::kHelloMagic;
+            h.rank = c.rank;
+            h.size = c.size;
+            h.lane = c.lane;
+            h.store_nonce = nonce;
+            send_all(fd.get(), &h, sizeof(h), deadline(), "rank 0");
+            wire::Welcome w{};
+            try {
+              recv_all(fd.get(), &w, sizeof(w), deadline(), "rank 0");
+              if (w.accepted == wire::kWelcomeAccepted || w.accepted == wire::kWelcomeSuperseded)
+                throw std::runtime_error("rank 0 accepted a Hello as rank " + std::to_string(c.rank) + " of " +
+                                         std::to_string(c.size) + ", socket " + std::to_string(c.lane + 1));
+            } catch (const DistNetworkError&) {
+              // closed without an answer: refused too
+            }
+            board->refused.fetch_add(1);
+          }
+          board->stranger_done = 1;
+          store->wait({"finished"}, kTimeout);
+          return;
+        }
+        while (who == 1 && !board->stranger_read) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        TcpTransportOptions o;
+        o.label = "rank " + std::to_string(who);
+        o.timeout = kTimeout;
+        auto t = TcpTransport::connect(*store, who, 2, o);  // publishes; the pair connects on first use
+        while (!board->stranger_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        exchange(*t);  // rank 0 lived through the claims and still connects
+        if (store->add("done", 1) == 2) store->set("finished", "1");
+        store->wait({"finished"}, kTimeout);
+        if (who == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others read "finished"
+      },
+      std::chrono::seconds(60));
+  EXPECT_EQ(describe_failures(results), "");
+  EXPECT_EQ(board->refused.load(), 6);
 }
 
 TEST(TcpHandshake, SilentConnectionsDuringInitCostNothing) {

@@ -175,7 +175,7 @@ std::optional<Accepted> Acceptor::finish(Pending& p, const Judge& judge) {
   uint32_t verdict = wire::kWelcomeRefused;
   if (h.magic != wire::kHelloMagic) {
     why = "not a tdist handshake";
-  } else if (static_cast<int>(h.size) != size_ || from == rank_ || from >= size_) {
+  } else if (static_cast<int>(h.size) != size_ || from < 0 || from == rank_ || from >= size_) {
     why = "it claims to be rank " + std::to_string(h.rank) + " of " + std::to_string(h.size) +
           ", which is not a peer of rank " + std::to_string(rank_) + " of " + std::to_string(size_);
   } else if (token_ && !same(h.proof, proof(*token_, kDialPurpose, p.challenge.nonce, h.nonce, id))) {

@@ -5,12 +5,10 @@
 // holds sockets only to the peers its algorithms use.
 #include <algorithm>
 #include <random>
-#include <sstream>
 #include <thread>
 
 #include "tdist/errors.h"
 #include "transport/tcp/tcp_addresses.h"
-#include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_peer.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
@@ -130,9 +128,8 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
     const tcp::PeerRecord& record = directory->records[r];
     p->host_id = record.host_id;
     p->advertised = record.endpoints.empty()
-                        ? (record.addresses.empty() ? std::string("?") : record.addresses.front()) + ":" +
-                              std::to_string(record.port)
-                        : record.endpoints.front().address + ":" + std::to_string(record.endpoints.front().port);
+                        ? endpoint(record.addresses.empty() ? std::string("?") : record.addresses.front(), record.port)
+                        : endpoint(record.endpoints.front().address, record.endpoints.front().port);
     t->peers_[r] = std::move(p);
   }
   t->directory_ = std::move(directory);
