@@ -11,7 +11,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$(cd "${1:-$repo/build}" && pwd)
 bin=$(mktemp /tmp/tdist-mesh-footprint.XXXXXX)
 trap 'rm -f "$bin"' EXIT
-g++ -std=c++20 -O2 "$repo/bench/mesh_footprint.cpp" -I"$repo/include" -L"$build/lib" -ltdist \
+g++ -std=c++20 -O2 "$repo/bench/mesh_footprint.cpp" -I"$repo/include" -I"$repo/tests" -L"$build/lib" -ltdist \
   -Wl,-rpath,"$build/lib" -o "$bin"
 for share in 1 0; do
   echo "TDIST_SHARE_CONNECTIONS=$share:"

@@ -2,44 +2,19 @@
 // DeviceMesh with all its subgroups: the mesh's three dimensions, and
 // new_subgroups of 2 and 4 ranks, each group used by one all_reduce (so every
 // connection it needs is up). Run by bench/footprint.sh under tdistrun with 8 ranks.
-#include <dirent.h>
-#include <unistd.h>
-
 #include <cstdio>
-#include <fstream>
 #include <string>
 
 #include <tdist/tdist.h>
 
+#include "common/process_counts.h"  // tests/common: built with -I tests
+
 namespace {
 
-int count_entries(const char* dir, const char* link_prefix) {
-  int n = 0;
-  DIR* d = opendir(dir);
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    char link[256] = {0};
-    const std::string path = std::string(dir) + "/" + e->d_name;
-    if (!link_prefix || (readlink(path.c_str(), link, sizeof(link) - 1) > 0 &&
-                         std::string(link).rfind(link_prefix, 0) == 0))
-      ++n;
-  }
-  closedir(d);
-  return n;
-}
-
-long rss_kib() {
-  std::ifstream f("/proc/self/status");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
-  return 0;
-}
-
 struct Footprint {
-  int sockets = count_entries("/proc/self/fd", "socket:");
-  int threads = count_entries("/proc/self/task", nullptr);
-  long rss = rss_kib();
+  int sockets = tdist::process_counts::sockets();
+  int threads = tdist::process_counts::threads();
+  long rss = tdist::process_counts::resident_kib();
 };
 
 }  // namespace

@@ -30,7 +30,7 @@ cleanup() {
   [ "$hosts" -gt 0 ] && "$repo/scripts/cluster.sh" down "$name" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-g++ -std=c++20 -O2 "$repo/bench/scale_probe.cpp" -I"$repo/include" -L"$build/lib" -ltdist \
+g++ -std=c++20 -O2 "$repo/bench/scale_probe.cpp" -I"$repo/include" -I"$repo/tests" -L"$build/lib" -ltdist \
   -Wl,-rpath,"$build/lib" -o "$probe"
 ulimit -n 65536 2>/dev/null || true
 now_ms() { date +%s%3N; }

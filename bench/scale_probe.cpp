@@ -2,17 +2,16 @@
 // and its first all_reduce (8 B) from one wall clock, then counts its sockets,
 // threads and resident memory. Rank 0 prints the spread over ranks. Run by
 // bench/scale.sh under tdistrun (one host) or across emulated hosts.
-#include <dirent.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include <tdist/tdist.h>
+
+#include "common/process_counts.h"  // tests/common: built with -I tests
 
 namespace {
 
@@ -22,28 +21,6 @@ double now_ms() {
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-int count_entries(const char* dir, const char* link_prefix) {
-  int n = 0;
-  DIR* d = opendir(dir);
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    char link[256] = {0};
-    const std::string path = std::string(dir) + "/" + e->d_name;
-    if (!link_prefix || (readlink(path.c_str(), link, sizeof(link) - 1) > 0 &&
-                         std::string(link).rfind(link_prefix, 0) == 0))
-      ++n;
-  }
-  closedir(d);
-  return n;
-}
-
-double rss_mib() {
-  std::ifstream f("/proc/self/status");
-  for (std::string line; std::getline(f, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6)) / 1024.0;
-  return 0;
-}
 
 // min / median / max of one column of every rank's row.
 std::string spread(const std::vector<double>& rows, int columns, int column, const char* format) {
@@ -73,8 +50,9 @@ int main() {
     return 1;
   }
   constexpr int kColumns = 6;
-  std::vector<double> mine{t1 - t0, t2 - t1, t2, double(count_entries("/proc/self/fd", "socket:")),
-                           double(count_entries("/proc/self/task", nullptr)), rss_mib()};
+  namespace counts = tdist::process_counts;
+  std::vector<double> mine{t1 - t0, t2 - t1, t2, double(counts::sockets()), double(counts::threads()),
+                           counts::resident_kib() / 1024.0};
   std::vector<double> all(kColumns * n);
   tdist::all_gather_into_tensor(all, mine);
   if (tdist::get_rank() == 0) {

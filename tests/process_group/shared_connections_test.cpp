@@ -3,13 +3,10 @@
 // Each group's messages meet only its own receives; destroying a group leaves
 // the others working; a failure in one group fails every group of the
 // process, naming the cause (TDIST_SHARE_CONNECTIONS=0 keeps groups apart).
-#include <dirent.h>
-#include <unistd.h>
-
-#include <cstring>
 #include <string>
 
 #include "process_group/process_util.h"
+#include "common/process_counts.h"
 #include "common/scoped_env.h"
 
 namespace tdist::testing {
@@ -17,26 +14,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-int count_entries(const char* dir, const char* link_prefix) {
-  int n = 0;
-  DIR* d = opendir(dir);
-  if (!d) return -1;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    if (!link_prefix) {
-      ++n;
-      continue;
-    }
-    char link[256] = {0};
-    const std::string path = std::string(dir) + "/" + e->d_name;
-    if (readlink(path.c_str(), link, sizeof(link) - 1) > 0 && std::strncmp(link, link_prefix, std::strlen(link_prefix)) == 0)
-      ++n;
-  }
-  closedir(d);
-  return n;
-}
-int sockets() { return count_entries("/proc/self/fd", "socket:"); }
-int threads() { return count_entries("/proc/self/task", nullptr); }
+using process_counts::sockets;
+using process_counts::threads;
 
 class SharedConnections : public ::testing::TestWithParam<const char*> {
  protected:

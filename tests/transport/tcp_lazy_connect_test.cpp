@@ -3,15 +3,15 @@
 // the peers it exchanged messages with, and two ranks that dial each other
 // at the same moment end up with one connection (the lower rank's), however
 // the dials interleave.
-#include <dirent.h>
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstring>
+#include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common/harness.h"
+#include "common/process_counts.h"
 #include "common/scoped_env.h"
 #include "tdist/store.h"
 #include "transport/tcp/tcp_transport.h"
@@ -22,17 +22,7 @@ namespace {
 const Millis kTimeout{60000};
 Deadline deadline() { return Deadline::after(kTimeout); }
 
-int sockets() {
-  int n = 0;
-  DIR* d = opendir("/proc/self/fd");
-  while (dirent* e = readdir(d)) {
-    char link[256] = {0};
-    const std::string path = std::string("/proc/self/fd/") + e->d_name;
-    if (readlink(path.c_str(), link, sizeof(link) - 1) > 0 && std::strncmp(link, "socket:", 7) == 0) ++n;
-  }
-  closedir(d);
-  return n;
-}
+using process_counts::sockets;
 
 // The store lives in a process of its own (the last), so that the ranks'
 // socket counts hold only their own connections; it stays until every rank
@@ -95,35 +85,33 @@ void expect_sockets(int me, int before, int expected) {
                              " sockets, expected " + std::to_string(expected));
 }
 
-class LazyConnect : public ::testing::TestWithParam<int> {
- protected:
-  ScopedEnv tcp_{"TDIST_TRANSPORTS", "tcp"};
-  ScopedEnv sockets_{"TDIST_SOCKETS_PER_PEER", std::to_string(GetParam())};
+// Whom a rank sends to and receives from.
+struct Plan {
+  std::vector<int> to, from;
 };
 
-// Every rank sends to every other at once, three times over fresh
-// transports: each pair keeps exactly its sockets, whoever dialled first.
-TEST_P(LazyConnect, EveryPairDiallingAtOnceKeepsOneConnection) {
-  constexpr int n = 6;
-  const int per_pair = GetParam();
+// Runs n ranks (and the store's process) for `rounds` rounds, each over fresh
+// transports: every rank exchanges as its plan says, then must hold its
+// listener and `per_pair` sockets for each peer it talked to, no more.
+void run_ranks(int n, int rounds, int per_pair, const std::function<Plan(int me)>& plan_of) {
   Shared<PortBoard> board;
   auto results = run_in_processes(
       n + 1,
       [&](int me) {
         if (me == n) return host_store(*board, n);
         auto store = store_for(*board, false);
-        std::vector<int> others;
-        for (int q = 0; q < n; ++q)
-          if (q != me) others.push_back(q);
-        for (int round = 0; round < 3; ++round) {
+        const Plan plan = plan_of(me);
+        std::set<int> peers(plan.to.begin(), plan.to.end());
+        peers.insert(plan.from.begin(), plan.from.end());
+        for (int round = 0; round < rounds; ++round) {
           PrefixStore scoped("round" + std::to_string(round), store);
           TcpTransportOptions o;
           o.label = "rank " + std::to_string(me);
           o.timeout = kTimeout;
           const int before = sockets();  // peers may dial as soon as connect returns
           auto t = TcpTransport::connect(scoped, me, n, o);
-          exchange(*t, others, others);
-          expect_sockets(me, before, 1 + per_pair * (n - 1));  // the listener, and the pairs'
+          exchange(*t, plan.to, plan.from);
+          expect_sockets(me, before, 1 + per_pair * static_cast<int>(peers.size()));
           // Everyone is done before any transport closes.
           scoped.add("done", 1);
           while (scoped.add("done", 0) < n) std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -134,29 +122,28 @@ TEST_P(LazyConnect, EveryPairDiallingAtOnceKeepsOneConnection) {
   EXPECT_EQ(describe_failures(results), "");
 }
 
+class LazyConnect : public ::testing::TestWithParam<int> {
+ protected:
+  ScopedEnv tcp_{"TDIST_TRANSPORTS", "tcp"};
+  ScopedEnv sockets_{"TDIST_SOCKETS_PER_PEER", std::to_string(GetParam())};
+};
+
+// Every rank sends to every other at once, three times over fresh
+// transports: each pair keeps exactly its sockets, whoever dialled first.
+TEST_P(LazyConnect, EveryPairDiallingAtOnceKeepsOneConnection) {
+  constexpr int n = 6;
+  run_ranks(n, 3, GetParam(), [](int me) {
+    std::vector<int> others;
+    for (int q = 0; q < n; ++q)
+      if (q != me) others.push_back(q);
+    return Plan{others, others};
+  });
+}
+
 // In a ring each rank talks to two peers: it opens sockets to those two only.
 TEST_P(LazyConnect, ARankConnectsOnlyToThePeersItUses) {
   constexpr int n = 5;
-  const int per_pair = GetParam();
-  Shared<PortBoard> board;
-  auto results = run_in_processes(
-      n + 1,
-      [&](int me) {
-        if (me == n) return host_store(*board, n);
-        auto store = store_for(*board, false);
-        TcpTransportOptions o;
-        o.label = "rank " + std::to_string(me);
-        o.timeout = kTimeout;
-        const int before = sockets();  // peers may dial as soon as connect returns
-        auto t = TcpTransport::connect(*store, me, n, o);
-        exchange(*t, {(me + 1) % n}, {(me + n - 1) % n});
-        expect_sockets(me, before, 1 + per_pair * 2);  // the listener, and the pairs'
-        store->add("done", 1);
-        while (store->add("done", 0) < n) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        store->add("finished", 1);
-      },
-      std::chrono::seconds(120));
-  EXPECT_EQ(describe_failures(results), "");
+  run_ranks(n, 1, GetParam(), [](int me) { return Plan{{(me + 1) % n}, {(me + n - 1) % n}}; });
 }
 
 INSTANTIATE_TEST_SUITE_P(SocketsPerPeer, LazyConnect, ::testing::Values(1, 3),
