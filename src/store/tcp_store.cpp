@@ -55,7 +55,16 @@ class Client {
         name_("TCPStore(" + endpoint(host, port) + ")"),
         peer_("TCPStore server " + endpoint(host, port)),
         token_(auth::job_token()) {
-    idle_.push_back(open(deadline_after(timeout)));
+    Fd first = open(deadline_after(timeout));
+    // A host name is resolved once: every later connection goes to the
+    // address the first one reached, since another lookup (DNS round robin,
+    // a changed hosts file) could answer with another machine.
+    address_ = peer_host(first.get());
+    if (!address_.empty() && address_ != host_) {
+      name_ = "TCPStore(" + endpoint(host_, port_) + " at " + endpoint(address_, port_) + ")";
+      peer_ = "TCPStore server " + endpoint(host_, port_) + " at " + endpoint(address_, port_);
+    }
+    idle_.push_back(std::move(first));
   }
 
   const std::string& name() const { return name_; }
@@ -107,7 +116,7 @@ class Client {
   // so does this client (see tcp_store_protocol.h). A refusal is a
   // DistStoreError: the server is there, the client may not use it.
   Fd open(Deadline deadline) {
-    Fd fd = connect_tcp(host_, port_, deadline, name_ + " client");
+    Fd fd = connect_tcp(address_.empty() ? host_ : address_, port_, deadline, name_ + " client");
     const auth::Nonce mine = auth::random_nonce();
     const std::string nonce(auth::view(mine));
     const std::string* nonce_value = &nonce;
@@ -199,6 +208,7 @@ class Client {
   }
 
   std::string host_;
+  std::string address_;  // what host_ resolved to, set once by the constructor's first connection
   uint16_t port_;
   std::string name_;
   std::string peer_;

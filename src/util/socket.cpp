@@ -158,6 +158,13 @@ std::string local_host(int fd) {
   return sockaddr_text(ss, false);
 }
 
+std::string peer_host(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "";
+  return sockaddr_text(ss, false);
+}
+
 std::string peer_address(int fd) {
   sockaddr_storage ss{};
   socklen_t len = sizeof(ss);

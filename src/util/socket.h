@@ -46,8 +46,9 @@ std::string local_address(int fd);
 std::string peer_address(int fd);
 // "host:port", or "[v6]:port".
 std::string endpoint(const std::string& host, uint16_t port);
-// The host part of the address the socket is bound to, as text.
+// The host part of the address the socket is bound to, or connected to, as text.
 std::string local_host(int fd);
+std::string peer_host(int fd);
 
 // Connects to host:port, retrying with backoff (refused, unreachable, name not
 // yet resolvable) until the deadline; then DistNetworkError naming host, port,

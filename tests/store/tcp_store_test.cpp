@@ -73,6 +73,30 @@ TEST(TCPStore, HostnameLocalhostWorks) {
   EXPECT_EQ(master.get("x"), "y");
 }
 
+// A host name is resolved once, by the client's first connection: the
+// connections it opens later (one per concurrent request) go to that address,
+// and errors name both the name and the address.
+TEST(TCPStore, AHostNameIsResolvedOnceAndNamedWithItsAddress) {
+  auto master = make_master();
+  const uint16_t port = master->port();
+  TCPStore client("localhost", port, std::nullopt, false, 3s);
+  std::vector<std::string> errors(4);
+  std::vector<std::thread> parked;
+  for (size_t i = 0; i < errors.size(); ++i)  // busy connections: each parked get opens its own
+    parked.emplace_back([&, i] {
+      try {
+        client.get("never-set-" + std::to_string(i));
+      } catch (const tdist::DistError& e) {
+        errors[i] = e.what();
+      }
+    });
+  std::this_thread::sleep_for(100ms);  // lets the gets park (if one does not, it fails just the same)
+  master.reset();
+  for (auto& t : parked) t.join();
+  for (const std::string& e : errors)
+    EXPECT_TRUE(contains(e, "localhost:" + std::to_string(port) + " at 127.0.0.1:" + std::to_string(port))) << e;
+}
+
 TEST(TCPStore, InvalidWorldSizeIsAValueError) {
   EXPECT_THROW(TCPStore("127.0.0.1", 0, 0, true, 1s), tdist::DistValueError);
 }
