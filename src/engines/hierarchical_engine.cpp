@@ -5,6 +5,7 @@
 // once, so a host's link and cores work together. docs/algorithms.md gives
 // the cost of each.
 #include <algorithm>
+#include <functional>
 #include <future>
 #include <string>
 
@@ -60,41 +61,25 @@ class HierarchicalEngine final : public Engine {
     }
     // Every rank of a host carries 1/local_n of it across, all at once:
     // reduce-scatter inside the host, all-reduce of each block among the
-    // hosts' ranks of one local index, all-gather inside the host. Large
-    // buffers go in segments, the step among hosts of one segment running
-    // (on a helper thread) while the host works on the segments around it.
-    const size_t segments = std::clamp<size_t>(t.nbytes() / kSegmentBytes, 1, kMaxSegments);
+    // hosts' ranks of one local index, all-gather inside the host, in
+    // segments (pipeline).
     std::vector<std::vector<Tensor>> blocks;
-    for (const Tensor& segment : cut(t, static_cast<int>(std::min(segments, count / local_n))))
+    for (const Tensor& segment : cut(t, segments_for(t.nbytes(), count / local_n)))
       blocks.push_back(cut(segment, local_n));
-    auto fold = [&](size_t s) {
-      auto scatter = local(ctx, static_cast<uint32_t>(3 * s));
-      s_.local_engine->reduce_scatter(scatter, blocks[s][me], blocks[s], op);
-    };
-    auto carry = [&](size_t s) {
-      auto among = cross(ctx, static_cast<uint32_t>(3 * s + 1));
-      transport_engine().all_reduce(among, blocks[s][me], outer);
-    };
-    auto share = [&](size_t s) {
-      auto gather = local(ctx, static_cast<uint32_t>(3 * s + 2), true);
-      s_.local_engine->all_gather(gather, blocks[s], blocks[s][me]);
-    };
-    if (blocks.size() == 1) {
-      fold(0);
-      carry(0);
-      share(0);
-      return;
-    }
-    // A failure aborts the transport, so the helper's step ends at once too.
-    abort_on_error(ctx.transport, [&] {
-      std::future<void> carrying;  // the previous segment's step among hosts
-      for (size_t s = 0; s <= blocks.size(); ++s) {
-        if (s < blocks.size()) fold(s);
-        if (s > 0) carrying.get();
-        if (s < blocks.size()) carrying = std::async(std::launch::async, carry, s);
-        if (s > 0) share(s - 1);
-      }
-    });
+    pipeline(
+        ctx, blocks.size(), 3,
+        [&](size_t s, uint32_t step) {
+          auto scatter = local(ctx, step);
+          s_.local_engine->reduce_scatter(scatter, blocks[s][me], blocks[s], op);
+        },
+        [&](size_t s, uint32_t step) {
+          auto among = cross(ctx, step + 1);
+          transport_engine().all_reduce(among, blocks[s][me], outer);
+        },
+        [&](size_t s, uint32_t step) {
+          auto gather = local(ctx, step + 2, true);
+          s_.local_engine->all_gather(gather, blocks[s], blocks[s][me]);
+        });
   }
 
   // Every rank arrives in its host; one rank per host meets the others'; the
@@ -146,29 +131,45 @@ class HierarchicalEngine final : public Engine {
   // Hosts of one size, blocks of one size: the blocks of this local index
   // cross among the hosts first (every rank of a host at once, straight into
   // their outputs), then each host's ranks share them, one host's blocks at a
-  // time.
+  // time; in segments (pipeline).
   void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
     if (!s_.uniform || !equal_sizes(outputs)) {
       transport_engine().all_gather(ctx, outputs, input);
       return;
     }
     const int me = s_.local->rank();
-    std::vector<Tensor> mine;
-    for (const auto& members : s_.hosts) mine.push_back(outputs[members[me]]);
-    auto among = cross(ctx, 0);
-    transport_engine().all_gather(among, mine, input);
-    for (size_t h = 0; h < s_.hosts.size(); ++h) {
+    const size_t hosts = s_.hosts.size();
+    const int segments = segments_for(input.nbytes() * outputs.size(), static_cast<size_t>(input.numel()));
+    const std::vector<Tensor> input_segments = cut(input, segments);
+    std::vector<std::vector<Tensor>> output_segments;  // by rank, then segment
+    for (const Tensor& out : outputs) output_segments.push_back(cut(out, segments));
+    // Segment s of the blocks of `ranks`.
+    auto segment_of = [&](const std::vector<int>& ranks, size_t s) {
       std::vector<Tensor> blocks;
-      for (int r : s_.hosts[h]) blocks.push_back(outputs[r]);
-      auto share = local(ctx, 1 + static_cast<uint32_t>(h), true);
-      s_.local_engine->all_gather(share, blocks, blocks[me]);
-    }
+      for (int r : ranks) blocks.push_back(output_segments[r][s]);
+      return blocks;
+    };
+    std::vector<int> same_index;  // the ranks of this local index, by host
+    for (const auto& members : s_.hosts) same_index.push_back(members[me]);
+    pipeline(
+        ctx, static_cast<size_t>(segments), static_cast<uint32_t>(1 + hosts), nullptr,
+        [&](size_t s, uint32_t step) {
+          auto among = cross(ctx, step);
+          transport_engine().all_gather(among, segment_of(same_index, s), input_segments[s]);
+        },
+        [&](size_t s, uint32_t step) {
+          for (size_t h = 0; h < hosts; ++h) {
+            std::vector<Tensor> blocks = segment_of(s_.hosts[h], s);
+            auto share = local(ctx, step + 1 + static_cast<uint32_t>(h), true);
+            s_.local_engine->all_gather(share, blocks, blocks[me]);
+          }
+        });
   }
 
   // Hosts of one size, blocks of one size: inside each host, one
   // reduce-scatter per host's blocks leaves each rank its host's part of the
   // block of its local index on every host; among the hosts, a reduce-scatter
-  // of those parts then gives each rank its own block.
+  // of those parts then gives each rank its own block; in segments (pipeline).
   void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
                       ReduceOp op) override {
     if (!s_.uniform || !equal_sizes(inputs) || !composes(op, output.dtype())) {
@@ -178,17 +179,30 @@ class HierarchicalEngine final : public Engine {
     const size_t hosts = s_.hosts.size(), bytes = output.nbytes();
     const int64_t count = output.numel();
     Scratch partial(hosts * bytes);
-    std::vector<Tensor> parts;
+    const int segments = segments_for(bytes * inputs.size(), static_cast<size_t>(count));
+    const std::vector<Tensor> output_segments = cut(output, segments);
+    std::vector<std::vector<Tensor>> part_segments;  // by host, then segment
     for (size_t h = 0; h < hosts; ++h)
-      parts.push_back(Tensor(partial.get() + h * bytes, output.dtype(), {count}));
-    for (size_t h = 0; h < hosts; ++h) {
-      std::vector<Tensor> blocks;
-      for (int r : s_.hosts[h]) blocks.push_back(inputs[r]);
-      auto fold = local(ctx, static_cast<uint32_t>(h));
-      s_.local_engine->reduce_scatter(fold, parts[h], blocks, op);
-    }
-    auto among = cross(ctx, static_cast<uint32_t>(hosts));
-    transport_engine().reduce_scatter(among, output, parts, across(op));
+      part_segments.push_back(cut(Tensor(partial.get() + h * bytes, output.dtype(), {count}), segments));
+    std::vector<std::vector<Tensor>> input_segments;  // by rank, then segment
+    for (const Tensor& in : inputs) input_segments.push_back(cut(in, segments));
+    pipeline(
+        ctx, static_cast<size_t>(segments), static_cast<uint32_t>(hosts + 1),
+        [&](size_t s, uint32_t step) {
+          for (size_t h = 0; h < hosts; ++h) {
+            std::vector<Tensor> blocks;
+            for (int r : s_.hosts[h]) blocks.push_back(input_segments[r][s]);
+            auto fold = local(ctx, step + static_cast<uint32_t>(h));
+            s_.local_engine->reduce_scatter(fold, part_segments[h][s], blocks, op);
+          }
+        },
+        [&](size_t s, uint32_t step) {
+          std::vector<Tensor> parts;
+          for (size_t h = 0; h < hosts; ++h) parts.push_back(part_segments[h][s]);
+          auto among = cross(ctx, step + static_cast<uint32_t>(hosts));
+          transport_engine().reduce_scatter(among, output_segments[s], parts, across(op));
+        },
+        nullptr);
   }
 
   // One rank per host folds its host's inputs; those ranks fold the hosts'
@@ -336,8 +350,43 @@ class HierarchicalEngine final : public Engine {
  private:
   // A broadcast splits its buffer among a host's ranks from this size.
   static constexpr size_t kSplitBytes = 64 * 1024;
-  // The split all_reduce pipelines segments of this size, at most this many.
+  // Steps in segments pipeline segments of this size (of the whole buffer),
+  // at most this many.
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
+
+  // How many segments a buffer of `bytes` goes in, with at least one element
+  // of the `count` that are cut in each.
+  static int segments_for(size_t bytes, size_t count) {
+    return static_cast<int>(std::max<size_t>(1, std::min({bytes / kSegmentBytes, kMaxSegments, count})));
+  }
+
+  using Step = std::function<void(size_t segment, uint32_t first_step)>;
+  // Runs each segment through a step inside the host (`before`), one among
+  // hosts (`between`) and another inside the host (`after`); a null step is
+  // skipped. The step among hosts of one segment runs on a helper thread
+  // while this thread does the host's steps of the segments around it, so
+  // shared memory and the network work at once. Segment s's steps are
+  // numbered from s * stride (each its own tag). A failure aborts the
+  // transport, so the helper's step ends at once too.
+  void pipeline(CollectiveContext& ctx, size_t segments, uint32_t stride, const Step& before, const Step& between,
+                const Step& after) {
+    auto first = [&](size_t s) { return static_cast<uint32_t>(s) * stride; };
+    if (segments == 1) {
+      if (before) before(0, 0);
+      between(0, 0);
+      if (after) after(0, 0);
+      return;
+    }
+    abort_on_error(ctx.transport, [&] {
+      std::future<void> carrying;  // the previous segment's step among hosts
+      for (size_t s = 0; s <= segments; ++s) {
+        if (s < segments && before) before(s, first(s));
+        if (s > 0) carrying.get();
+        if (s < segments) carrying = std::async(std::launch::async, between, s, first(s));
+        if (s > 0 && after) after(s - 1, first(s - 1));
+      }
+    });
+  }
 
   // Whether `op` can run in steps: AVG only as an average of equal-sized
   // hosts' averages of a floating type (integers would truncate twice).
