@@ -58,13 +58,20 @@ std::exception_ptr TcpTransport::connect_peer(int peer) {
     if (p.link != Peer::Link::None || stop_.load(std::memory_order_acquire)) return await_link(p, deadline, lock);
     p.link = Peer::Link::Dialling;
   }
+  std::exception_ptr dial_error;
   try {
     if (dial_peer(p, deadline)) return nullptr;
   } catch (const DistError&) {
-    return link_failed(p, std::current_exception());
+    dial_error = std::current_exception();
   }
-  // The peer dials this rank and its connection is kept: wait for it.
   std::unique_lock<std::mutex> lock(conn_mu_);
+  if (dial_error && p.link == Peer::Link::Dialling) {
+    lock.unlock();
+    return link_failed(p, dial_error);
+  }
+  // The peer's own connection is kept (this dial was superseded), or came in
+  // while this dial failed (the peer may close a dial it no longer needs):
+  // wait for it.
   if (p.link == Peer::Link::Dialling) p.link = Peer::Link::Awaiting;
   return await_link(p, deadline, lock);
 }
