@@ -97,18 +97,19 @@ class HierarchicalEngine final : public Engine {
 
   // The root's host first has it all (inside the host), then each of its
   // ranks sends its block to the ranks of its local index on the other hosts,
-  // which put the blocks together inside their hosts. Hosts of different
-  // sizes: the root's host's first rank sends the whole buffer to the other
-  // hosts' first ranks instead.
+  // which put the blocks together inside their hosts; in segments. Hosts of
+  // different sizes, or few bytes: the root's host's first rank sends the
+  // whole buffer to the other hosts' first ranks instead.
   void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override {
     const int root_host = host_of_[root], me = s_.local->rank();
     const size_t count = static_cast<size_t>(t.numel());
-    const bool split = s_.uniform && count >= static_cast<size_t>(s_.local->size()) && t.nbytes() >= kSplitBytes;
-    if (s_.host == root_host) {
-      auto in_host = local(ctx, 0);
-      s_.local_engine->broadcast(in_host, t, index_of_[root]);
-    }
+    const int local_n = s_.local->size();
+    const bool split = s_.uniform && count >= static_cast<size_t>(local_n) && t.nbytes() >= kSplitBytes;
     if (!split) {
+      if (s_.host == root_host) {
+        auto in_host = local(ctx, 0);
+        s_.local_engine->broadcast(in_host, t, index_of_[root]);
+      }
       if (me == 0) {
         auto among = cross(ctx, 1);
         transport_engine().broadcast(among, t, root_host);
@@ -119,13 +120,28 @@ class HierarchicalEngine final : public Engine {
       }
       return;
     }
-    std::vector<Tensor> blocks = cut(t, s_.local->size());
-    auto among = cross(ctx, 1);
-    transport_engine().broadcast(among, blocks[me], root_host);
-    if (s_.host != root_host) {
-      auto gather = local(ctx, 2, true);
-      s_.local_engine->all_gather(gather, blocks, blocks[me]);
-    }
+    // In segments (pipeline): the root's host shares a segment, its ranks
+    // send their blocks of it across, the other hosts put them together.
+    std::vector<Tensor> segments = cut(t, segments_for(t.nbytes(), count / local_n));
+    std::vector<std::vector<Tensor>> blocks;
+    for (const Tensor& segment : segments) blocks.push_back(cut(segment, local_n));
+    const bool root_side = s_.host == root_host;
+    pipeline(
+        ctx, segments.size(), 3,
+        [&](size_t s, uint32_t step) {
+          if (!root_side) return;
+          auto in_host = local(ctx, step);
+          s_.local_engine->broadcast(in_host, segments[s], index_of_[root]);
+        },
+        [&](size_t s, uint32_t step) {
+          auto among = cross(ctx, step + 1);
+          transport_engine().broadcast(among, blocks[s][me], root_host);
+        },
+        [&](size_t s, uint32_t step) {
+          if (root_side) return;
+          auto gather = local(ctx, step + 2, true);
+          s_.local_engine->all_gather(gather, blocks[s], blocks[s][me]);
+        });
   }
 
   // Hosts of one size, blocks of one size: the blocks of this local index
