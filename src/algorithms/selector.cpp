@@ -97,10 +97,16 @@ std::string_view pick_all_reduce(const Shape& s) {
 }
 
 // Hosts of different sizes cut the buffer differently, so only the leader
-// path fits them; it also sends the fewest messages between hosts, which
-// wins for few bytes (docs/algorithms.md).
+// path fits them. On hosts of one size, few bytes go `replicated` (two steps,
+// and no rank waits for another's step among hosts), then `leader` (the
+// fewest bytes between hosts), then `split` (docs/algorithms.md).
 std::string_view pick_hierarchical_all_reduce(const Shape& s, bool uniform) {
-  if (!uniform || s.count < static_cast<size_t>(s.ranks_per_host) || s.bytes < 64 * KiB) return "leader";
+  if (!uniform) return "leader";
+  // `replicated` puts ranks_per_host copies on each host's link where
+  // `leader` puts one: worth it while the extra copies cost less than the
+  // step inside the host it saves.
+  if (s.bytes * static_cast<size_t>(std::max(1, s.ranks_per_host - 1)) <= 4 * KiB) return "replicated";
+  if (s.count < static_cast<size_t>(s.ranks_per_host) || s.bytes < 64 * KiB) return "leader";
   return "split";
 }
 

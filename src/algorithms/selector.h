@@ -76,7 +76,9 @@ EngineKind pick_engine(const Shape& s, const std::string& forced, EnginesAvailab
 
 // bytes: the whole buffer.
 std::string_view pick_all_reduce(const Shape& s);
-// The hierarchical engine's all_reduce: "leader" (one rank per host carries
+// The hierarchical engine's all_reduce: "replicated" (an all_reduce inside
+// each host, then every rank all-reduces the whole buffer with its local
+// index's ranks on the other hosts), "leader" (one rank per host carries
 // the host's sum across) or "split" (every rank of a host carries its block
 // across, at once); uniform: every host holds as many of the group's ranks.
 std::string_view pick_hierarchical_all_reduce(const Shape& s, bool uniform);

@@ -47,7 +47,17 @@ class HierarchicalEngine final : public Engine {
     const ReduceOp outer = across(op);
     const int local_n = s_.local->size(), me = s_.local->rank();
     const size_t count = static_cast<size_t>(t.numel());
-    if (pick_hierarchical_all_reduce(shape_of(ctx, t.nbytes(), count), s_.uniform) == "leader") {
+    const std::string_view path = pick_hierarchical_all_reduce(shape_of(ctx, t.nbytes(), count), s_.uniform);
+    if (path == "replicated") {
+      // Few bytes: every rank gets its host's sum, then carries it across
+      // with the ranks of its local index; nobody waits for a leader.
+      auto in_host = local(ctx, 0);
+      s_.local_engine->all_reduce(in_host, t, op);
+      auto among = cross(ctx, 1);
+      transport_engine().all_reduce(among, t, outer);
+      return;
+    }
+    if (path == "leader") {
       // Few bytes: one rank per host carries the host's sum across.
       auto in_host = local(ctx, 0);
       s_.local_engine->reduce(in_host, t, 0, op);

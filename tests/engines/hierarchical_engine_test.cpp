@@ -27,9 +27,10 @@ std::string engine_of(const Group& group, size_t bytes) {
   return backend.engine_name(OpCode::AllReduce, bytes);
 }
 
-// Every size from empty to past the split paths' threshold.
+// Every size from empty to past the split paths' threshold: the replicated,
+// leader and split all_reduce among them.
 void check_group(const Group& group, const std::string& where) {
-  for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}, size_t{40000} + 3})
+  for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1001}, size_t{5003}, size_t{40000} + 3})
     matrix::check_collectives(group, count, where);
   // Split paths that need the count to divide among a host's ranks; over
   // 2 MiB, the split all_reduce's pipeline of segments.
