@@ -27,6 +27,7 @@ bool registering_builtins = false;  // only true inside the call_once below
 // backend is adding its file and its line here.
 constexpr void (*kBuiltinBackends[])() = {
     register_tdist_backend,
+    register_mpi_backend,
 };
 
 // Built-ins are registered on first lookup rather than by static initializers,
@@ -52,10 +53,15 @@ std::string canonical(const std::string& name) {
 }  // namespace
 
 void register_backend(const std::string& name, BackendFactory factory, std::vector<DeviceType> devices) {
-  if (name.empty() || !factory) throw DistValueError("register_backend: a backend needs a name and a factory");
+  register_backend_entry(BackendEntry{name, std::move(factory), std::move(devices)});
+}
+
+void register_backend_entry(BackendEntry entry) {
+  if (entry.name.empty() || !entry.factory)
+    throw DistValueError("register_backend: a backend needs a name and a factory");
+  entry.name = canonical(entry.name);
   auto& r = raw_registry();
   std::lock_guard<std::mutex> lock(r.mu);
-  BackendEntry entry{canonical(name), std::move(factory), std::move(devices)};
   if (registering_builtins)
     r.entries.emplace(entry.name, std::move(entry));
   else
@@ -83,7 +89,11 @@ BackendEntry lookup_backend(const std::string& name) {
   if (it == r.entries.end()) {
     std::string known;
     for (auto& [k, v] : r.entries) known += (known.empty() ? "" : ", ") + k;
-    throw DistValueError("unknown backend '" + name + "' (registered: " + known + ")");
+    std::string hint;
+    if (canonical(name) == "mpi")
+      hint = ": this build of tdist has no MPI (configured without an MPI library or with -DTDIST_WITH_MPI=OFF; "
+             "apt-get install libopenmpi-dev and rebuild)";
+    throw DistValueError("unknown backend '" + name + "' (registered: " + known + ")" + hint);
   }
   return it->second;
 }

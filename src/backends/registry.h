@@ -12,7 +12,13 @@ struct BackendEntry {
   std::string name;
   BackendFactory factory;
   std::vector<DeviceType> devices;
+  // Its ranks are MPI_COMM_WORLD's: a group of only such backends needs no
+  // store, and init takes rank and size from MPI (backends/mpi_launch.h).
+  bool world_from_mpi = false;
 };
+
+// register_backend with every field of the entry (built-ins).
+void register_backend_entry(BackendEntry entry);
 
 // Looks a backend up ("gloo" is an alias of "tdist"); DistValueError listing
 // the registered names when unknown.
@@ -22,5 +28,6 @@ std::vector<std::string> registered_backends();
 // Registers one built-in backend (see kBuiltinBackends in registry.cpp);
 // each is defined in its backend's file.
 void register_tdist_backend();
+void register_mpi_backend();  // nothing in a build without MPI
 
 }  // namespace tdist

@@ -25,7 +25,7 @@ void init_process_group(const InitOptions& options) {
   // Every init of this process gets fresh keys, so a store reused across
   // init/destroy cycles never shows a rank the previous cycle's state.
   auto scoped = std::make_shared<PrefixStore>("tdist/init" + std::to_string(generation), r.store);
-  join_all_ranks(*scoped, "joined/", r.rank, r.world_size, options.timeout, r.where);
+  if (!r.local_store) join_all_ranks(*scoped, "joined/", r.rank, r.world_size, options.timeout, r.where);
 
   ProcessGroupOptions pg;
   pg.backend = options.backend;
@@ -36,7 +36,8 @@ void init_process_group(const InitOptions& options) {
   world().default_group = std::move(group);
   world().default_version.fetch_add(1, std::memory_order_release);
   world().store = r.store;
-  world().owns_store = !options.store;
+  world().owns_store = !options.store && !r.local_store;
+  world().mpi_hold = std::move(r.mpi_hold);
   world().scoped_store = scoped;
 }
 

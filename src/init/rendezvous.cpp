@@ -4,8 +4,13 @@
 #include <map>
 
 #include "tdist/errors.h"
+#include "backends/mpi_launch.h"
+#include "backends/registry.h"
+#include "process_group/backend_spec.h"
+#include "transport/tcp/tcp_addresses.h"
 #include "util/deadline.h"
 #include "util/env.h"
+#include "util/job_token.h"
 
 namespace tdist {
 
@@ -99,20 +104,97 @@ void validate(int rank, int world, const std::string& method) {
                          std::to_string(world) + ")");
 }
 
+// A rank or world size given (argument, URL or launcher variable) must be MPI's.
+void check_against_mpi(int given, int mpi, const char* what, const std::string& source) {
+  if (given >= 0 && given != mpi)
+    throw DistValueError("init_process_group: " + source + " says " + what + " " + std::to_string(given) +
+                         ", but MPI_COMM_WORLD says " + std::to_string(mpi) +
+                         " (the mpi backend's ranks are MPI's: leave " + what + " out, or give MPI's)");
+}
+
+// Every backend of the spec takes its world from MPI (the mpi backend): no store.
+Rendezvous mpi_only(const InitOptions& options, const Url& url, const std::string& method) {
+  MpiWorld w = mpi_world("init_process_group(" + options.backend + ")");
+  check_against_mpi(options.rank, w.rank, "rank", "the rank argument");
+  check_against_mpi(options.world_size, w.size, "world_size", "the world_size argument");
+  if (auto it = url.query.find("rank"); it != url.query.end())
+    check_against_mpi(parse_int(it->second, "rank in " + method), w.rank, "rank", method);
+  if (auto it = url.query.find("world_size"); it != url.query.end())
+    check_against_mpi(parse_int(it->second, "world_size in " + method), w.size, "world_size", method);
+  Rendezvous r;
+  r.store = std::make_shared<HashStore>();
+  r.local_store = true;
+  r.rank = w.rank;
+  r.world_size = w.size;
+  r.where = "MPI_COMM_WORLD";
+  r.mpi_hold = w.hold;
+  return r;
+}
+
+// Started by mpirun or srun without MASTER_ADDR: rank 0 serves the store on
+// its first address (TDIST_SOCKET_IFNAME's, else an interface that is up) at
+// a port the kernel picks, and tells every rank through MPI; with no job
+// token set, it makes one and sends it along (over MPI's own connections),
+// so the job is closed to processes MPI did not start.
+Rendezvous mpi_bootstrap(const InitOptions& options, const std::string& method) {
+  MpiWorld w = mpi_world("init_process_group(" + method + ") under an MPI launcher");
+  check_against_mpi(options.rank, w.rank, "rank", "the rank argument");
+  check_against_mpi(options.world_size, w.size, "world_size", "the world_size argument");
+  for (const char* name : {"RANK", "WORLD_SIZE"})
+    if (auto v = get_env_int(name))
+      check_against_mpi(static_cast<int>(*v), name[0] == 'R' ? w.rank : w.size,
+                        name[0] == 'R' ? "rank" : "world_size", std::string("the environment (") + name + ")");
+  Rendezvous r;
+  r.rank = w.rank;
+  r.world_size = w.size;
+  r.mpi_hold = w.hold;
+  std::string word;
+  std::shared_ptr<TCPStore> server;
+  if (w.rank == 0) {
+    std::vector<std::vector<std::string>> per_interface;
+    auto addresses = tcp_addresses::local_addresses(tcp_addresses::listed_interfaces(), per_interface);
+    const std::string host = addresses.empty() ? std::string("127.0.0.1") : addresses.front();
+    const bool make_token = !auth::job_token().has_value();
+    const std::string token = make_token ? auth::generate_token() : std::string();
+    if (make_token) setenv("TDIST_JOB_TOKEN", token.c_str(), 1);
+    server = std::dynamic_pointer_cast<TCPStore>(tcp_store(host, 0, 0, w.size, options.timeout));
+    word = host + "\n" + std::to_string(server->port()) + "\n" + token;
+  }
+  word = w.from_rank0(word);
+  const auto first = word.find('\n'), second = word.find('\n', first + 1);
+  if (first == std::string::npos || second == std::string::npos)
+    throw DistBackendError("init_process_group: rank 0's store address did not arrive whole over MPI");
+  const std::string host = word.substr(0, first);
+  const uint16_t port = parse_port(word.substr(first + 1, second - first - 1), "rank 0's store port");
+  const std::string token = word.substr(second + 1);
+  if (!token.empty()) setenv("TDIST_JOB_TOKEN", token.c_str(), 1);
+  r.store = server ? std::static_pointer_cast<Store>(server) : tcp_store(host, port, w.rank, w.size, options.timeout);
+  r.where = "rank 0's store at " + host + ":" + std::to_string(port) + " (found through MPI)";
+  return r;
+}
+
 }  // namespace
 
 Rendezvous rendezvous(const InitOptions& options) {
   Rendezvous r;
+  const bool mpi_only_spec = spec_takes_world_from_mpi(options.backend);
   if (options.store) {
     if (!options.init_method.empty())
       throw DistValueError("init_process_group: init_method and store are mutually exclusive");
     if (options.rank < 0 || options.world_size < 0)
       throw DistValueError("init_process_group: rank and world_size are required with an explicit store");
     validate(options.rank, options.world_size, "store");
-    return Rendezvous{options.store, options.rank, options.world_size, "the given store"};
+    return Rendezvous{options.store, options.rank, options.world_size, "the given store", false, nullptr};
   }
   const std::string method = options.init_method.empty() ? "env://" : options.init_method;
   Url url = parse_url(method);
+  if (mpi_only_spec && url.scheme == "env") return mpi_only(options, url, method);
+  if (url.scheme == "env" && !get_env("MASTER_ADDR") && started_by_mpi_launcher()) {
+    if (built_with_mpi()) return mpi_bootstrap(options, method);
+    throw DistValueError("init_process_group(env://): MASTER_ADDR is not set, and this build of tdist has no MPI to "
+                         "find rank 0 through under mpirun: set MASTER_ADDR and MASTER_PORT (rank 0's host and a "
+                         "free port) for every rank, or rebuild with an MPI library (libopenmpi-dev)");
+  }
   if (url.scheme == "env") {
     r.rank = pick(options.rank, url, "rank", {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, true, method);
     r.world_size =

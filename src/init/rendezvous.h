@@ -16,6 +16,11 @@ struct Rendezvous {
   int rank = -1;
   int world_size = -1;
   std::string where;  // "tcp://127.0.0.1:29500", "file:///tmp/x", "the given store": for messages
+  // The store is this process's own (a HashStore): the group's backends need
+  // none (mpi), so no rank waits for another through it.
+  bool local_store = false;
+  // Keeps MPI initialised while the default group lives (backends/mpi_launch.h).
+  std::shared_ptr<void> mpi_hold;
 };
 
 Rendezvous rendezvous(const InitOptions& options);

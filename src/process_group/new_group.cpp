@@ -5,6 +5,7 @@
 
 #include "tdist/distributed.h"
 #include "tdist/errors.h"
+#include "backends/mpi_launch.h"
 #include "process_group/world.h"
 
 namespace tdist {
@@ -148,6 +149,7 @@ void leave_store(Store& scoped, TCPStore* hosted, int rank, int size) {
 void destroy_process_group(const Group& group) {
   std::vector<Group> victims;
   std::shared_ptr<Store> store, scoped;
+  std::shared_ptr<void> mpi_hold;
   bool owns_store = false;
   int rank = 0, size = 1;
   {
@@ -167,6 +169,7 @@ void destroy_process_group(const Group& group) {
       store = std::move(world().store);
       scoped = std::move(world().scoped_store);
       owns_store = world().owns_store;
+      mpi_hold = std::move(world().mpi_hold);
       victims.push_back(std::move(world().default_group));
       world().default_group = nullptr;
       world().default_version.fetch_add(1, std::memory_order_release);
@@ -176,6 +179,11 @@ void destroy_process_group(const Group& group) {
   }
   for (auto& g : victims) g->shutdown();
   if (owns_store && scoped) leave_store(*scoped, dynamic_cast<TCPStore*>(store.get()), rank, size);
+  // Last: MPI is finalised here if tdist initialised it and no group holds it.
+  if (mpi_hold) {
+    mpi_hold.reset();
+    let_go_of_mpi();
+  }
 }
 
 }  // namespace tdist

@@ -40,6 +40,13 @@ std::map<DeviceType, std::string> parse_spec(const std::string& spec) {
 
 void validate_backend_spec(const std::string& spec) { parse_spec(spec); }
 
+bool spec_takes_world_from_mpi(const std::string& spec) {
+  auto backends = parse_spec(spec);
+  for (auto& [device, name] : backends)
+    if (!lookup_backend(name).world_from_mpi) return false;
+  return !backends.empty();
+}
+
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
     : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
   if (!store_) throw DistValueError("ProcessGroup: no store given");

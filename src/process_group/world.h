@@ -25,7 +25,10 @@ struct World {
   std::shared_ptr<Store> scoped_store;  // this init's namespace in it; groups live under it
   std::vector<Group> groups;            // made by new_group, destroyed with the default group
   std::map<std::string, int> group_counts;  // per member list: how many groups were made of it
-  int generation = 0;                   // how many times init_process_group ran in this process
+  int generation = 0;
+  // MPI kept initialised for the default group (init took its world or found
+  // the store through MPI); let go by destroy_process_group.
+  std::shared_ptr<void> mpi_hold;                   // how many times init_process_group ran in this process
 };
 
 World& world();

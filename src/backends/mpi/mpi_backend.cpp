@@ -1,0 +1,641 @@
+#include "backends/mpi/mpi_backend.h"
+
+#include <sched.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <thread>
+
+#include "tdist/errors.h"
+#include "backends/mpi/mpi_layout.h"
+#include "backends/mpi/mpi_types.h"
+#include "backends/registry.h"
+#include "reduce/reduce.h"
+#include "tensor/split.h"
+#include "util/error_context.h"
+
+namespace tdist::mpi {
+
+struct MpiBackend::State {
+  RuntimeHold runtime;
+  MPI_Comm comm = MPI_COMM_NULL;      // the group's operations
+  MPI_Comm internal = MPI_COMM_NULL;  // monitored_barrier's messages, apart from every user tag
+  int tag_ub = 32767;                 // MPI_TAG_UB: the largest tag the library takes
+  std::string label;                  // "rank 3 in group default_pg"
+  std::shared_ptr<const std::string> shared_label;
+  std::mutex mu;
+  std::exception_ptr failure;  // the first failure; later operations fail fast with it
+  std::atomic<bool> failed{false};
+
+  std::exception_ptr error(const std::string& op, uint64_t seq, const std::string& what) const {
+    return std::make_exception_ptr(DistBackendError(label + ": " + op + " #" + std::to_string(seq) + " failed: " + what));
+  }
+  std::exception_ptr mpi_error(const std::string& op, uint64_t seq, const char* call, int rc) const {
+    return error(op, seq, std::string(call) + " returned " + error_string(rc));
+  }
+  void record(const std::exception_ptr& e) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failure) failure = e;
+    failed.store(true, std::memory_order_release);
+  }
+  std::exception_ptr failed_before(const std::string& op, uint64_t seq) {
+    if (!failed.load(std::memory_order_acquire)) return nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    return with_context(failure, label + ": " + op + " #" + std::to_string(seq) +
+                                     " not started: the group failed earlier: ");
+  }
+};
+
+namespace {
+
+// A few hundred tests of an MPI request before yielding: a small message
+// arrives within microseconds, and MPI only makes progress inside its calls.
+constexpr std::chrono::microseconds kSpinFor{50};
+constexpr std::chrono::milliseconds kYieldFor{2};
+constexpr std::chrono::microseconds kNap{50};
+constexpr int kExpired = -1;
+
+// Tests `requests` until all complete or the deadline passes (kExpired).
+int test_until(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses, const Deadline& deadline) {
+  statuses.resize(requests.size());
+  const auto start = Clock::now();
+  for (unsigned round = 0;; ++round) {
+    int flag = 0;
+    int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, statuses.data());
+    if (rc != MPI_SUCCESS) {
+      if (rc == MPI_ERR_IN_STATUS)
+        for (const MPI_Status& s : statuses)
+          if (s.MPI_ERROR != MPI_SUCCESS && s.MPI_ERROR != MPI_ERR_PENDING) return s.MPI_ERROR;
+      return rc;
+    }
+    if (flag) return MPI_SUCCESS;
+    if (round % 64 != 63) continue;
+    const auto now = Clock::now();
+    if (!deadline.is_never() && now >= deadline.at()) return kExpired;
+    if (now - start < kSpinFor) continue;
+    if (now - start < kYieldFor)
+      sched_yield();
+    else
+      std::this_thread::sleep_for(kNap);
+  }
+}
+
+// The rank of this process in MPI_COMM_WORLD and its size.
+std::pair<int, int> world_of() {
+  int rank = 0, size = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  return {rank, size};
+}
+
+// A tag for MPI_Comm_create_group that members of one group agree on and
+// groups made one after another rarely share (they need not differ: each
+// rank creates its groups in the same order).
+int creation_tag(const std::vector<int>& ranks) {
+  uint32_t h = 2166136261u;
+  for (int r : ranks) h = (h ^ static_cast<uint32_t>(r)) * 16777619u;
+  return static_cast<int>(h % 32768u);
+}
+
+}  // namespace
+
+MpiBackend::MpiBackend(int rank, int size, const BackendOptions& options)
+    : Backend(rank, size), options_(options), state_(std::make_shared<State>()) {
+  State& s = *state_;
+  const int global = options.global_ranks.empty() ? rank : options.global_ranks[rank];
+  s.label = "rank " + std::to_string(global) + " in group " + (options.group_name.empty() ? "default_pg" : options.group_name);
+  s.shared_label = std::make_shared<const std::string>(s.label);
+  s.runtime = acquire_runtime(s.label);
+  // The communicator this group is cut from: the parent group's, else the world.
+  auto* parent = dynamic_cast<MpiBackend*>(options.parent.get());
+  std::vector<int> parent_globals;
+  if (parent) parent_globals = parent->options_.global_ranks;
+  s.runtime->call([&] {
+    MPI_Comm base = parent ? parent->comm() : MPI_COMM_WORLD;
+    auto [world_rank, world_size] = world_of();
+    std::vector<int> base_ranks(size);
+    for (int i = 0; i < size; ++i) {
+      const int g = options.global_ranks.empty() ? i : options.global_ranks[i];
+      if (parent) {
+        auto it = std::find(parent_globals.begin(), parent_globals.end(), g);
+        if (it == parent_globals.end())
+          throw DistBackendError(s.label + ": global rank " + std::to_string(g) + " is not in the parent group");
+        base_ranks[i] = static_cast<int>(it - parent_globals.begin());
+      } else {
+        base_ranks[i] = g;
+      }
+    }
+    int base_rank = 0, base_size = 0;
+    MPI_Comm_rank(base, &base_rank);
+    MPI_Comm_size(base, &base_size);
+    if (!parent && (global != world_rank || (options.global_ranks.empty() && size != world_size) ||
+                    *std::max_element(base_ranks.begin(), base_ranks.end()) >= world_size))
+      throw DistValueError(s.label + ": tdist's world (rank " + std::to_string(global) + " of " +
+                           std::to_string(options.global_ranks.empty() ? size : int(options.global_ranks.size())) +
+                           ") is not MPI's (MPI_COMM_WORLD: rank " + std::to_string(world_rank) + " of " +
+                           std::to_string(world_size) + "): the mpi backend's ranks are MPI's");
+    if (base_ranks[rank] != base_rank)
+      throw DistValueError(s.label + ": group rank " + std::to_string(rank) + " is rank " +
+                           std::to_string(base_ranks[rank]) + " of the communicator it is made from, but this "
+                           "process is its rank " + std::to_string(base_rank));
+    bool whole = size == base_size;
+    for (int i = 0; whole && i < size; ++i) whole = base_ranks[i] == i;
+    int rc;
+    if (whole) {
+      rc = MPI_Comm_dup(base, &s.comm);
+    } else {
+      MPI_Group base_group, group;
+      MPI_Comm_group(base, &base_group);
+      MPI_Group_incl(base_group, size, base_ranks.data(), &group);
+      rc = MPI_Comm_create_group(base, group, creation_tag(base_ranks), &s.comm);
+      MPI_Group_free(&group);
+      MPI_Group_free(&base_group);
+    }
+    if (rc != MPI_SUCCESS)
+      throw DistBackendError(s.label + ": making the group's communicator failed: " + error_string(rc));
+    MPI_Comm_set_errhandler(s.comm, MPI_ERRORS_RETURN);
+    rc = MPI_Comm_dup(s.comm, &s.internal);
+    if (rc != MPI_SUCCESS)
+      throw DistBackendError(s.label + ": making the group's communicator failed: " + error_string(rc));
+    int* ub = nullptr;
+    int flag = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &ub, &flag);
+    if (flag && ub) s.tag_ub = *ub;
+  });
+}
+
+MpiBackend::~MpiBackend() { shutdown(); }
+
+MPI_Comm MpiBackend::comm() const { return state_->comm; }
+
+void MpiBackend::shutdown() {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  State& s = *state_;
+  if (!s.runtime) return;
+  s.record(std::make_exception_ptr(DistBackendError(s.label + ": the process group was destroyed")));
+  int finalized = 0;
+  MPI_Finalized(&finalized);  // at exit, without destroy_process_group
+  if (!finalized) s.runtime->call([&] {
+    // Freeing marks the communicators for deallocation once their pending
+    // operations complete (MPI_Comm_free); nothing new can start on them.
+    if (s.internal != MPI_COMM_NULL) MPI_Comm_free(&s.internal);
+    if (s.comm != MPI_COMM_NULL) MPI_Comm_free(&s.comm);
+  });
+  s.runtime.reset();  // the last hold finalises MPI, if tdist initialised it
+}
+
+std::shared_ptr<Work> MpiBackend::run(Collective c, Millis timeout, bool async_op) {
+  (void)timeout;  // MPI's collectives take none (mpi_backend.h); Work.wait(timeout) still has one
+  std::unique_lock<std::mutex> lock(issue_mu_);
+  const uint64_t seq = ++seq_;
+  std::shared_ptr<State> st = state_;
+  auto work = std::make_shared<PendingWork>(c.op, seq, st->shared_label);
+  work->set_result(c.result);
+  if (auto e = st->failed_before(c.op, seq)) {
+    work->finish_unshared(e);
+    return work;
+  }
+  if (!async_op) {
+    int rc = MPI_SUCCESS;
+    st->runtime->call([&] { rc = c.blocking(st->comm); });
+    std::exception_ptr error;
+    if (rc != MPI_SUCCESS) {
+      error = st->mpi_error(c.op, seq, c.mpi_name, rc);
+      st->record(error);
+    } else if (c.after) {
+      try {
+        c.after();
+      } catch (...) {
+        error = with_context(std::current_exception(), st->label + ": " + c.op + " #" + std::to_string(seq) + ": ");
+      }
+    }
+    work->finish_unshared(error);
+    return work;
+  }
+  auto call = std::make_shared<Collective>(std::move(c));
+  st->runtime->post([st, work, call, seq] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = call->start(st->comm, &request);
+    if (rc != MPI_SUCCESS) {
+      auto error = st->mpi_error(call->op, seq, call->mpi_name, rc);
+      st->record(error);
+      work->finish(error);
+      return;
+    }
+    st->runtime->track(request, [st, work, call, seq](int err, const MPI_Status&) {
+      if (err != MPI_SUCCESS) {
+        auto error = st->mpi_error(call->op, seq, call->mpi_name, err);
+        st->record(error);
+        work->finish(error);
+        return;
+      }
+      try {
+        if (call->after) call->after();
+        work->finish();
+      } catch (...) {
+        work->finish(std::current_exception());
+      }
+    });
+  });
+  return work;
+}
+
+// Point-to-point: MPI's non-blocking send or receive, tested until done or
+// the deadline (a blocking call, on this thread or the MPI thread), or
+// handed to the MPI thread (async_op).
+std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
+                                                 Millis timeout, bool async_op) {
+  std::shared_ptr<State> st = state_;
+  const uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
+  const char* op = is_send ? "send" : "recv";
+  auto work = std::make_shared<PendingWork>(op, seq, st->shared_label);
+  const std::string peer_name = peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer);
+  const std::string what = std::string(op) + " #" + std::to_string(seq) + " of " + tensor.str() + " " +
+                           (is_send ? "to " : "from ") + peer_name + " (tag " + std::to_string(tag) + ")";
+  if (auto e = st->failed_before(op, seq)) {
+    work->finish_unshared(e);
+    return work;
+  }
+  if (tag < 0 || tag > st->tag_ub)
+    throw DistBackendError(st->label + ": " + what + ": MPI takes tags from 0 to MPI_TAG_UB (" +
+                           std::to_string(st->tag_ub) + ")");
+  const size_t bytes = tensor.nbytes();
+  if (bytes > static_cast<size_t>(INT_MAX))
+    throw DistBackendError(st->label + ": " + what + ": " + std::to_string(bytes) +
+                           " bytes exceed what one MPI message carries here (2^31-1)");
+  const int count = static_cast<int>(bytes);
+  const int mpi_peer = peer == kAnySource ? MPI_ANY_SOURCE : peer;
+  // The received message's size and source; an error, or null.
+  auto finish = [st, what, count, is_send](int rc, const MPI_Status& status, PendingWork& w, bool shared) {
+    std::exception_ptr error;
+    if (rc == kExpired) {
+      error = std::make_exception_ptr(DistBackendError(st->label + ": " + what + " timed out"));
+    } else if (rc != MPI_SUCCESS) {
+      error = std::make_exception_ptr(
+          DistBackendError(st->label + ": " + what + " failed: " + (is_send ? "MPI_Isend" : "MPI_Irecv") +
+                           " returned " + error_string(rc)));
+    } else if (!is_send) {
+      int got = 0;
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      w.set_source_rank(status.MPI_SOURCE);
+      if (got != count)
+        error = std::make_exception_ptr(DistBackendError(
+            st->label + ": " + what + " failed: rank " + std::to_string(status.MPI_SOURCE) + " sent " +
+            std::to_string(got) + " bytes where the tensor holds " + std::to_string(count)));
+    }
+    if (shared)
+      w.finish(error);
+    else
+      w.finish_unshared(error);
+  };
+  void* data = tensor.data();
+  if (async_op) {
+    st->runtime->post([st, work, finish, is_send, data, count, mpi_peer, tag] {
+      MPI_Request request = MPI_REQUEST_NULL;
+      const int rc = is_send ? MPI_Isend(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request)
+                             : MPI_Irecv(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request);
+      if (rc != MPI_SUCCESS) {
+        finish(rc, MPI_Status{}, *work, true);
+        return;
+      }
+      st->runtime->track(request, [work, finish](int err, const MPI_Status& status) { finish(err, status, *work, true); });
+    });
+    return work;
+  }
+  const Deadline deadline = Deadline::after(timeout_of(timeout));
+  int rc = MPI_SUCCESS;
+  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
+  std::vector<MPI_Status> statuses(1);
+  st->runtime->call([&] {
+    rc = is_send ? MPI_Isend(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &requests[0])
+                 : MPI_Irecv(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &requests[0]);
+    if (rc != MPI_SUCCESS) return;
+    rc = test_until(requests, statuses, deadline);
+    if (rc == kExpired && !is_send) {
+      // A receive can be withdrawn: the tensor is the caller's again.
+      MPI_Cancel(&requests[0]);
+      MPI_Wait(&requests[0], MPI_STATUS_IGNORE);
+    }
+  });
+  if (rc == kExpired) {
+    auto error = std::make_exception_ptr(DistBackendError(
+        st->label + ": " + what + " timed out after " + format_ms(deadline.timeout()) +
+        (is_send ? " (MPI cannot withdraw a send: the tensor may still be read until " + peer_name + " receives it)"
+                 : std::string())));
+    work->finish_unshared(error);
+    if (is_send) st->runtime->track(requests[0], [](int, const MPI_Status&) {});
+    return work;
+  }
+  finish(rc, statuses[0], *work, false);
+  return work;
+}
+
+std::shared_ptr<Work> MpiBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) {
+  return point_to_point(true, tensor, dst, opts.tag, opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
+  return point_to_point(false, tensor, src, opts.tag, opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+  void* data = tensor.data();
+  const int count = element_count(tensor, "broadcast");
+  const MPI_Datatype type = datatype_of(tensor.dtype());
+  const int root = opts.root;
+  Collective c{"broadcast", "MPI_Bcast",
+               [=](MPI_Comm comm) { return MPI_Bcast(data, count, type, root, comm); },
+               [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); },
+               nullptr, {tensor}, nullptr};
+  return run(std::move(c), opts.timeout, opts.async_op);
+}
+
+namespace {
+// AVG's division and PREMUL_SUM's factor, after MPI summed.
+std::function<void()> finalizer(ReduceOp op, const Tensor& t, int contributors) {
+  if (!reduction::needs_finalize(op)) return nullptr;
+  return [op, t, contributors] { reduction::finalize(op, t, contributors); };
+}
+}  // namespace
+
+std::shared_ptr<Work> MpiBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
+  void* data = tensor.data();
+  const int count = element_count(tensor, "all_reduce");
+  const MPI_Datatype type = datatype_of(tensor.dtype());
+  const MPI_Op mop = op_of(opts.op, tensor.dtype());
+  Collective c{"all_reduce", "MPI_Allreduce",
+               [=](MPI_Comm comm) { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mop, comm); },
+               [=](MPI_Comm comm, MPI_Request* r) {
+                 return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, comm, r);
+               },
+               finalizer(opts.op, tensor, size()), {tensor}, nullptr};
+  return run(std::move(c), opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+  void* data = tensor.data();
+  const int count = element_count(tensor, "reduce");
+  const MPI_Datatype type = datatype_of(tensor.dtype());
+  const MPI_Op mop = op_of(opts.op, tensor.dtype());
+  const int root = opts.root;
+  const bool am_root = rank() == root;
+  // The root reduces in place; the others' tensors are only read.
+  const void* send = am_root ? MPI_IN_PLACE : data;
+  void* recv = am_root ? data : nullptr;
+  Collective c{"reduce", "MPI_Reduce",
+               [=](MPI_Comm comm) { return MPI_Reduce(send, recv, count, type, mop, root, comm); },
+               [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce(send, recv, count, type, mop, root, comm, r); },
+               am_root ? finalizer(opts.op, tensor, size()) : nullptr, {tensor}, nullptr};
+  return run(std::move(c), opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::barrier(const BarrierOptions& opts) {
+  Collective c{"barrier", "MPI_Barrier", [](MPI_Comm comm) { return MPI_Barrier(comm); },
+               [](MPI_Comm comm, MPI_Request* r) { return MPI_Ibarrier(comm, r); }, nullptr, {}, nullptr};
+  return run(std::move(c), opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                             const AllGatherOptions& opts) {
+  auto out = Layout::of(outputs, "all_gather");
+  const MPI_Datatype type = datatype_of(input.dtype());
+  const void* send = input.data();
+  const int send_count = element_count(input, "all_gather");
+  // This rank's own block already in place: MPI takes it from there.
+  if (!out->staged() && input.data() == outputs[rank()].data()) send = MPI_IN_PLACE;
+  if (out->equal_in_order())
+    return run(Collective{"all_gather", "MPI_Allgather",
+                          [=](MPI_Comm comm) {
+                            return MPI_Allgather(send, send_count, type, out->base(), send_count, type, comm);
+                          },
+                          [=](MPI_Comm comm, MPI_Request* r) {
+                            return MPI_Iallgather(send, send_count, type, out->base(), send_count, type, comm, r);
+                          },
+                          [out] { out->unstage(); }, outputs, out},
+               opts.timeout, opts.async_op);
+  return run(Collective{"all_gather", "MPI_Allgatherv",
+                        [=](MPI_Comm comm) {
+                          return MPI_Allgatherv(send, send_count, type, out->base(), out->counts(), out->displs(),
+                                                type, comm);
+                        },
+                        [=](MPI_Comm comm, MPI_Request* r) {
+                          return MPI_Iallgatherv(send, send_count, type, out->base(), out->counts(), out->displs(),
+                                                 type, comm, r);
+                        },
+                        [out] { out->unstage(); }, outputs, out},
+             opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                                         const AllGatherOptions& opts) {
+  return all_gather(blocks_of(output, size()), input, opts);
+}
+
+std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                         const GatherOptions& opts) {
+  const int root = opts.root;
+  const bool am_root = rank() == root;
+  auto out = Layout::of(am_root ? outputs : std::vector<Tensor>{}, "gather");
+  const MPI_Datatype type = datatype_of(input.dtype());
+  const int count = element_count(input, "gather");
+  const void* send = input.data();
+  if (am_root && !out->staged() && input.data() == outputs[root].data()) send = MPI_IN_PLACE;
+  // The root's buffer, counts and places; the others pass none.
+  void* recv = am_root ? out->base() : nullptr;
+  std::vector<Tensor> result = outputs;
+  return run(Collective{"gather", "MPI_Gatherv",
+                        [=](MPI_Comm comm) {
+                          return MPI_Gatherv(send, count, type, recv, am_root ? out->counts() : nullptr,
+                                             am_root ? out->displs() : nullptr, type, root, comm);
+                        },
+                        [=](MPI_Comm comm, MPI_Request* r) {
+                          return MPI_Igatherv(send, count, type, recv, am_root ? out->counts() : nullptr,
+                                              am_root ? out->displs() : nullptr, type, root, comm, r);
+                        },
+                        [out] { out->unstage(); }, result, out},
+             opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                          const ScatterOptions& opts) {
+  const int root = opts.root;
+  const bool am_root = rank() == root;
+  auto in = Layout::of(am_root ? inputs : std::vector<Tensor>{}, "scatter");
+  if (am_root) in->stage_in();
+  const MPI_Datatype type = datatype_of(output.dtype());
+  const int count = element_count(output, "scatter");
+  void* recv = output.data();
+  if (am_root && !in->staged() && output.data() == inputs[root].data()) recv = MPI_IN_PLACE;
+  const void* send = am_root ? in->base() : nullptr;
+  return run(Collective{"scatter", "MPI_Scatterv",
+                        [=](MPI_Comm comm) {
+                          return MPI_Scatterv(send, am_root ? in->counts() : nullptr, am_root ? in->displs() : nullptr,
+                                              type, recv, count, type, root, comm);
+                        },
+                        [=](MPI_Comm comm, MPI_Request* r) {
+                          return MPI_Iscatterv(send, am_root ? in->counts() : nullptr,
+                                               am_root ? in->displs() : nullptr, type, recv, count, type, root, comm,
+                                               r);
+                        },
+                        nullptr, {output}, in},
+             opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                                 const ReduceScatterOptions& opts) {
+  // The inputs one after another in rank order, apart from the output (MPI
+  // reads them while it writes the output): staged otherwise.
+  auto in = Layout::of(inputs, "reduce_scatter");
+  if (!in->equal_in_order() || in->overlaps(output)) in->force_stage();
+  in->stage_in();
+  const MPI_Datatype type = datatype_of(output.dtype());
+  const MPI_Op mop = op_of(opts.op, output.dtype());
+  const int count = element_count(output, "reduce_scatter");
+  void* recv = output.data();
+  return run(Collective{"reduce_scatter", "MPI_Reduce_scatter_block",
+                        [=](MPI_Comm comm) {
+                          return MPI_Reduce_scatter_block(in->base(), recv, count, type, mop, comm);
+                        },
+                        [=](MPI_Comm comm, MPI_Request* r) {
+                          return MPI_Ireduce_scatter_block(in->base(), recv, count, type, mop, comm, r);
+                        },
+                        finalizer(opts.op, output, size()), {output}, in},
+             opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                                        const ReduceScatterOptions& opts) {
+  return reduce_scatter(output, blocks_of(input, size()), opts);
+}
+
+std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                             const AllToAllOptions& opts) {
+  auto out = Layout::of(outputs, "all_to_all");
+  auto in = Layout::of(inputs, "all_to_all");
+  for (const Tensor& o : outputs)
+    if (in->overlaps(o)) in->force_stage();
+  in->stage_in();
+  const MPI_Datatype type = datatype_of(outputs.empty() ? DType::Float32 : outputs[0].dtype());
+  auto keep = std::make_shared<std::pair<std::shared_ptr<Layout>, std::shared_ptr<Layout>>>(in, out);
+  if (in->equal_in_order() && out->equal_in_order() && in->count(0) == out->count(0)) {
+    const int count = in->count(0);
+    return run(Collective{"all_to_all", "MPI_Alltoall",
+                          [=](MPI_Comm comm) {
+                            return MPI_Alltoall(in->base(), count, type, out->base(), count, type, comm);
+                          },
+                          [=](MPI_Comm comm, MPI_Request* r) {
+                            return MPI_Ialltoall(in->base(), count, type, out->base(), count, type, comm, r);
+                          },
+                          [out] { out->unstage(); }, outputs, keep},
+               opts.timeout, opts.async_op);
+  }
+  return run(Collective{"all_to_all", "MPI_Alltoallv",
+                        [=](MPI_Comm comm) {
+                          return MPI_Alltoallv(in->base(), in->counts(), in->displs(), type, out->base(), out->counts(),
+                                               out->displs(), type, comm);
+                        },
+                        [=](MPI_Comm comm, MPI_Request* r) {
+                          return MPI_Ialltoallv(in->base(), in->counts(), in->displs(), type, out->base(),
+                                                out->counts(), out->displs(), type, comm, r);
+                        },
+                        [out] { out->unstage(); }, outputs, keep},
+             opts.timeout, opts.async_op);
+}
+
+std::shared_ptr<Work> MpiBackend::all_to_all_single(const Tensor& output, const Tensor& input,
+                                                    const AllToAllOptions& opts) {
+  AllToAllOptions list_opts{{}, {}, opts.timeout, opts.async_op};
+  auto work = all_to_all(rows_of(output, opts.output_split_sizes, size()),
+                         rows_of(input, opts.input_split_sizes, size()), list_opts);
+  return work;
+}
+
+// Rank 0 hears from every rank by the deadline, then releases them; a rank
+// that does not arrive is named (every such rank with wait_all_ranks).
+std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {
+  std::unique_lock<std::mutex> lock(issue_mu_);
+  const uint64_t seq = ++seq_;
+  std::shared_ptr<State> st = state_;
+  auto work = std::make_shared<PendingWork>("monitored_barrier", seq, st->shared_label);
+  if (auto e = st->failed_before("monitored_barrier", seq)) {
+    work->finish_unshared(e);
+    return work;
+  }
+  const Deadline deadline = Deadline::after(timeout_of(opts.timeout));
+  const int n = size();
+  // Shared with requests that may outlive this call (a send to rank 0 that
+  // timed out cannot be withdrawn).
+  auto tokens = std::make_shared<std::vector<char>>(static_cast<size_t>(n) + 1, 1);
+  std::string failure;
+  st->runtime->call([&] {
+    std::vector<MPI_Status> statuses;
+    if (rank() != 0) {
+      std::vector<MPI_Request> requests(2, MPI_REQUEST_NULL);
+      MPI_Isend(&(*tokens)[0], 1, MPI_CHAR, 0, 0, st->internal, &requests[0]);
+      MPI_Irecv(&(*tokens)[1], 1, MPI_CHAR, 0, 1, st->internal, &requests[1]);
+      const int rc = test_until(requests, statuses, deadline);
+      if (rc == kExpired) {
+        failure = "rank 0 did not release monitored_barrier within " + format_ms(deadline.timeout());
+        if (requests[1] != MPI_REQUEST_NULL) {
+          MPI_Cancel(&requests[1]);
+          MPI_Wait(&requests[1], MPI_STATUS_IGNORE);
+        }
+        if (requests[0] != MPI_REQUEST_NULL) st->runtime->track(requests[0], [tokens](int, const MPI_Status&) {});
+      } else if (rc != MPI_SUCCESS) {
+        failure = "monitored_barrier's messages failed: " + error_string(rc);
+      }
+      return;
+    }
+    std::vector<MPI_Request> arrivals(static_cast<size_t>(n), MPI_REQUEST_NULL);
+    for (int r = 1; r < n; ++r) MPI_Irecv(&(*tokens)[r], 1, MPI_CHAR, r, 0, st->internal, &arrivals[r]);
+    // One deadline for all (not one timeout per rank), so every late rank can be named.
+    std::vector<int> missing;
+    for (int r = 1; r < n; ++r) {
+      std::vector<MPI_Request> one{arrivals[r]};
+      const int rc = test_until(one, statuses, deadline);
+      arrivals[r] = one[0];
+      if (rc != MPI_SUCCESS) {
+        missing.push_back(r);
+        if (!opts.wait_all_ranks) break;
+      }
+    }
+    if (!missing.empty()) {
+      std::string list;
+      for (size_t i = 0; i < missing.size(); ++i)
+        list += (i ? ", " : "") + std::to_string(options_.global_ranks.empty() ? missing[i]
+                                                                               : options_.global_ranks[missing[i]]);
+      failure = (opts.wait_all_ranks ? "ranks [" + list + "] did not reach monitored_barrier"
+                                     : "rank " + list + " (the first one missing) did not reach monitored_barrier") +
+                " within " + format_ms(deadline.timeout());
+      for (MPI_Request& r : arrivals)
+        if (r != MPI_REQUEST_NULL) {
+          MPI_Cancel(&r);
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
+        }
+      return;
+    }
+    std::vector<MPI_Request> releases(static_cast<size_t>(n - 1), MPI_REQUEST_NULL);
+    for (int r = 1; r < n; ++r) MPI_Isend(&(*tokens)[0], 1, MPI_CHAR, r, 1, st->internal, &releases[r - 1]);
+    test_until(releases, statuses, Deadline::never());
+  });
+  std::exception_ptr error;
+  if (!failure.empty()) {
+    error = st->error("monitored_barrier", seq, failure);
+    st->record(error);
+  }
+  work->finish_unshared(error);
+  return work;
+}
+
+void register_backend_entry() {
+  BackendEntry entry{"mpi",
+                     [](const std::shared_ptr<Store>&, int rank, int size, const BackendOptions& options) {
+                       return std::make_shared<MpiBackend>(rank, size, options);
+                     },
+                     {DeviceType::CPU}};
+  entry.world_from_mpi = true;
+  tdist::register_backend_entry(std::move(entry));
+}
+
+}  // namespace tdist::mpi

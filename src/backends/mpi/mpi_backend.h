@@ -1,0 +1,95 @@
+// The "mpi" backend: tdist's operations over the process's MPI library, for
+// CPU tensors. Each group is an MPI communicator (the world's a duplicate of
+// MPI_COMM_WORLD, the others made with MPI_Comm_create_group from it, by the
+// members only). A blocking call is MPI's blocking call; an async_op one is
+// MPI's non-blocking call, driven to completion by the MPI thread
+// (mpi_runtime.h), so the caller's work overlaps it.
+//
+// What MPI cannot do: abort an operation posted to a dead peer. Open MPI ends
+// the whole job when a rank dies or calls MPI_Abort; a blocking collective
+// waits as MPI does, without tdist's timeout. Point-to-point calls,
+// monitored_barrier and Work.wait(timeout) keep their deadlines: they test
+// their requests and fail with a timeout error naming the operation.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "tdist/backend.h"
+#include "backends/mpi/mpi_runtime.h"
+#include "util/deadline.h"
+#include "work/pending_work.h"
+
+namespace tdist::mpi {
+
+class MpiBackend final : public Backend {
+ public:
+  MpiBackend(int rank, int size, const BackendOptions& options);
+  ~MpiBackend() override;
+
+  std::string name() const override { return "mpi"; }
+  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts) override;
+  std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
+  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
+  std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
+  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts) override;
+  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                                   const AllGatherOptions& opts) override;
+  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
+                                               const AllGatherOptions& opts) override;
+  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                               const GatherOptions& opts) override;
+  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                const ScatterOptions& opts) override;
+  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                                       const ReduceScatterOptions& opts) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                              const ReduceScatterOptions& opts) override;
+  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+                                   const AllToAllOptions& opts) override;
+  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
+                                          const AllToAllOptions& opts) override;
+  std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
+  void shutdown() override;
+
+  // This group's communicator (what groups made from it derive theirs from).
+  MPI_Comm comm() const;
+
+  // One collective as MPI runs it: `blocking` is MPI's blocking form,
+  // `start` its non-blocking form; `after` (may be empty) runs once the data
+  // is in place (copies out of staging buffers, AVG's division); `keep` holds
+  // what the operation's buffers live in until then.
+  struct Collective {
+    const char* op;
+    const char* mpi_name;  // "MPI_Allreduce", for errors
+    std::function<int(MPI_Comm)> blocking;
+    std::function<int(MPI_Comm, MPI_Request*)> start;
+    std::function<void()> after;
+    std::vector<Tensor> result;
+    std::shared_ptr<void> keep;
+  };
+  struct State;
+
+ private:
+  std::shared_ptr<Work> run(Collective c, std::chrono::milliseconds timeout, bool async_op);
+  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
+                                       std::chrono::milliseconds timeout, bool async_op);
+  Millis timeout_of(Millis requested) const { return requested == kGroupTimeout ? options_.timeout : requested; }
+
+  BackendOptions options_;
+  std::shared_ptr<State> state_;
+  std::mutex issue_mu_;  // issuing is thread-safe; the order is the callers'
+  uint64_t seq_ = 0;     // collectives issued, under issue_mu_
+  std::atomic<uint64_t> p2p_seq_{0};
+};
+
+// Registers "mpi" (backends/registry.cpp's table of built-ins).
+void register_backend_entry();
+
+}  // namespace tdist::mpi
