@@ -15,6 +15,9 @@
 #      Open MPI's default (the vader shared-memory BTL)
 #   b  4 ranks on this machine's cores (oversubscribed on a 2-core machine)
 #   c  TCP only, 2 ranks: TDIST_SHM=0 against mpirun --mca btl tcp,self
+#   mpi  2 ranks, tdist-bench --backend mpi under the same mpirun as the MPI
+#      benchmark: what tdist's mpi backend costs over calling MPI directly
+#      (scenario a beside it compares the tdist backend with the same MPI)
 # Nothing is pinned: tdistrun does not bind, and mpirun gets --bind-to none (Open
 # MPI would otherwise bind each rank to a core when there are at most 2).
 #
@@ -43,7 +46,7 @@
 #                         report per size the run with the median time (this
 #                         machine's run-to-run spread is often 1.5x for both
 #                         libraries: one run decides little) [3]
-#   --scenarios LIST      any of a,b,c [a,b,c]
+#   --scenarios LIST      any of a,b,c,mpi [a,b,c]
 #   --np-many N           ranks of scenario b [4]
 #   --check               also verify every result (#wrong must be 0)
 #   --build-dir DIR       where tdist is built [build-compare]
@@ -222,6 +225,7 @@ merge_runs() {
 }
 
 # run_pair NAME NP TDIST_ENV MPI_ARGS...: both benchmarks into $outdir/NAME.{tdist,mpi}.csv,
+# (TDIST_ENV "backend=mpi": tdist-bench --backend mpi under the MPI run's mpirun)
 # one collective at a time, tdist then MPI ($repeat times), so that both see
 # the machine in the same state.
 run_pair() {
@@ -236,7 +240,9 @@ run_pair() {
     for ((rep = 1; rep <= repeat; rep++)); do
       for lib in tdist mpi; do
         local cmd
-        if [[ $lib == tdist ]]; then
+        if [[ $lib == tdist && $tenv == backend=mpi ]]; then
+          cmd=("${mpirun_base[@]}" -np "$np" ${mpi_extra[@]+"${mpi_extra[@]}"} "$tbench" --backend mpi "${args[@]}")
+        elif [[ $lib == tdist ]]; then
           cmd=(env $tenv "$tdistrun" --nproc-per-node "$np" --standalone --no-prefix "$tbench" "${args[@]}")
         else
           cmd=("${mpirun_base[@]}" -np "$np" ${mpi_extra[@]+"${mpi_extra[@]}"} "$mpi_bin" "${args[@]}")
@@ -352,7 +358,9 @@ for s in "${scen[@]}"; do
        run_pair b "$np_many" "" ${shm_mpi[@]+"${shm_mpi[@]}"} ;;
     c) title="(c) TCP only, 2 ranks: TDIST_SHM=0 vs mpirun --mca btl tcp,self"
        run_pair c 2 "TDIST_SHM=0" --mca btl tcp,self ;;
-    *) die "unknown scenario $s (a, b, c)" ;;
+    mpi) title="(mpi) 2 ranks: tdist-bench --backend mpi vs the MPI benchmark, both under mpirun (the wrapper's cost)"
+       run_pair mpi 2 "backend=mpi" ${shm_mpi[@]+"${shm_mpi[@]}"} ;;
+    *) die "unknown scenario $s (a, b, c, mpi)" ;;
   esac
   say ""
   say "=== $title"

@@ -24,7 +24,8 @@ set -euo pipefail
 # The Python module (python/) needs Debian's Python headers, pybind11, NumPy and pytest; the
 # PyTorch plugin (python/torch/) needs torch 1.13 and its C++ headers. The emulated-cluster tests
 # (tests/cluster, scripts/cluster.sh) need iproute2, and iptables where the kernel has no netem.
-TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config
+# Open MPI: the mpi backend, its tests under mpirun (tests/mpi) and bench/compare.sh's peer.
+TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev libssl-dev
   zlib1g-dev python3-sklearn
   python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev

@@ -32,10 +32,12 @@ int main(int argc, char** argv) {
   }
   int rank = -1;
   try {
-    if (launched()) {
-      tdist::init_process_group();
+    const std::string& backend = parsed.options.backend;
+    if (launched() || backend == "mpi") {
+      tdist::init_process_group({.backend = backend});
     } else {  // started alone: one rank over an in-process store, like nccl-tests with one GPU
-      tdist::init_process_group({.world_size = 1, .rank = 0, .store = std::make_shared<tdist::HashStore>()});
+      tdist::init_process_group(
+          {.backend = backend, .world_size = 1, .rank = 0, .store = std::make_shared<tdist::HashStore>()});
     }
     rank = tdist::get_rank();
     int status = 0;

@@ -51,7 +51,7 @@ constexpr Spec kSpecs[] = {
     {'d', "datatype", true},     {'o', "op", true},       {'r', "root", true},       {'w', "warmup_iters", true},
     {'n', "iters", true},        {'c', "check", false},   {'t', "op-name", true},    {'C', "cap_bytes", true},
     {'\0', "place", true},       {'\0', "csv", false},    {'\0', "json", false},     {'h', "help", false},
-    {'\0', "sizes", true},
+    {'\0', "sizes", true},      {'\0', "backend", true},
 };
 
 const Spec* find_long(const std::string& name) {
@@ -152,6 +152,9 @@ std::string apply(const Spec& spec, const std::string& value, Options& o, bool& 
     else if (value == "out" || value == "out-of-place" || value == "oop") o.places = Places::OutOnly;
     else if (value == "in" || value == "in-place" || value == "ip") o.places = Places::InOnly;
     else return bad("expected both, out or in");
+  } else if (name == "backend") {
+    if (value.empty()) return bad("expected a backend name (tdist, mpi)");
+    o.backend = value;
   } else if (name == "csv") {
     o.format = Format::Csv;
   } else if (name == "json") {
@@ -326,6 +329,8 @@ Options (nccl-tests letters; "-b 8", "-b8", "--minbytes 8", "--minbytes=8"):
   --place both|out|in    which columns to measure [both]
   --csv                  CSV on stdout instead of the table, one record per size
   --json                 one JSON document on stdout, one record per size
+  --backend NAME         tdist-bench: the backend to measure, tdist or mpi (under mpirun)
+                         [tdist]
   -h, --help             this text
 
 Sizes and columns (as nccl-tests):

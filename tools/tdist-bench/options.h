@@ -31,6 +31,7 @@ struct Options {
   bool check = false;
   Places places = Places::Both;
   Format format = Format::Table;
+  std::string backend = "tdist";  // --backend (tdist-bench only)
 };
 
 enum class Action { Run, Help, UsageError };

@@ -40,7 +40,9 @@ char* at(void* base, size_t elements, size_t elem_size) { return static_cast<cha
 
 TdistComm::TdistComm() : rank_(tdist::get_rank()), size_(tdist::get_world_size()) {}
 
-std::string TdistComm::library() const { return std::string("tdist ") + TDIST_VERSION_STRING; }
+std::string TdistComm::library() const {
+  return std::string("tdist ") + TDIST_VERSION_STRING + " (backend " + tdist::get_backend() + ")";
+}
 
 void TdistComm::barrier() { tdist::barrier(); }
 
