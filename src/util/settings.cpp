@@ -28,6 +28,12 @@ constexpr std::array kSettings{
     SettingInfo{"PMI_RANK", "int", "unset", nullptr, "Rank under MPICH/Hydra (PMI), where RANK is unset.", "launch"},
     SettingInfo{"PMI_SIZE", "int", "unset", nullptr, "World size under MPICH/Hydra (PMI), where WORLD_SIZE is unset.",
                 "launch"},
+    SettingInfo{"PMIX_RANK", "int", "unset", nullptr,
+                "Set by PMIx launchers (Open MPI 4+, Slurm's pmix): with OMPI_COMM_WORLD_SIZE, PMI_SIZE and "
+                "MPI_LOCALNRANKS, tells that an MPI launcher started the process (docs/mpi.md).",
+                "launch"},
+    SettingInfo{"MPI_LOCALNRANKS", "int", "unset", nullptr,
+                "Set by MPICH's Hydra: an MPI launcher started the process (see PMIX_RANK).", "launch"},
 
     // Security.
     SettingInfo{"TDIST_JOB_TOKEN", "text", "unset (open, with a warning)", nullptr,
