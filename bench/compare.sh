@@ -16,7 +16,8 @@
 #   b  4 ranks on this machine's cores (oversubscribed on a 2-core machine)
 #   c  TCP only, 2 ranks: TDIST_SHM=0 against mpirun --mca btl tcp,self
 #   mpi  2 ranks, tdist-bench --backend mpi under the same mpirun as the MPI
-#      benchmark: what tdist's mpi backend costs over calling MPI directly
+#      benchmark, both at MPI_THREAD_MULTIPLE (the level the backend asks
+#      for): what tdist's mpi backend costs over calling MPI directly
 #      (scenario a beside it compares the tdist backend with the same MPI)
 # Nothing is pinned: tdistrun does not bind, and mpirun gets --bind-to none (Open
 # MPI would otherwise bind each rank to a core when there are at most 2).
@@ -358,8 +359,8 @@ for s in "${scen[@]}"; do
        run_pair b "$np_many" "" ${shm_mpi[@]+"${shm_mpi[@]}"} ;;
     c) title="(c) TCP only, 2 ranks: TDIST_SHM=0 vs mpirun --mca btl tcp,self"
        run_pair c 2 "TDIST_SHM=0" --mca btl tcp,self ;;
-    mpi) title="(mpi) 2 ranks: tdist-bench --backend mpi vs the MPI benchmark, both under mpirun (the wrapper's cost)"
-       run_pair mpi 2 "backend=mpi" ${shm_mpi[@]+"${shm_mpi[@]}"} ;;
+    mpi) title="(mpi) 2 ranks: tdist-bench --backend mpi vs the MPI benchmark, both under mpirun with MPI_THREAD_MULTIPLE (the wrapper's cost)"
+       run_pair mpi 2 "backend=mpi" ${shm_mpi[@]+"${shm_mpi[@]}"} -x MPI_BENCH_THREAD_LEVEL=multiple ;;
     *) die "unknown scenario $s (a, b, c, mpi)" ;;
   esac
   say ""

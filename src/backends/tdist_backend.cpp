@@ -316,25 +316,6 @@ void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCal
 
 }  // namespace
 
-std::shared_ptr<PendingWork> TdistBackend::take_work(const char* op, uint64_t seq, std::span<const Tensor> result,
-                                             bool blocking) {
-  // use_count() == 1: only spare_ holds it, so no other thread can reach it;
-  // the fence pairs with the release of the caller's last reference.
-  if (blocking && spare_ && spare_.use_count() == 1) {
-    std::atomic_thread_fence(std::memory_order_acquire);
-    spare_->reuse(op, seq, result);
-    return spare_;
-  }
-  auto work = std::make_shared<PendingWork>(op, seq, state_->shared_label);
-  work->set_result(std::vector<Tensor>(result.begin(), result.end()));
-  // Kept only if holding on to it holds no memory: a spare keeps its result
-  // until the next blocking call, and an adopted DLPack tensor the user
-  // dropped meanwhile must be freed.
-  if (blocking && std::none_of(result.begin(), result.end(), [](const Tensor& t) { return t.keeps_memory_alive(); }))
-    spare_ = work;
-  return work;
-}
-
 template <typename Body, typename... Args>
 std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
                                             CallOptions call_opts, std::string signature, Body body,
@@ -343,7 +324,7 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
   const bool blocking = !call_opts.async_op;
   std::unique_lock<SpinLock> issue(issue_mu_);
   uint64_t seq = ++seq_;
-  auto work = take_work(op, seq, result, blocking);
+  auto work = spare_.take(op, seq, result, blocking, state_->shared_label);
   if (auto failed = state_->failure_of(op, seq)) {
     work->finish_unshared(failed);
     return work;

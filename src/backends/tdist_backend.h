@@ -16,6 +16,7 @@
 #include "algorithms/collective.h"
 #include "shm_engine/arena.h"
 #include "backends/work_queue.h"
+#include "work/spare_work.h"
 #include "engines/engine.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/transport.h"
@@ -124,9 +125,6 @@ class TdistBackend final : public Backend {
   template <typename Body, typename... Args>
   std::shared_ptr<Work> enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
                                 CallOptions call_opts, std::string signature, Body body, const Args&... args);
-  // A pending Work for operation #seq: the spare one when its last caller
-  // has dropped it (blocking calls), else a new one. Under issue_mu_.
-  std::shared_ptr<PendingWork> take_work(const char* op, uint64_t seq, std::span<const Tensor> result, bool blocking);
   // The engine that runs `code`'s collective of `bytes` in this group (GroupEngines::pick).
   Engine* engine_for(OpCode code, size_t bytes) const { return &engines_.pick(code, bytes); }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
@@ -147,10 +145,7 @@ class TdistBackend final : public Backend {
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's
-  // The Work of the last blocking call, kept to be reused: a blocking call's
-  // caller usually drops its Work at once, and allocating one (with its result
-  // list and tensor shapes) cost a blocking 8-byte all_reduce 3 allocations.
-  std::shared_ptr<PendingWork> spare_;  // guarded by issue_mu_
+  SpareWork spare_;  // the last blocking call's Work, reused; guarded by issue_mu_
   WorkQueue queue_;
 };
 

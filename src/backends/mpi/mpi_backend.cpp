@@ -3,6 +3,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cstring>
 #include <thread>
@@ -185,53 +186,56 @@ void MpiBackend::shutdown() {
   s.runtime.reset();  // the last hold finalises MPI, if tdist initialised it
 }
 
-std::shared_ptr<Work> MpiBackend::run(Collective c, Millis timeout, bool async_op) {
-  (void)timeout;  // MPI's collectives take none (mpi_backend.h); Work.wait(timeout) still has one
-  std::unique_lock<std::mutex> lock(issue_mu_);
+template <typename Blocking, typename Start>
+std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std::span<const Tensor> result,
+                                      bool async_op, Blocking&& blocking, Start&& start, std::function<void()> after,
+                                      std::shared_ptr<void> keep) {
+  std::lock_guard<std::mutex> lock(issue_mu_);
   const uint64_t seq = ++seq_;
-  std::shared_ptr<State> st = state_;
-  auto work = std::make_shared<PendingWork>(c.op, seq, st->shared_label);
-  work->set_result(c.result);
-  if (auto e = st->failed_before(c.op, seq)) {
+  State* st = state_.get();
+  auto work = spare_.take(op, seq, result, !async_op, st->shared_label);
+  if (auto e = st->failed_before(op, seq)) {
     work->finish_unshared(e);
     return work;
   }
   if (!async_op) {
     int rc = MPI_SUCCESS;
-    st->runtime->call([&] { rc = c.blocking(st->comm); });
+    st->runtime->call([&] { rc = blocking(st->comm); });
     std::exception_ptr error;
     if (rc != MPI_SUCCESS) {
-      error = st->mpi_error(c.op, seq, c.mpi_name, rc);
+      error = st->mpi_error(op, seq, mpi_name, rc);
       st->record(error);
-    } else if (c.after) {
+    } else if (after) {
       try {
-        c.after();
+        after();
       } catch (...) {
-        error = with_context(std::current_exception(), st->label + ": " + c.op + " #" + std::to_string(seq) + ": ");
+        error = with_context(std::current_exception(), st->label + ": " + op + " #" + std::to_string(seq) + ": ");
       }
     }
     work->finish_unshared(error);
     return work;
   }
-  auto call = std::make_shared<Collective>(std::move(c));
-  st->runtime->post([st, work, call, seq] {
+  std::shared_ptr<State> shared = state_;
+  st->runtime->post([shared, work, op, mpi_name, seq, start = std::function<int(MPI_Comm, MPI_Request*)>(start),
+                     after = std::move(after), keep = std::move(keep)]() mutable {
     MPI_Request request = MPI_REQUEST_NULL;
-    const int rc = call->start(st->comm, &request);
+    const int rc = start(shared->comm, &request);
     if (rc != MPI_SUCCESS) {
-      auto error = st->mpi_error(call->op, seq, call->mpi_name, rc);
-      st->record(error);
+      auto error = shared->mpi_error(op, seq, mpi_name, rc);
+      shared->record(error);
       work->finish(error);
       return;
     }
-    st->runtime->track(request, [st, work, call, seq](int err, const MPI_Status&) {
+    shared->runtime->track(request, [shared, work, op, mpi_name, seq, after = std::move(after),
+                                     keep = std::move(keep)](int err, const MPI_Status&) {
       if (err != MPI_SUCCESS) {
-        auto error = st->mpi_error(call->op, seq, call->mpi_name, err);
-        st->record(error);
+        auto error = shared->mpi_error(op, seq, mpi_name, err);
+        shared->record(error);
         work->finish(error);
         return;
       }
       try {
-        if (call->after) call->after();
+        if (after) after();
         work->finish();
       } catch (...) {
         work->finish(std::current_exception());
@@ -344,11 +348,10 @@ std::shared_ptr<Work> MpiBackend::broadcast(const Tensor& tensor, const Broadcas
   const int count = element_count(tensor, "broadcast");
   const MPI_Datatype type = datatype_of(tensor.dtype());
   const int root = opts.root;
-  Collective c{"broadcast", "MPI_Bcast",
-               [=](MPI_Comm comm) { return MPI_Bcast(data, count, type, root, comm); },
-               [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); },
-               nullptr, {tensor}, nullptr};
-  return run(std::move(c), opts.timeout, opts.async_op);
+  return run(
+      "broadcast", "MPI_Bcast", {&tensor, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Bcast(data, count, type, root, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); });
 }
 
 namespace {
@@ -357,6 +360,15 @@ std::function<void()> finalizer(ReduceOp op, const Tensor& t, int contributors) 
   if (!reduction::needs_finalize(op)) return nullptr;
   return [op, t, contributors] { reduction::finalize(op, t, contributors); };
 }
+// Copies out of a staging buffer, where the parts went through one.
+std::function<void()> unstager(const std::shared_ptr<Layout>& l) {
+  if (!l->staged()) return nullptr;
+  return [l] { l->unstage(); };
+}
+// Whether `a` is `b` shifted by `blocks` of `block_bytes` (a rank's block of a flat tensor).
+bool is_block(const void* a, const Tensor& b, int blocks, size_t block_bytes) {
+  return a == static_cast<const char*>(b.data()) + static_cast<size_t>(blocks) * block_bytes;
+}
 }  // namespace
 
 std::shared_ptr<Work> MpiBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
@@ -364,13 +376,11 @@ std::shared_ptr<Work> MpiBackend::all_reduce(const Tensor& tensor, const AllRedu
   const int count = element_count(tensor, "all_reduce");
   const MPI_Datatype type = datatype_of(tensor.dtype());
   const MPI_Op mop = op_of(opts.op, tensor.dtype());
-  Collective c{"all_reduce", "MPI_Allreduce",
-               [=](MPI_Comm comm) { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mop, comm); },
-               [=](MPI_Comm comm, MPI_Request* r) {
-                 return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, comm, r);
-               },
-               finalizer(opts.op, tensor, size()), {tensor}, nullptr};
-  return run(std::move(c), opts.timeout, opts.async_op);
+  return run(
+      "all_reduce", "MPI_Allreduce", {&tensor, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mop, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, comm, r); },
+      finalizer(opts.op, tensor, size()));
 }
 
 std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
@@ -383,17 +393,17 @@ std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptio
   // The root reduces in place; the others' tensors are only read.
   const void* send = am_root ? MPI_IN_PLACE : data;
   void* recv = am_root ? data : nullptr;
-  Collective c{"reduce", "MPI_Reduce",
-               [=](MPI_Comm comm) { return MPI_Reduce(send, recv, count, type, mop, root, comm); },
-               [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce(send, recv, count, type, mop, root, comm, r); },
-               am_root ? finalizer(opts.op, tensor, size()) : nullptr, {tensor}, nullptr};
-  return run(std::move(c), opts.timeout, opts.async_op);
+  return run(
+      "reduce", "MPI_Reduce", {&tensor, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Reduce(send, recv, count, type, mop, root, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce(send, recv, count, type, mop, root, comm, r); },
+      am_root ? finalizer(opts.op, tensor, size()) : nullptr);
 }
 
 std::shared_ptr<Work> MpiBackend::barrier(const BarrierOptions& opts) {
-  Collective c{"barrier", "MPI_Barrier", [](MPI_Comm comm) { return MPI_Barrier(comm); },
-               [](MPI_Comm comm, MPI_Request* r) { return MPI_Ibarrier(comm, r); }, nullptr, {}, nullptr};
-  return run(std::move(c), opts.timeout, opts.async_op);
+  return run(
+      "barrier", "MPI_Barrier", {}, opts.async_op, [](MPI_Comm comm) { return MPI_Barrier(comm); },
+      [](MPI_Comm comm, MPI_Request* r) { return MPI_Ibarrier(comm, r); });
 }
 
 std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -405,31 +415,36 @@ std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs,
   // This rank's own block already in place: MPI takes it from there.
   if (!out->staged() && input.data() == outputs[rank()].data()) send = MPI_IN_PLACE;
   if (out->equal_in_order())
-    return run(Collective{"all_gather", "MPI_Allgather",
-                          [=](MPI_Comm comm) {
-                            return MPI_Allgather(send, send_count, type, out->base(), send_count, type, comm);
-                          },
-                          [=](MPI_Comm comm, MPI_Request* r) {
-                            return MPI_Iallgather(send, send_count, type, out->base(), send_count, type, comm, r);
-                          },
-                          [out] { out->unstage(); }, outputs, out},
-               opts.timeout, opts.async_op);
-  return run(Collective{"all_gather", "MPI_Allgatherv",
-                        [=](MPI_Comm comm) {
-                          return MPI_Allgatherv(send, send_count, type, out->base(), out->counts(), out->displs(),
-                                                type, comm);
-                        },
-                        [=](MPI_Comm comm, MPI_Request* r) {
-                          return MPI_Iallgatherv(send, send_count, type, out->base(), out->counts(), out->displs(),
-                                                 type, comm, r);
-                        },
-                        [out] { out->unstage(); }, outputs, out},
-             opts.timeout, opts.async_op);
+    return run(
+        "all_gather", "MPI_Allgather", outputs, opts.async_op,
+        [=](MPI_Comm comm) { return MPI_Allgather(send, send_count, type, out->base(), send_count, type, comm); },
+        [=](MPI_Comm comm, MPI_Request* r) {
+          return MPI_Iallgather(send, send_count, type, out->base(), send_count, type, comm, r);
+        },
+        unstager(out), out);
+  return run(
+      "all_gather", "MPI_Allgatherv", outputs, opts.async_op,
+      [=](MPI_Comm comm) {
+        return MPI_Allgatherv(send, send_count, type, out->base(), out->counts(), out->displs(), type, comm);
+      },
+      [=](MPI_Comm comm, MPI_Request* r) {
+        return MPI_Iallgatherv(send, send_count, type, out->base(), out->counts(), out->displs(), type, comm, r);
+      },
+      unstager(out), out);
 }
 
+// The flat form straight to MPI_Allgather: no list of views to make.
 std::shared_ptr<Work> MpiBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
                                                          const AllGatherOptions& opts) {
-  return all_gather(blocks_of(output, size()), input, opts);
+  const MPI_Datatype type = datatype_of(input.dtype());
+  const int count = element_count(input, "all_gather_into_tensor");
+  element_count(output, "all_gather_into_tensor");
+  void* recv = output.data();
+  const void* send = is_block(input.data(), output, rank(), input.nbytes()) ? MPI_IN_PLACE : input.data();
+  return run(
+      "all_gather_into_tensor", "MPI_Allgather", {&output, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Allgather(send, count, type, recv, count, type, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Iallgather(send, count, type, recv, count, type, comm, r); });
 }
 
 std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -443,18 +458,15 @@ std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, con
   if (am_root && !out->staged() && input.data() == outputs[root].data()) send = MPI_IN_PLACE;
   // The root's buffer, counts and places; the others pass none.
   void* recv = am_root ? out->base() : nullptr;
-  std::vector<Tensor> result = outputs;
-  return run(Collective{"gather", "MPI_Gatherv",
-                        [=](MPI_Comm comm) {
-                          return MPI_Gatherv(send, count, type, recv, am_root ? out->counts() : nullptr,
-                                             am_root ? out->displs() : nullptr, type, root, comm);
-                        },
-                        [=](MPI_Comm comm, MPI_Request* r) {
-                          return MPI_Igatherv(send, count, type, recv, am_root ? out->counts() : nullptr,
-                                              am_root ? out->displs() : nullptr, type, root, comm, r);
-                        },
-                        [out] { out->unstage(); }, result, out},
-             opts.timeout, opts.async_op);
+  const int* counts = am_root ? out->counts() : nullptr;
+  const int* displs = am_root ? out->displs() : nullptr;
+  return run(
+      "gather", "MPI_Gatherv", outputs, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Gatherv(send, count, type, recv, counts, displs, type, root, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) {
+        return MPI_Igatherv(send, count, type, recv, counts, displs, type, root, comm, r);
+      },
+      unstager(out), out);
 }
 
 std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -462,24 +474,21 @@ std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vecto
   const int root = opts.root;
   const bool am_root = rank() == root;
   auto in = Layout::of(am_root ? inputs : std::vector<Tensor>{}, "scatter");
-  if (am_root) in->stage_in();
+  in->stage_in();
   const MPI_Datatype type = datatype_of(output.dtype());
   const int count = element_count(output, "scatter");
   void* recv = output.data();
   if (am_root && !in->staged() && output.data() == inputs[root].data()) recv = MPI_IN_PLACE;
   const void* send = am_root ? in->base() : nullptr;
-  return run(Collective{"scatter", "MPI_Scatterv",
-                        [=](MPI_Comm comm) {
-                          return MPI_Scatterv(send, am_root ? in->counts() : nullptr, am_root ? in->displs() : nullptr,
-                                              type, recv, count, type, root, comm);
-                        },
-                        [=](MPI_Comm comm, MPI_Request* r) {
-                          return MPI_Iscatterv(send, am_root ? in->counts() : nullptr,
-                                               am_root ? in->displs() : nullptr, type, recv, count, type, root, comm,
-                                               r);
-                        },
-                        nullptr, {output}, in},
-             opts.timeout, opts.async_op);
+  const int* counts = am_root ? in->counts() : nullptr;
+  const int* displs = am_root ? in->displs() : nullptr;
+  return run(
+      "scatter", "MPI_Scatterv", {&output, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Scatterv(send, counts, displs, type, recv, count, type, root, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) {
+        return MPI_Iscatterv(send, counts, displs, type, recv, count, type, root, comm, r);
+      },
+      nullptr, in);
 }
 
 std::shared_ptr<Work> MpiBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -493,20 +502,33 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(const Tensor& output, const std
   const MPI_Op mop = op_of(opts.op, output.dtype());
   const int count = element_count(output, "reduce_scatter");
   void* recv = output.data();
-  return run(Collective{"reduce_scatter", "MPI_Reduce_scatter_block",
-                        [=](MPI_Comm comm) {
-                          return MPI_Reduce_scatter_block(in->base(), recv, count, type, mop, comm);
-                        },
-                        [=](MPI_Comm comm, MPI_Request* r) {
-                          return MPI_Ireduce_scatter_block(in->base(), recv, count, type, mop, comm, r);
-                        },
-                        finalizer(opts.op, output, size()), {output}, in},
-             opts.timeout, opts.async_op);
+  void* send = in->base();
+  return run(
+      "reduce_scatter", "MPI_Reduce_scatter_block", {&output, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm, r); },
+      finalizer(opts.op, output, size()), in);
 }
 
+// The flat form straight to MPI_Reduce_scatter_block, unless the output lies
+// inside the input (MPI reads the input while it writes the output).
 std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
                                                         const ReduceScatterOptions& opts) {
-  return reduce_scatter(output, blocks_of(input, size()), opts);
+  const char* in_begin = static_cast<const char*>(input.data());
+  const char* out_begin = static_cast<const char*>(output.data());
+  if (output.nbytes() > 0 && out_begin < in_begin + input.nbytes() && in_begin < out_begin + output.nbytes())
+    return reduce_scatter(output, blocks_of(input, size()), opts);
+  const MPI_Datatype type = datatype_of(output.dtype());
+  const MPI_Op mop = op_of(opts.op, output.dtype());
+  const int count = element_count(output, "reduce_scatter_tensor");
+  element_count(input, "reduce_scatter_tensor");
+  void* recv = output.data();
+  const void* send = input.data();
+  return run(
+      "reduce_scatter_tensor", "MPI_Reduce_scatter_block", {&output, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm, r); },
+      finalizer(opts.op, output, size()));
 }
 
 std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -518,37 +540,70 @@ std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs,
   in->stage_in();
   const MPI_Datatype type = datatype_of(outputs.empty() ? DType::Float32 : outputs[0].dtype());
   auto keep = std::make_shared<std::pair<std::shared_ptr<Layout>, std::shared_ptr<Layout>>>(in, out);
+  void* send = in->base();
+  void* recv = out->base();
   if (in->equal_in_order() && out->equal_in_order() && in->count(0) == out->count(0)) {
     const int count = in->count(0);
-    return run(Collective{"all_to_all", "MPI_Alltoall",
-                          [=](MPI_Comm comm) {
-                            return MPI_Alltoall(in->base(), count, type, out->base(), count, type, comm);
-                          },
-                          [=](MPI_Comm comm, MPI_Request* r) {
-                            return MPI_Ialltoall(in->base(), count, type, out->base(), count, type, comm, r);
-                          },
-                          [out] { out->unstage(); }, outputs, keep},
-               opts.timeout, opts.async_op);
+    return run(
+        "all_to_all", "MPI_Alltoall", outputs, opts.async_op,
+        [=](MPI_Comm comm) { return MPI_Alltoall(send, count, type, recv, count, type, comm); },
+        [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ialltoall(send, count, type, recv, count, type, comm, r); },
+        unstager(out), keep);
   }
-  return run(Collective{"all_to_all", "MPI_Alltoallv",
-                        [=](MPI_Comm comm) {
-                          return MPI_Alltoallv(in->base(), in->counts(), in->displs(), type, out->base(), out->counts(),
-                                               out->displs(), type, comm);
-                        },
-                        [=](MPI_Comm comm, MPI_Request* r) {
-                          return MPI_Ialltoallv(in->base(), in->counts(), in->displs(), type, out->base(),
-                                                out->counts(), out->displs(), type, comm, r);
-                        },
-                        [out] { out->unstage(); }, outputs, keep},
-             opts.timeout, opts.async_op);
+  return run(
+      "all_to_all", "MPI_Alltoallv", outputs, opts.async_op,
+      [=](MPI_Comm comm) {
+        return MPI_Alltoallv(send, in->counts(), in->displs(), type, recv, out->counts(), out->displs(), type, comm);
+      },
+      [=](MPI_Comm comm, MPI_Request* r) {
+        return MPI_Ialltoallv(send, in->counts(), in->displs(), type, recv, out->counts(), out->displs(), type, comm,
+                              r);
+      },
+      unstager(out), keep);
 }
 
+// The flat form straight to MPI_Alltoall (equal splits) or MPI_Alltoallv
+// (counts and displacements from the splits), unless output and input share
+// bytes: then the list form stages the input.
 std::shared_ptr<Work> MpiBackend::all_to_all_single(const Tensor& output, const Tensor& input,
                                                     const AllToAllOptions& opts) {
-  AllToAllOptions list_opts{{}, {}, opts.timeout, opts.async_op};
-  auto work = all_to_all(rows_of(output, opts.output_split_sizes, size()),
-                         rows_of(input, opts.input_split_sizes, size()), list_opts);
-  return work;
+  const int n = size();
+  const char* in_begin = static_cast<const char*>(input.data());
+  const char* out_begin = static_cast<const char*>(output.data());
+  if (output.nbytes() > 0 && input.nbytes() > 0 && out_begin < in_begin + input.nbytes() &&
+      in_begin < out_begin + output.nbytes()) {
+    AllToAllOptions list_opts{{}, {}, opts.timeout, opts.async_op};
+    return all_to_all(rows_of(output, opts.output_split_sizes, n), rows_of(input, opts.input_split_sizes, n),
+                      list_opts);
+  }
+  const MPI_Datatype type = datatype_of(output.dtype());
+  element_count(output, "all_to_all_single");
+  element_count(input, "all_to_all_single");
+  const void* send = input.data();
+  void* recv = output.data();
+  if (opts.input_split_sizes.empty() && opts.output_split_sizes.empty()) {
+    const int count = static_cast<int>(input.numel() / n);
+    return run(
+        "all_to_all_single", "MPI_Alltoall", {&output, 1}, opts.async_op,
+        [=](MPI_Comm comm) { return MPI_Alltoall(send, count, type, recv, count, type, comm); },
+        [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ialltoall(send, count, type, recv, count, type, comm, r); });
+  }
+  // send counts, send displacements, receive counts, receive displacements
+  auto v = std::make_shared<std::array<std::vector<int>, 4>>();
+  for (int i = 0, sent = 0, got = 0; i < n; ++i) {
+    (*v)[0].push_back(static_cast<int>(part_elements(input, opts.input_split_sizes, n, i)));
+    (*v)[1].push_back(sent);
+    sent += (*v)[0].back();
+    (*v)[2].push_back(static_cast<int>(part_elements(output, opts.output_split_sizes, n, i)));
+    (*v)[3].push_back(got);
+    got += (*v)[2].back();
+  }
+  const int *sc = (*v)[0].data(), *sd = (*v)[1].data(), *rc = (*v)[2].data(), *rd = (*v)[3].data();
+  return run(
+      "all_to_all_single", "MPI_Alltoallv", {&output, 1}, opts.async_op,
+      [=](MPI_Comm comm) { return MPI_Alltoallv(send, sc, sd, type, recv, rc, rd, type, comm); },
+      [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ialltoallv(send, sc, sd, type, recv, rc, rd, type, comm, r); },
+      nullptr, v);
 }
 
 // Rank 0 hears from every rank by the deadline, then releases them; a rank

@@ -18,12 +18,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "tdist/backend.h"
 #include "backends/mpi/mpi_runtime.h"
 #include "util/deadline.h"
 #include "work/pending_work.h"
+#include "work/spare_work.h"
 
 namespace tdist::mpi {
 
@@ -61,23 +63,18 @@ class MpiBackend final : public Backend {
   // This group's communicator (what groups made from it derive theirs from).
   MPI_Comm comm() const;
 
-  // One collective as MPI runs it: `blocking` is MPI's blocking form,
-  // `start` its non-blocking form; `after` (may be empty) runs once the data
-  // is in place (copies out of staging buffers, AVG's division); `keep` holds
-  // what the operation's buffers live in until then.
-  struct Collective {
-    const char* op;
-    const char* mpi_name;  // "MPI_Allreduce", for errors
-    std::function<int(MPI_Comm)> blocking;
-    std::function<int(MPI_Comm, MPI_Request*)> start;
-    std::function<void()> after;
-    std::vector<Tensor> result;
-    std::shared_ptr<void> keep;
-  };
   struct State;
 
  private:
-  std::shared_ptr<Work> run(Collective c, std::chrono::milliseconds timeout, bool async_op);
+  // One collective as MPI runs it: blocking(comm) is MPI's blocking form,
+  // start(comm, &request) its non-blocking form; `after` (may be empty) runs
+  // once the data is in place (copies out of staging buffers, AVG's division);
+  // `keep` holds what the buffers live in until then. MPI's collectives take
+  // no timeout (see above); Work.wait(timeout) still has one.
+  template <typename Blocking, typename Start>
+  std::shared_ptr<Work> run(const char* op, const char* mpi_name, std::span<const Tensor> result, bool async_op,
+                            Blocking&& blocking, Start&& start, std::function<void()> after = nullptr,
+                            std::shared_ptr<void> keep = nullptr);
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
                                        std::chrono::milliseconds timeout, bool async_op);
   Millis timeout_of(Millis requested) const { return requested == kGroupTimeout ? options_.timeout : requested; }
@@ -86,6 +83,7 @@ class MpiBackend final : public Backend {
   std::shared_ptr<State> state_;
   std::mutex issue_mu_;  // issuing is thread-safe; the order is the callers'
   uint64_t seq_ = 0;     // collectives issued, under issue_mu_
+  SpareWork spare_;      // the last blocking call's Work, reused; under issue_mu_
   std::atomic<uint64_t> p2p_seq_{0};
 };
 

@@ -245,11 +245,7 @@ Runtime::Progress& Runtime::progress() {
   return *progress_;
 }
 
-void Runtime::call(const std::function<void()>& fn) {
-  if (!funnelled()) {
-    fn();
-    return;
-  }
+void Runtime::call_on_mpi_thread(const std::function<void()>& fn) {
   Progress& p = progress();
   if (std::this_thread::get_id() == p.id) {
     fn();

@@ -50,8 +50,17 @@ class Runtime {
   static const char* thread_level_name(int level);
 
   // Runs fn with MPI: at once on this thread (MPI_THREAD_MULTIPLE), else on the
-  // MPI thread, waiting for it. Exceptions of fn reach the caller.
-  void call(const std::function<void()>& fn);
+  // MPI thread, waiting for it. Exceptions of fn reach the caller. A template,
+  // so that the common case (a blocking call of a few hundred nanoseconds)
+  // makes no std::function and no allocation.
+  template <typename F>
+  void call(F&& fn) {
+    if (!funnelled()) {
+      fn();
+      return;
+    }
+    call_on_mpi_thread(std::function<void()>(std::ref(fn)));
+  }
   // Hands `request` (posted by a call()) to the progress thread, which tests it
   // until it completes and then runs done(MPI_SUCCESS or an error code, its
   // status) there.
@@ -68,6 +77,7 @@ class Runtime {
   struct Progress;
   Runtime(int provided, bool ours);
   Progress& progress();
+  void call_on_mpi_thread(const std::function<void()>& fn);
 
   int provided_;
   bool ours_;
