@@ -390,14 +390,23 @@ std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptio
   const MPI_Op mop = op_of(opts.op, tensor.dtype());
   const int root = opts.root;
   const bool am_root = rank() == root;
-  // The root reduces in place; the others' tensors are only read.
-  const void* send = am_root ? MPI_IN_PLACE : data;
-  void* recv = am_root ? data : nullptr;
+  // The root reduces in place; the others' tensors are only read. They still
+  // pass a receive buffer of the tensor's size: the standard ignores it there,
+  // and Open MPI never touches it (its pages are never faulted in), but MPICH
+  // 4.0 may. MPICH 4.0 also crashes (memcpy from address -1) reducing in place
+  // at a root other than 0 from about 2 KiB on 3 ranks: there the root sends
+  // from a copy.
+  const bool root_copies = am_root && root != 0 && state_->runtime->is_mpich() && tensor.nbytes() > 0;
+  std::shared_ptr<char[]> scratch;
+  if ((!am_root || root_copies) && tensor.nbytes() > 0) scratch.reset(new char[tensor.nbytes()]);
+  if (root_copies) std::memcpy(scratch.get(), data, tensor.nbytes());
+  const void* send = am_root ? (root_copies ? static_cast<const void*>(scratch.get()) : MPI_IN_PLACE) : data;
+  void* recv = am_root ? data : scratch.get();
   return run(
       "reduce", "MPI_Reduce", {&tensor, 1}, opts.async_op,
       [=](MPI_Comm comm) { return MPI_Reduce(send, recv, count, type, mop, root, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce(send, recv, count, type, mop, root, comm, r); },
-      am_root ? finalizer(opts.op, tensor, size()) : nullptr);
+      am_root ? finalizer(opts.op, tensor, size()) : nullptr, scratch);
 }
 
 std::shared_ptr<Work> MpiBackend::barrier(const BarrierOptions& opts) {

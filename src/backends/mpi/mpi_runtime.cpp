@@ -228,7 +228,12 @@ struct Runtime::Progress {
   }
 };
 
-Runtime::Runtime(int provided, bool ours) : provided_(provided), ours_(ours) {}
+Runtime::Runtime(int provided, bool ours) : provided_(provided), ours_(ours) {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  if (MPI_Get_library_version(version, &length) == MPI_SUCCESS)
+    mpich_ = std::string(version, static_cast<size_t>(length)).find("MPICH") != std::string::npos;
+}
 
 Runtime::~Runtime() {
   progress_.reset();  // drains: every tracked request completes first

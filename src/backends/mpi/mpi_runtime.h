@@ -45,6 +45,8 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   int thread_level() const { return provided_; }
+  // Whether the library is MPICH or one derived from it (its known bugs are worked around).
+  bool is_mpich() const { return mpich_; }
   bool initialised_by_tdist() const { return ours_; }
   // "MPI_THREAD_MULTIPLE" ...
   static const char* thread_level_name(int level);
@@ -81,6 +83,7 @@ class Runtime {
 
   int provided_;
   bool ours_;
+  bool mpich_ = false;
   std::once_flag progress_once_;
   std::unique_ptr<Progress> progress_;  // started by the first call that needs the MPI thread
 };
