@@ -5,6 +5,7 @@
 
 #include "tdist/errors.h"
 #include "backends/mpi_launch.h"
+#include "init/slurm.h"
 #include "backends/registry.h"
 #include "process_group/backend_spec.h"
 #include "transport/tcp/tcp_addresses.h"
@@ -196,13 +197,19 @@ Rendezvous rendezvous(const InitOptions& options) {
                          "free port) for every rank, or rebuild with an MPI library (libopenmpi-dev)");
   }
   if (url.scheme == "env") {
-    r.rank = pick(options.rank, url, "rank", {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK"}, true, method);
-    r.world_size =
-        pick(options.world_size, url, "world_size", {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}, true, method);
+    r.rank = pick(options.rank, url, "rank", {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, true,
+                  method);
+    r.world_size = pick(options.world_size, url, "world_size",
+                        {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, true, method);
     validate(r.rank, r.world_size, method);
-    std::string host = required_env("MASTER_ADDR");
-    uint16_t port = parse_port(required_env("MASTER_PORT"), "MASTER_PORT");
-    r.where = "env:// (MASTER_ADDR=" + host + ", MASTER_PORT=" + std::to_string(port) + ")";
+    // In a Slurm job step, rank 0 is on the first host of the job's node
+    // list, at a port every task derives from the job id.
+    const auto slurm_host = get_env("MASTER_ADDR") ? std::nullopt : slurm::master_host();
+    const auto slurm_port = get_env("MASTER_PORT") ? std::nullopt : slurm::master_port();
+    std::string host = slurm_host ? *slurm_host : required_env("MASTER_ADDR");
+    uint16_t port = slurm_port ? static_cast<uint16_t>(*slurm_port) : parse_port(required_env("MASTER_PORT"), "MASTER_PORT");
+    r.where = "env:// (MASTER_ADDR=" + host + (slurm_host ? " from SLURM_JOB_NODELIST" : "") +
+              ", MASTER_PORT=" + std::to_string(port) + (slurm_port ? " from SLURM_JOB_ID" : "") + ")";
     r.store = tcp_store(host, port, r.rank, r.world_size, options.timeout);
   } else if (url.scheme == "tcp") {
     r.rank = pick(options.rank, url, "rank", {}, false, method);

@@ -34,6 +34,20 @@ constexpr std::array kSettings{
                 "launch"},
     SettingInfo{"MPI_LOCALNRANKS", "int", "unset", nullptr,
                 "Set by MPICH's Hydra: an MPI launcher started the process (see PMIX_RANK).", "launch"},
+    SettingInfo{"SLURM_PROCID", "int", "unset", nullptr, "Rank in a Slurm job step, where RANK and MPI's are unset.",
+                "launch"},
+    SettingInfo{"SLURM_NTASKS", "int", "unset", nullptr,
+                "World size in a Slurm job step, where WORLD_SIZE and MPI's are unset.", "launch"},
+    SettingInfo{"SLURM_JOB_NODELIST", "text", "unset", nullptr,
+                "The Slurm job's hosts (e.g. node[01-04,07]): the first is rank 0's host where MASTER_ADDR is "
+                "unset.",
+                "launch"},
+    SettingInfo{"SLURM_NODELIST", "text", "unset", nullptr, "Older name of SLURM_JOB_NODELIST, read where it is unset.",
+                "launch"},
+    SettingInfo{"SLURM_JOB_ID", "int", "unset", nullptr,
+                "The Slurm job's id: where MASTER_PORT is unset, rank 0's store listens on 20000 + SLURM_JOB_ID mod "
+                "20000.",
+                "launch"},
 
     // Security.
     SettingInfo{"TDIST_JOB_TOKEN", "text", "unset (open, with a warning)", nullptr,

@@ -8,6 +8,8 @@
 #include <fstream>
 
 #include "backends/process_world.h"
+#include "common/scoped_env.h"
+#include "init/slurm.h"
 #include "util/socket.h"
 
 namespace tdist::testing {
@@ -40,7 +42,8 @@ void check_world(int rank, int n) {
 
 void clear_rank_env() {
   for (const char* v : {"RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "OMPI_COMM_WORLD_RANK",
-                        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"})
+                        "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+                        "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_ID"})
     unsetenv(v);
 }
 
@@ -58,6 +61,49 @@ TEST(Init, EnvMethodReadsTheTorchrunVariables) {
     });
     EXPECT_EQ(describe_failures(results), "") << "world " << n;
   }
+}
+
+TEST(Slurm, HostListsExpandAsSlurmWritesThem) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(slurm::expand_nodelist("node7"), V{"node7"});
+  EXPECT_EQ(slurm::expand_nodelist("node[01-03,07],gpu5"), (V{"node01", "node02", "node03", "node07", "gpu5"}));
+  EXPECT_EQ(slurm::expand_nodelist("n[8-10]"), (V{"n8", "n9", "n10"}));
+  EXPECT_EQ(slurm::expand_nodelist("n[08-10]"), (V{"n08", "n09", "n10"}));
+  EXPECT_EQ(slurm::expand_nodelist("r[1-2]n[3,5]-ib"), (V{"r1n3-ib", "r1n5-ib", "r2n3-ib", "r2n5-ib"}));
+  {
+    ScopedEnv list("SLURM_JOB_NODELIST", "gpu[07-08]"), old_list("SLURM_NODELIST", nullptr);
+    ScopedEnv job("SLURM_JOB_ID", "1234567");
+    EXPECT_EQ(slurm::master_host(), std::optional<std::string>("gpu07"));
+    EXPECT_EQ(slurm::master_port(), std::optional<int>(20000 + 1234567 % 20000));
+  }
+  for (const char* bad : {"", "a,,b", "n[1-", "n]1[", "n[3-1]", "n[x]", "n[1-200000]"}) {
+    try {
+      slurm::expand_nodelist(bad);
+      ADD_FAILURE() << "'" << bad << "' was taken";
+    } catch (const DistValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("Slurm host list"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A job step as srun starts it: rank, size and rank 0's host from Slurm's
+// variables, the port from the job id (where the free port fits that rule).
+TEST(Init, EnvMethodReadsSlurmVariables) {
+  const int port = free_port();
+  const bool port_from_job = port >= 20000 && port < 40000;
+  auto results = run_in_processes(3, [&](int rank) {
+    clear_rank_env();
+    setenv("SLURM_PROCID", std::to_string(rank).c_str(), 1);
+    setenv("SLURM_NTASKS", "3", 1);
+    setenv("SLURM_JOB_NODELIST", "localhost,node[02-03]", 1);
+    if (port_from_job)
+      setenv("SLURM_JOB_ID", std::to_string(port - 20000 + 40000).c_str(), 1);
+    else
+      setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    init_process_group();
+    check_world(rank, 3);
+  });
+  EXPECT_EQ(describe_failures(results), "");
 }
 
 TEST(Init, EnvMethodFallsBackToOpenMpiAndPmiVariables) {
