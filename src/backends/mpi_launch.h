@@ -22,7 +22,8 @@ struct MpiWorld {
 
 // Whether this build can use an MPI library.
 bool built_with_mpi();
-// Whether a launcher of an MPI library started this process (its variables are set).
+// Whether a launcher of an MPI library started this process (its variables
+// are set), with or without MPI in this build (backends/mpi_launch.cpp).
 bool started_by_mpi_launcher();
 // MPI_COMM_WORLD's rank and size, initialising MPI if nobody has;
 // DistBackendError without MPI in the build (naming `who`).

@@ -11,8 +11,6 @@ namespace tdist {
 
 bool built_with_mpi() { return true; }
 
-bool started_by_mpi_launcher() { return mpi::launched_by_mpi(); }
-
 MpiWorld mpi_world(const std::string& who) {
   MpiWorld w;
   auto runtime = mpi::acquire_runtime(who);

@@ -14,7 +14,6 @@
 
 #include "tdist/errors.h"
 #include "backends/mpi/mpi_types.h"
-#include "util/env.h"
 
 namespace tdist::mpi {
 
@@ -31,12 +30,6 @@ constexpr std::chrono::microseconds kYieldFor{1000};
 constexpr std::chrono::microseconds kLongestNap{200};
 
 }  // namespace
-
-bool launched_by_mpi() {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"})
-    if (get_env(name)) return true;
-  return false;
-}
 
 std::string error_string(int code) {
   char text[MPI_MAX_ERROR_STRING];

@@ -31,10 +31,6 @@ RuntimeHold acquire_runtime(const std::string& who);
 // Drops the process's own hold (see RuntimeHold).
 void let_go();
 
-// Whether this process was started by an MPI launcher (mpirun, mpiexec, srun
-// with PMI): the environment variables those set.
-bool launched_by_mpi();
-
 // "MPI_ERR_TRUNCATE: message truncated" for an MPI error code.
 std::string error_string(int code);
 

@@ -7,8 +7,6 @@ namespace tdist {
 
 bool built_with_mpi() { return false; }
 
-bool started_by_mpi_launcher() { return false; }
-
 MpiWorld mpi_world(const std::string& who) {
   throw DistBackendError(who + ": this build of tdist has no MPI (it was configured without an MPI library, or "
                                "with -DTDIST_WITH_MPI=OFF): install one (apt-get install libopenmpi-dev) and rebuild");
