@@ -3,6 +3,8 @@
 //   tdist-mpi-worker tdist-through-mpi   the tdist backend with no MASTER_ADDR: rank 0's store
 //                                        is found through MPI, with a job token of its making;
 //                                        the collective matrix; MPI finalised by destroy
+//   tdist-mpi-worker cpu-spec            init_process_group("cpu:mpi"): a per-device spec of only
+//                                        the mpi backend needs no store either
 //   tdist-mpi-worker die                 the mpi backend; rank 1 exits in the middle of the
 //                                        others' all_reduces
 //   tdist-mpi-worker abort               the same, rank 1 calls MPI_Abort
@@ -53,6 +55,22 @@ int through_mpi() {
   return 0;
 }
 
+int cpu_spec() {
+  unsetenv("MASTER_ADDR");
+  init_process_group({.backend = "cpu:mpi"});
+  const int rank = get_rank(), n = get_world_size();
+  std::vector<int64_t> x(3, rank);
+  all_reduce(Tensor(x.data(), x.size()))->wait();
+  if (get_backend() != "cpu:mpi" || x[2] != static_cast<int64_t>(n) * (n - 1) / 2) {
+    std::fprintf(stderr, "rank %d: backend %s, all_reduce gave %lld\n", rank, get_backend().c_str(),
+                 static_cast<long long>(x[2]));
+    return 1;
+  }
+  destroy_process_group();
+  if (rank == 0) std::printf("cpu:mpi on %d ranks: ok\n", n);
+  return 0;
+}
+
 int lose_a_rank(bool abort) {
   init_process_group({.backend = "mpi"});
   const int rank = get_rank();
@@ -73,11 +91,12 @@ int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
   try {
     if (mode == "tdist-through-mpi") return through_mpi();
+    if (mode == "cpu-spec") return cpu_spec();
     if (mode == "die" || mode == "abort") return lose_a_rank(mode == "abort");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s\n", e.what());
     return 1;
   }
-  std::fprintf(stderr, "usage: tdist-mpi-worker tdist-through-mpi|die|abort\n");
+  std::fprintf(stderr, "usage: tdist-mpi-worker tdist-through-mpi|cpu-spec|die|abort\n");
   return 2;
 }
