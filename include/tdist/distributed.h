@@ -40,6 +40,11 @@ inline PeerRank group_peer(int group_rank) { return PeerRank(group_rank, true); 
 inline const PeerRank kAnyPeer{kAnySource, false};
 
 bool is_available();
+// Whether init_process_group can use the backend (torch's names): gloo always
+// (tdist answers to it), mpi where the build has MPI, nccl where one is registered.
+bool is_gloo_available();
+bool is_mpi_available();
+bool is_nccl_available();
 // Initializes the default group; blocks until every rank joins or the timeout
 // passes (then DistError listing the ranks that did not arrive).
 void init_process_group(const InitOptions& options = {});

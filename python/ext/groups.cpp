@@ -54,6 +54,9 @@ void bind_groups(py::module_& m) {
       });
 
   m.def("is_available", &tdist::is_available, "True: tdist is always available.");
+  m.def("is_gloo_available", &tdist::is_gloo_available, "True: tdist answers to gloo.");
+  m.def("is_mpi_available", &tdist::is_mpi_available, "Whether this build has the mpi backend.");
+  m.def("is_nccl_available", &tdist::is_nccl_available, "Whether an nccl backend is registered.");
   m.def("is_initialized", &tdist::is_initialized, "Whether the default group has been initialized.");
   m.def("is_torchelastic_launched", &tdist::is_torchelastic_launched,
         "Whether this process was started by tdistrun/torchrun.");

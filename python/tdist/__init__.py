@@ -51,6 +51,9 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     init_process_group,
     irecv,
     is_available,
+    is_gloo_available,
+    is_mpi_available,
+    is_nccl_available,
     is_initialized,
     is_torchelastic_launched,
     isend,
@@ -80,10 +83,14 @@ reduce_op = ReduceOp
 
 
 class Backend(str):
-    """A backend name, as torch.distributed.Backend: Backend("gloo") == "tdist"'s alias."""
+    """A backend name, as torch.distributed.Backend: lower case; get_backend() answers the name
+    init_process_group was given, so get_backend() == Backend.GLOO after init_process_group("gloo")
+    (which runs tdist)."""
 
     TDIST = "tdist"
     GLOO = "gloo"
+    MPI = "mpi"
+    NCCL = "nccl"
     UNDEFINED = "undefined"
 
     def __new__(cls, name: str):

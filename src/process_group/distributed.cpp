@@ -1,5 +1,6 @@
 // The free functions of torch.distributed over the default or a given group.
 #include "tdist/distributed.h"
+#include "tdist/backend.h"
 
 #include <algorithm>
 
@@ -69,6 +70,9 @@ std::shared_ptr<Work> nothing(const char* op) { return Work::completed(op); }
 }  // namespace
 
 bool is_available() { return true; }
+bool is_gloo_available() { return is_backend_available("gloo"); }
+bool is_mpi_available() { return is_backend_available("mpi"); }
+bool is_nccl_available() { return is_backend_available("nccl"); }
 
 bool is_initialized() {
   std::lock_guard<std::mutex> lock(world().mu);

@@ -1,5 +1,7 @@
 #include "tdist/process_group.h"
 
+#include <algorithm>
+#include <cctype>
 #include <numeric>
 #include <sstream>
 
@@ -36,6 +38,16 @@ std::map<DeviceType, std::string> parse_spec(const std::string& spec) {
   return out;
 }
 
+// The spec as the group reports it (get_backend): as given, in lower case, as
+// torch's Backend reads it ("gloo" runs tdist and reports "gloo", so that
+// get_backend() == Backend.GLOO holds); a plain name must be registered.
+std::string spec_as_given(const std::string& spec) {
+  std::string s = spec.empty() ? "tdist" : spec;
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (s.find(':') == std::string::npos) lookup_backend(s);
+  return s;
+}
+
 }  // namespace
 
 void validate_backend_spec(const std::string& spec) { parse_spec(spec); }
@@ -60,9 +72,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   if (options_.global_ranks.size() != static_cast<size_t>(size))
     throw DistValueError("ProcessGroup: " + std::to_string(options_.global_ranks.size()) + " global ranks for " +
                          std::to_string(size) + " members");
-  backend_spec_ = options_.backend.empty() ? "tdist" : options_.backend;
-  // A plain name reads back canonical ("gloo" runs, and reports, "tdist").
-  if (backend_spec_.find(':') == std::string::npos) backend_spec_ = lookup_backend(backend_spec_).name;
+  backend_spec_ = spec_as_given(options_.backend);
   BackendOptions bopts{options_.timeout, options_.group_name, options_.global_ranks};
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
@@ -83,7 +93,7 @@ ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessG
     : rank_(-1), size_(static_cast<int>(global_ranks.size())), options_(std::move(options)) {
   options_.global_ranks = std::move(global_ranks);
   options_.parent.reset();
-  backend_spec_ = options_.backend.empty() ? "tdist" : options_.backend;
+  backend_spec_ = spec_as_given(options_.backend);
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::non_member(std::vector<int> global_ranks, ProcessGroupOptions options) {

@@ -39,6 +39,8 @@ void run_checks(const std::function<void()>& body) {
 
 TEST(MpiBackend, WorldIsMpis) {
   EXPECT_EQ(get_backend(), "mpi");
+  EXPECT_TRUE(is_mpi_available());
+  EXPECT_TRUE(is_gloo_available());
   int rank = -1, size = -1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

@@ -28,6 +28,7 @@ TEST(CollFreeFunctions, EveryCollectiveOnTheDefaultGroup) {
     const int n = tdist::get_world_size();
     require(tdist::is_initialized() && tdist::get_rank() == me && n == 4, "rank/world size");
     require(tdist::get_backend() == "tdist", "backend is " + tdist::get_backend());
+    require(tdist::is_gloo_available() && !tdist::is_nccl_available(), "torch's availability checks");
     Group world = tdist::group_world();
     std::vector<int> all(n);
     std::iota(all.begin(), all.end(), 0);

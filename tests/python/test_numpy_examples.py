@@ -33,7 +33,7 @@ def test_setup_template():
     # another's text): look for each greeting in the whole output, not for whole lines.
     text = "\n".join(launch([PYTHON, os.path.join(EXAMPLES, "setup_template.py"), "3"]))
     for r in range(3):
-        assert f"Hello from rank {r} of 3 (backend tdist)" in text
+        assert f"Hello from rank {r} of 3 (backend gloo)" in text  # the example asks for "gloo"
 
 
 def test_p2p_blocking():

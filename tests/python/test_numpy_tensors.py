@@ -128,3 +128,8 @@ def test_exception_hierarchy():
     assert dist.ReduceOp.SUM == dist.ReduceOp(dist.ReduceOp.SUM) != dist.ReduceOp.MAX
     assert repr(dist.ReduceOp.premul_sum(2.0)).startswith("ReduceOp.PREMUL_SUM")
     assert dist.is_available() and not dist.is_initialized()
+    # torch's availability checks and Backend names.
+    assert dist.is_gloo_available() and isinstance(dist.is_mpi_available(), bool)
+    assert dist.is_nccl_available() is False
+    assert dist.Backend("GLOO") == dist.Backend.GLOO == "gloo" and dist.Backend.MPI == "mpi"
+    assert dist.Backend.NCCL == "nccl"
