@@ -139,9 +139,10 @@ std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& inpu
                                         const std::vector<int64_t>& input_split_sizes = {},
                                         const Group& group = nullptr, bool async_op = false);
 std::shared_ptr<Work> barrier(const Group& group = nullptr, bool async_op = false);
-// Rank 0 waits up to `timeout` (default: the group's) for every rank and
-// throws naming the ranks that did not arrive (every one with wait_all_ranks).
-void monitored_barrier(const Group& group = nullptr, std::chrono::milliseconds timeout = std::chrono::milliseconds(0),
+// Rank 0 waits up to `timeout` (kGroupTimeout: the group's; 0: no time at
+// all, as torch's timedelta(0)) for every rank and throws naming the ranks
+// that did not arrive (every one with wait_all_ranks), in torch's words.
+void monitored_barrier(const Group& group = nullptr, std::chrono::milliseconds timeout = kGroupTimeout,
                        bool wait_all_ranks = false);
 
 // Object collectives on byte strings (serialize your objects yourself; tdist

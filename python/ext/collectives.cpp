@@ -248,7 +248,7 @@ void bind_collectives(py::module_& m) {
   m.def("monitored_barrier",
         [](const Group& group, std::optional<ms> timeout, bool wait_all_ranks) {
           py::gil_scoped_release nogil;
-          tdist::monitored_barrier(group, timeout.value_or(ms(0)), wait_all_ranks);
+          tdist::monitored_barrier(group, timeout.value_or(tdist::kGroupTimeout), wait_all_ranks);
         },
         py::arg("group") = py::none(), py::arg("timeout") = py::none(), py::arg("wait_all_ranks") = false,
         "A barrier whose rank 0 waits up to timeout (default: the group's) for every rank and raises "

@@ -38,8 +38,9 @@ void barrier_dissemination(CollectiveContext& ctx) {
 }
 
 // Rank 0 hears from every rank, then releases them. A rank that does not
-// arrive by the deadline is named by rank 0 (every such rank with
-// wait_all_ranks, as "ranks [1, 3]"), by global rank like every tdist error,
+// arrive by the deadline is named by rank 0 in torch's words ("[Rank 0]: Rank
+// 1 failed to pass monitoredBarrier in 2000 ms"; every such rank with
+// wait_all_ranks, "Ranks 1, 3"), by global rank like every tdist error,
 // followed by its description (group rank where it differs, and address).
 void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
   const int n = ctx.size();
@@ -67,10 +68,11 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
       list += (i ? ", " : "") + std::to_string(global_rank_of(ctx.transport, missing[i]));
       peers += (i ? "; " : "") + ctx.transport.describe_peer(missing[i]);
     }
-    std::string what = wait_all_ranks ? "ranks [" + list + "] did not reach monitored_barrier"
-                                      : "rank " + list + " (the first one missing) did not reach monitored_barrier";
-    auto error = std::make_exception_ptr(
-        DistBackendError(what + " within " + format_ms(ctx.deadline.timeout()) + " (" + peers + ")"));
+    // torch's words first (logs and tests grep for them), then which peers.
+    std::string what = std::string("[Rank 0]: ") + (missing.size() > 1 ? "Ranks " : "Rank ") + list +
+                       " failed to pass monitoredBarrier in " + std::to_string(ctx.deadline.timeout().count()) +
+                       " ms (" + (wait_all_ranks ? "" : "the first one missing; ") + peers + ")";
+    auto error = std::make_exception_ptr(DistBackendError(what));
     // The receives of the ranks still missing point into `tokens`: abort (which
     // fails them and stops the progress thread) before `tokens` is released.
     ctx.transport.abort(error);

@@ -175,7 +175,11 @@ std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& opts) {
 std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOptions& opts) {
   Backend& b = any_backend();
   MonitoredBarrierOptions o = opts;
-  if (o.timeout.count() <= 0) o.timeout = options_.timeout;  // as torch: none given, the group's
+  if (o.timeout == kGroupTimeout) o.timeout = options_.timeout;  // as torch: none given, the group's
+  if (o.timeout.count() < 0)  // 0 is allowed here: no time at all, as torch's timedelta(0)
+    throw DistValueError("group " + options_.group_name + ": monitored_barrier: timeout " +
+                         std::to_string(o.timeout.count()) + " ms is negative (0: no time at all; kGroupTimeout: "
+                         "the group's)");
   return b.monitored_barrier(o);
 }
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {

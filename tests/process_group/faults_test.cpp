@@ -71,8 +71,29 @@ TEST(CollMonitoredBarrier, WaitAllRanksNamesEveryMissingRank) {
       if (me == 0) {
         done->store(1);
         require(dynamic_cast<const DistBackendError*>(&e) != nullptr, "not a DistBackendError: " + m);
-        require(has(m, "[1, 3]"), "rank 0's error does not list ranks [1, 3]: " + m);
+        require(has(m, "[Rank 0]: Ranks 1, 3 failed to pass monitoredBarrier in 1000 ms"),
+                "rank 0's error does not list ranks 1 and 3 in torch's words: " + m);
       }
+    }
+  });
+}
+
+// timeout 0 is no time at all, as torch's timedelta(0): rank 0 fails at once
+// while rank 1 has not called (it waits until rank 0 has failed).
+TEST(CollMonitoredBarrier, AZeroTimeoutFailsAtOnce) {
+  Shared<std::atomic<int>> done;
+  run_world(2, [&](int me) {
+    if (me == 1) {
+      wait_flag(*done);
+      return;
+    }
+    try {
+      tdist::monitored_barrier(nullptr, milliseconds(0));
+      done->store(1);
+      require(false, "monitored_barrier with timeout 0 passed without rank 1");
+    } catch (const DistError& e) {
+      done->store(1);
+      require(has(e.what(), "Rank 1 failed to pass monitoredBarrier in 0 ms"), std::string("wrong error: ") + e.what());
     }
   });
 }
@@ -94,7 +115,8 @@ TEST(CollMonitoredBarrier, MissingRankOfASubgroupIsNamedWithItsGlobalRank) {
       std::fprintf(stderr, "[rank %d] got, as expected: %s\n", me, m.c_str());
       if (me == 1) {
         done->store(1);
-        require(has(m, "monitored_barrier") && has(m, "rank 3 (the first one missing)") && has(m, "group rank 2"),
+        require(has(m, "monitored_barrier") && has(m, "Rank 3 failed to pass monitoredBarrier in 1000 ms") &&
+                    has(m, "the first one missing") && has(m, "group rank 2"),
                 "group rank 0's error does not name global rank 3 (group rank 2): " + m);
       }
     }

@@ -640,7 +640,8 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOption
       MPI_Irecv(&(*tokens)[1], 1, MPI_CHAR, 0, 1, st->internal, &requests[1]);
       const int rc = test_until(requests, statuses, deadline);
       if (rc == kExpired) {
-        failure = "rank 0 did not release monitored_barrier within " + format_ms(deadline.timeout());
+        failure = "Rank " + std::to_string(options_.global_ranks.empty() ? rank() : options_.global_ranks[rank()]) +
+                  " timed out in monitoredBarrier: rank 0 did not release it within " + format_ms(deadline.timeout());
         if (requests[1] != MPI_REQUEST_NULL) {
           MPI_Cancel(&requests[1]);
           MPI_Wait(&requests[1], MPI_STATUS_IGNORE);
@@ -669,9 +670,10 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOption
       for (size_t i = 0; i < missing.size(); ++i)
         list += (i ? ", " : "") + std::to_string(options_.global_ranks.empty() ? missing[i]
                                                                                : options_.global_ranks[missing[i]]);
-      failure = (opts.wait_all_ranks ? "ranks [" + list + "] did not reach monitored_barrier"
-                                     : "rank " + list + " (the first one missing) did not reach monitored_barrier") +
-                " within " + format_ms(deadline.timeout());
+      // torch's words (logs and tests grep for them).
+      failure = std::string("[Rank 0]: ") + (missing.size() > 1 ? "Ranks " : "Rank ") + list +
+                " failed to pass monitoredBarrier in " + std::to_string(deadline.timeout().count()) + " ms" +
+                (opts.wait_all_ranks ? "" : " (the first one missing)");
       for (MPI_Request& r : arrivals)
         if (r != MPI_REQUEST_NULL) {
           MPI_Cancel(&r);
