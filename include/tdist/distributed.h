@@ -6,6 +6,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -54,6 +55,16 @@ void init_process_group(const char* backend, const std::string& init_method = ""
                         int rank = -1, std::chrono::milliseconds timeout = kDefaultTimeout);
 bool is_initialized();
 bool is_torchelastic_launched();
+// torch's get_node_local_rank: LOCAL_RANK, else fallback_rank, else DistValueError.
+int get_node_local_rank(std::optional<int> fallback_rank = std::nullopt);
+// torch's debug levels (TORCH_DISTRIBUTED_DEBUG; ours: TDIST_DEBUG, read first).
+enum class DebugLevel { OFF, INFO, DETAIL };
+// The level the environment sets; DistValueError naming a value that is none of them.
+DebugLevel get_debug_level();
+// Groups made after the call check collectives and log at `level` (it sets TDIST_DEBUG).
+void set_debug_level(DebugLevel level);
+// get_debug_level() reads the environment on every call: nothing to cache.
+void set_debug_level_from_env();
 // Destroys the given group, or with nullptr every group and the default one.
 void destroy_process_group(const Group& group = nullptr);
 // The default group (DistError when not initialized).

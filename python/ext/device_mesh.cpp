@@ -42,6 +42,9 @@ void bind_device_mesh(py::module_& m) {
       "The ranks of the world laid out as an n-dimensional array with one process group per dimension "
       "(torch.distributed.device_mesh.DeviceMesh). Every rank constructs the same mesh, in the same order "
       "relative to its other new_group calls.")
+      // `with mesh:` as torch's (which makes it the current mesh for DTensor; here it only scopes).
+      .def("__enter__", [](const MeshPtr& self) { return self; })
+      .def("__exit__", [](const MeshPtr&, py::args) { return false; })
       .def(py::init([](const std::string& device_type, const py::object& mesh,
                        std::optional<std::vector<std::string>> mesh_dim_names) {
              auto arr = py::array_t<int64_t, py::array::c_style | py::array::forcecast>::ensure(mesh);

@@ -55,6 +55,17 @@ void bind_groups(py::module_& m) {
 
   m.def("is_available", &tdist::is_available, "True: tdist is always available.");
   m.def("is_gloo_available", &tdist::is_gloo_available, "True: tdist answers to gloo.");
+  m.def("get_node_local_rank", &tdist::get_node_local_rank, py::arg("fallback_rank") = py::none(),
+        "LOCAL_RANK, else fallback_rank, else DistValueError (torch's get_node_local_rank).");
+  py::enum_<tdist::DebugLevel>(m, "DebugLevel", "torch's debug levels (TORCH_DISTRIBUTED_DEBUG / TDIST_DEBUG).")
+      .value("OFF", tdist::DebugLevel::OFF)
+      .value("INFO", tdist::DebugLevel::INFO)
+      .value("DETAIL", tdist::DebugLevel::DETAIL);
+  m.def("get_debug_level", &tdist::get_debug_level, "The level TDIST_DEBUG (or TORCH_DISTRIBUTED_DEBUG) sets.");
+  m.def("set_debug_level", &tdist::set_debug_level, py::arg("level"),
+        "Groups made afterwards check collectives and log at this level (sets TDIST_DEBUG).");
+  m.def("set_debug_level_from_env", &tdist::set_debug_level_from_env,
+        "Checks the environment's level (it is read on every call).");
   m.def("is_mpi_available", &tdist::is_mpi_available, "Whether this build has the mpi backend.");
   m.def("is_nccl_available", &tdist::is_nccl_available, "Whether an nccl backend is registered.");
   m.def("is_initialized", &tdist::is_initialized, "Whether the default group has been initialized.");
@@ -108,16 +119,19 @@ pg_options and device_id are accepted for torch compatibility and ignored.)");
 
   m.def("new_group",
         [](std::optional<std::vector<int>> ranks, std::optional<ms> timeout, std::optional<std::string> backend,
-           py::object /*pg_options*/, bool use_local_synchronization) {
+           py::object /*pg_options*/, bool use_local_synchronization, py::object /*group_desc*/,
+           py::object /*device_id*/) {
           py::gil_scoped_release nogil;
           return tdist::new_group(ranks.value_or(std::vector<int>{}), timeout_or_default(timeout),
                                   backend.value_or(""), use_local_synchronization);
         },
         py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("backend") = py::none(),
         py::arg("pg_options") = py::none(), py::arg("use_local_synchronization") = false,
+        py::arg("group_desc") = py::none(), py::arg("device_id") = py::none(),
         R"(Creates a group of the given global ranks (None: all). Every rank of the world calls it with the
 same ranks in the same order (unless use_local_synchronization: then only the members). A rank
-outside the group gets a handle on which operations do nothing, as in torch.)");
+outside the group gets a handle on which operations do nothing, as in torch. group_desc and
+device_id are torch's and accepted for ported code: CPU groups have no device to bind.)");
 
   m.def("get_group_rank", &tdist::get_group_rank, py::arg("group"), py::arg("global_rank"),
         "The rank in group of a global rank (DistValueError when it is not a member).");

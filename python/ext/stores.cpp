@@ -158,7 +158,7 @@ void bind_stores(py::module_& m) {
       "A store served over TCP by the instance with is_master=True (port 0 picks a free port: read it "
       "back from .port). world_size counts the users; with wait_for_workers the master waits for them.")
       .def(py::init([](const std::string& host_name, int port, std::optional<int> world_size, bool is_master,
-                       ms timeout, bool wait_for_workers, bool multi_tenant) {
+                       ms timeout, bool wait_for_workers, bool multi_tenant, bool /*use_libuv*/) {
              if (port < 0 || port > 65535) throw py::value_error("TCPStore: port " + std::to_string(port) + " is out of range");
              py::gil_scoped_release nogil;
              return std::make_shared<tdist::TCPStore>(host_name, static_cast<uint16_t>(port), world_size, is_master,
@@ -166,7 +166,7 @@ void bind_stores(py::module_& m) {
            }),
            py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
            py::arg("timeout") = tdist::kDefaultStoreTimeout, py::arg("wait_for_workers") = true,
-           py::arg("multi_tenant") = false)
+           py::arg("multi_tenant") = false, py::arg("use_libuv") = true)  // torch's choice of server loop: ours has one
       .def_property_readonly("host", &tdist::TCPStore::host)
       .def_property_readonly("port", &tdist::TCPStore::port);
 

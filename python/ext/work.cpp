@@ -171,6 +171,8 @@ void bind_work(py::module_& m) {
   py::class_<PyWork, std::shared_ptr<PyWork>>(m, "Work",
       "The handle of an operation started with async_op=True (or isend/irecv). The arrays it uses must "
       "not be touched until wait() returns.")
+      .def("synchronize", [](PyWork& self) { self.work()->synchronize(); },
+           "Device-ordered completion, as torch's; CPU arrays are complete once wait() returns: nothing to do.")
       .def("wait",
            [](PyWork& self, const py::object& timeout_arg) {
              auto timeout = to_timeout(timeout_arg, "Work.wait");

@@ -50,6 +50,11 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     init_device_mesh,
     init_process_group,
     irecv,
+    DebugLevel,
+    get_debug_level,
+    get_node_local_rank,
+    set_debug_level,
+    set_debug_level_from_env,
     is_available,
     is_gloo_available,
     is_mpi_available,
@@ -68,6 +73,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
 )
 from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration  # noqa: F401
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
+from .debugging import breakpoint  # noqa: F401,A001  (torch.distributed.breakpoint)
 from .objects import (  # noqa: F401
     all_gather_object,
     broadcast_object_list,

@@ -1,5 +1,8 @@
 // The free functions of torch.distributed over the default or a given group.
+#include <cstdlib>
+
 #include "tdist/distributed.h"
+#include "util/env.h"
 #include "tdist/backend.h"
 
 #include <algorithm>
@@ -70,6 +73,29 @@ std::shared_ptr<Work> nothing(const char* op) { return Work::completed(op); }
 }  // namespace
 
 bool is_available() { return true; }
+
+int get_node_local_rank(std::optional<int> fallback_rank) {
+  if (auto v = get_env_int("LOCAL_RANK")) return static_cast<int>(*v);
+  if (fallback_rank) return *fallback_rank;
+  throw DistValueError("get_node_local_rank: LOCAL_RANK is not set (a launcher such as tdistrun or torchrun sets it) "
+                       "and no fallback_rank was given");
+}
+
+DebugLevel get_debug_level() {
+  auto v = get_env("TDIST_DEBUG");  // TORCH_DISTRIBUTED_DEBUG where unset (util/settings.cpp)
+  if (!v || *v == "OFF") return DebugLevel::OFF;
+  if (*v == "INFO") return DebugLevel::INFO;
+  if (*v == "DETAIL") return DebugLevel::DETAIL;
+  throw DistValueError("get_debug_level: TDIST_DEBUG (or TORCH_DISTRIBUTED_DEBUG) is '" + *v +
+                       "'; expected OFF, INFO or DETAIL");
+}
+
+void set_debug_level(DebugLevel level) {
+  const char* name = level == DebugLevel::DETAIL ? "DETAIL" : level == DebugLevel::INFO ? "INFO" : "OFF";
+  setenv("TDIST_DEBUG", name, 1);
+}
+
+void set_debug_level_from_env() { get_debug_level(); }
 bool is_gloo_available() { return is_backend_available("gloo"); }
 bool is_mpi_available() { return is_backend_available("mpi"); }
 bool is_nccl_available() { return is_backend_available("nccl"); }

@@ -64,6 +64,28 @@ TEST(Init, EnvMethodReadsTheTorchrunVariables) {
   }
 }
 
+TEST(Environment, NodeLocalRankAndDebugLevelAsTorch) {
+  {
+    ScopedEnv local("LOCAL_RANK", nullptr);
+    EXPECT_EQ(get_node_local_rank(3), 3);
+    EXPECT_THROW(get_node_local_rank(), DistValueError);
+  }
+  {
+    ScopedEnv local("LOCAL_RANK", "2");
+    EXPECT_EQ(get_node_local_rank(), 2);
+    EXPECT_EQ(get_node_local_rank(5), 2);
+  }
+  ScopedEnv ours("TDIST_DEBUG", nullptr), torchs("TORCH_DISTRIBUTED_DEBUG", "INFO");
+  EXPECT_EQ(get_debug_level(), DebugLevel::INFO);  // torch's name where ours is unset
+  set_debug_level(DebugLevel::DETAIL);
+  EXPECT_EQ(get_debug_level(), DebugLevel::DETAIL);
+  setenv("TDIST_DEBUG", "LOUD", 1);
+  EXPECT_THROW(get_debug_level(), DistValueError);
+  EXPECT_THROW(set_debug_level_from_env(), DistValueError);
+  set_debug_level(DebugLevel::OFF);
+  EXPECT_EQ(get_debug_level(), DebugLevel::OFF);
+}
+
 TEST(Slurm, HostListsExpandAsSlurmWritesThem) {
   using V = std::vector<std::string>;
   EXPECT_EQ(slurm::expand_nodelist("node7"), V{"node7"});

@@ -148,3 +148,60 @@ def monitored(rank, size):
 
 def test_monitored_barrier():
     run_ranks(monitored, 3)
+
+
+def ported_calls(rank, size):
+    """torch.distributed calls that ported programs use, with torch's results."""
+    import pdb
+
+    init()
+    # get_node_local_rank: LOCAL_RANK, else the fallback, else an error.
+    local = os.environ.pop("LOCAL_RANK", None)
+    assert dist.get_node_local_rank(fallback_rank=7) == 7
+    with pytest.raises(dist.DistValueError, match="LOCAL_RANK"):
+        dist.get_node_local_rank()
+    os.environ["LOCAL_RANK"] = str(rank)
+    assert dist.get_node_local_rank() == rank
+    if local is not None:
+        os.environ["LOCAL_RANK"] = local
+    # Debug levels, torch's names.
+    before = os.environ.pop("TDIST_DEBUG", None)
+    assert dist.get_debug_level() == dist.DebugLevel.OFF
+    dist.set_debug_level(dist.DebugLevel.DETAIL)
+    assert dist.get_debug_level() == dist.DebugLevel.DETAIL  # (set in the C environment, not os.environ)
+    dist.set_debug_level(dist.DebugLevel.OFF)
+    dist.set_debug_level_from_env()
+    if before is not None:
+        os.environ["TDIST_DEBUG"] = before
+    # Keyword arguments of torch 2.x that CPU groups and stores take and need not act on.
+    g = dist.new_group(list(range(size)), group_desc="everyone", device_id=None)
+    t = np.ones(3, np.float32)
+    work = dist.all_reduce(t, group=g, async_op=True)
+    work.wait()
+    work.synchronize()
+    assert np.all(t == size)
+    store = dist.TCPStore("127.0.0.1", 0, None, True, use_libuv=False)
+    store.set("k", "v")
+    assert store.get("k") == b"v"
+    # tdist.device_mesh as torch.distributed.device_mesh, and `with mesh:`.
+    from tdist.device_mesh import DeviceMesh, init_device_mesh
+
+    mesh = init_device_mesh("cpu", (size,))
+    assert isinstance(mesh, DeviceMesh)
+    with mesh as m:
+        assert m is mesh
+    # breakpoint: the named rank enters pdb, every rank waits at a barrier.
+    stops = []
+    real = pdb.Pdb.set_trace
+    pdb.Pdb.set_trace = lambda self, frame=None: stops.append(frame)
+    try:
+        dist.breakpoint(rank=size - 1)
+        dist.breakpoint(rank=0, skip=1)  # the first call with skip=1 does nothing
+    finally:
+        pdb.Pdb.set_trace = real
+    assert len(stops) == (1 if rank == size - 1 else 0), stops
+    dist.destroy_process_group()
+
+
+def test_ported_calls():
+    run_ranks(ported_calls, 2)
