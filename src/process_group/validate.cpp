@@ -95,7 +95,6 @@ void point_to_point(const ProcessGroup& g, const Tensor& t, int peer, bool is_se
   const char* op = is_send ? "send" : "recv";
   tensor(g, t, op, t.device());
   if (is_send || peer != kAnySource) rank(g, peer, op, is_send ? "destination" : "source");
-  if (peer == g.rank()) invalid(g, op, "the peer is this rank itself");
   timeout(g, op, limit);
 }
 

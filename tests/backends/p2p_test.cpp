@@ -28,6 +28,45 @@ TEST(P2P, RingOfSendsEveryWorldSizeAndDtype) {
   }
 }
 
+// torch allows a rank to send to and receive from itself: an all-to-all
+// written as sends and receives over every rank includes it.
+TEST(P2P, ARankSendsToAndReceivesFromItself) {
+  for (int n : {1, 3}) {
+    with_thread_world(n, [](ProcessGroup& pg) {
+      const int me = pg.rank();
+      // Sent first (buffered), then received; then received first (posted), then sent.
+      for (bool send_first : {true, false}) {
+        std::vector<int32_t> out(1001, me * 10 + (send_first ? 1 : 2)), in(1001, -1);
+        std::shared_ptr<Work> s, r;
+        if (send_first) s = pg.send(Tensor(out.data(), out.size()), me, 4);
+        r = pg.recv(Tensor(in.data(), in.size()), me, 4);
+        if (!send_first) s = pg.send(Tensor(out.data(), out.size()), me, 4);
+        s->wait();
+        r->wait();
+        ASSERT_EQ(r->source_rank(), me);
+        ASSERT_EQ(in[1000], out[1000]) << (send_first ? "sent first" : "received first");
+      }
+      // A receive from any rank takes a message from itself and names it.
+      int32_t v = 40 + me, got = -1;
+      pg.send(Tensor(&v, 1), me, 9)->wait();
+      auto any = pg.recv(Tensor(&got, 1), kAnySource, 9);
+      any->wait();
+      EXPECT_EQ(any->source_rank(), me);
+      EXPECT_EQ(got, 40 + me);
+      // Every rank sends to every rank, itself included, then receives.
+      std::vector<int32_t> to(pg.size()), from(pg.size(), -1);
+      std::vector<std::shared_ptr<Work>> works;
+      for (int d = 0; d < pg.size(); ++d) {
+        to[d] = me * 100 + d;
+        works.push_back(pg.recv(Tensor(&from[d], 1), d, 11));
+      }
+      for (int d = 0; d < pg.size(); ++d) works.push_back(pg.send(Tensor(&to[d], 1), d, 11));
+      for (auto& w : works) w->wait();
+      for (int s = 0; s < pg.size(); ++s) EXPECT_EQ(from[s], s * 100 + me);
+    });
+  }
+}
+
 TEST(P2P, TagsSelectMessagesAndSameTagKeepsOrder) {
   with_thread_world(2, [](ProcessGroup& pg) {
     if (pg.rank() == 0) {

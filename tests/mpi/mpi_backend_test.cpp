@@ -178,6 +178,30 @@ TEST(MpiBackend, PointToPointWithTagsAndAnySource) {
   });
 }
 
+// As torch allows, and as the tdist backend does: a rank sends to itself, and
+// an all-to-all of batch_isend_irecv includes the rank itself.
+TEST(MpiBackend, ARankSendsToAndReceivesFromItself) {
+  run_checks([] {
+    const int n = get_world_size(), me = get_rank();
+    std::vector<int32_t> out(1001, me + 7), in(1001, -1);
+    auto s = isend(Tensor(out.data(), out.size()), me, nullptr, 4);
+    const int src = recv(Tensor(in.data(), in.size()), me, nullptr, 4);
+    s->wait();
+    matrix::require(src == me && in[1000] == me + 7, "a message to itself came back wrong");
+    std::vector<int64_t> to(n), from(n, -1);
+    std::vector<P2POp> ops;
+    for (int d = 0; d < n; ++d) {
+      to[d] = me * 100 + d;
+      ops.emplace_back(P2POp::ISEND, Tensor(&to[d], 1), d, nullptr, 6);
+      ops.emplace_back(P2POp::IRECV, Tensor(&from[d], 1), d, nullptr, 6);
+    }
+    for (auto& w : batch_isend_irecv(ops)) w->wait();
+    for (int r = 0; r < n; ++r)
+      matrix::require(from[r] == r * 100 + me, "batch_isend_irecv over every rank: rank " + std::to_string(r) +
+                                                   "'s element is " + std::to_string(from[r]));
+  });
+}
+
 TEST(MpiBackend, AsyncOperationsOverlapAndComplete) {
   run_checks([] {
     const int n = get_world_size();

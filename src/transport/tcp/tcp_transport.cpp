@@ -184,6 +184,11 @@ void TcpTransport::post(std::shared_ptr<Request> req) {
   const bool send = req->kind() == Request::Kind::Send;
   const int peer = req->link_peer();
   check_peer_arg(peer, rank_, size_, /*is_recv=*/!send);
+  if (peer == rank_) {  // no connection: see deliver_to_self
+    if (send) deliver_to_self(std::move(req));
+    else post_recv(std::move(req));
+    return;
+  }
   // A receive connects too: a peer that dies is then seen by the ranks that
   // wait for it, not only by those it sends to.
   if (peer != kAnySender) {
@@ -327,6 +332,21 @@ void TcpTransport::update_output_locked(Peer& p) {
   }
 }
 
+// A message to this rank itself goes through the matching of an arriving one
+// (a posted receive, else the unexpected messages), its payload copied at
+// once: the send is complete when this returns.
+void TcpTransport::deliver_to_self(std::shared_ptr<Request> req) {
+  wire::MessageHeader header{};
+  header.tag = req->tag();
+  header.size = req->size();
+  header.comm = req->comm();
+  MessageSlot slot;
+  char* dst = begin_message(rank_, header, slot);
+  if (dst && req->size() > 0) std::memcpy(dst, req->data(), req->size());
+  end_message(rank_, slot);
+  req->complete(nullptr, rank_);
+}
+
 void TcpTransport::post_recv(std::shared_ptr<Request> req) {
   Peer* clear_peer = nullptr;  // a matched request-to-send: answer it once mu_ is released
   uint32_t clear_id = 0;
@@ -394,7 +414,7 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
     }
     return true;
   }
-  if (peer != kAnySender && peers_[peer]->failed) {
+  if (peer != kAnySender && peer != rank_ && peers_[peer]->failed) {
     req->complete(peers_[peer]->error, peer);
     return true;
   }

@@ -182,6 +182,7 @@ class TcpTransport final : public Transport, private PathHost {
   void fail_sends_locked(Peer& p, const std::exception_ptr& error);  // with p.tx_mu held
   void fail_incoming_locked(Peer& p, const std::exception_ptr& error);  // with rx_mu_ and mu_ held
   bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
+  void deliver_to_self(std::shared_ptr<Request> req);
   std::exception_ptr flush_locked(Peer& p);
   std::exception_ptr flush_queue_locked(Peer& p, Lane* lane);  // lane null: the main socket
   void update_output_locked(Peer& p);
