@@ -59,7 +59,7 @@ class P2PWork final : public PendingWork {
     Deadline user = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
     if (user.at() < deadline_.at()) {
       if (!request_.wait_until(user))
-        throw DistBackendError(context() + "Work::wait timed out after " + format_ms(timeout) +
+        throw DistBackendError(context() + "Work::wait: Timed out after " + format_ms(timeout) +
                                " (the operation is still in progress)");
     }
     try {

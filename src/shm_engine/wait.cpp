@@ -206,7 +206,7 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
       if (lost) continue;
     }
     if (!ctx.deadline.is_never() && now >= ctx.deadline.at()) {
-      give_up(ctx, "timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
+      give_up(ctx, "Timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
                        " did not arrive");
       continue;
     }

@@ -31,7 +31,7 @@ bool PendingWork::wait(std::chrono::milliseconds timeout) {
     if (s == kDone) break;
     if (deadline.expired())
       throw DistBackendError((label_ ? *label_ + ": " : std::string()) + op_ + " #" + std::to_string(seq_) +
-                             ": Work::wait timed out after " + std::to_string(timeout.count()) +
+                             ": Work::wait: Timed out after " + std::to_string(timeout.count()) +
                              " ms (the operation is still in progress)");
     // Announce the sleeper; a finish in between turns the state kDone and the
     // futex call returns at once (the value differs).

@@ -145,7 +145,7 @@ TEST_P(BlockingP2P, TimeoutNamesThePeerAndBreaksTheGroup) {
           ADD_FAILURE() << "a receive nobody answered succeeded";
         } catch (const DistBackendError& e) {
           std::string m = e.what();
-          EXPECT_NE(m.find("timed out"), std::string::npos) << m;
+          EXPECT_NE(m.find("Timed out"), std::string::npos) << m;
           EXPECT_NE(m.find("rank 0"), std::string::npos) << m;
         }
         failed = true;

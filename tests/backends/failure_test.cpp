@@ -92,7 +92,7 @@ TEST(Failure, StalledRankBecomesATimeoutNamingIt) {
       std::fprintf(stderr, "[rank %d] got, as expected: %s\n", rank, m.c_str());
       require(contains(m, "all_reduce #1"), "no op/sequence in: " + m);
       require(contains(m, "rank 1"), "no peer in: " + m);
-      require(contains(m, "timed out after 1500 ms"), "no timeout in: " + m);
+      require(contains(m, "Timed out after 1500 ms"), "no timeout in: " + m);
     }
   });
   EXPECT_EQ(describe_failures(results), "");
@@ -137,7 +137,7 @@ TEST(Failure, SurvivorsOfAStoppedRankBlameItNotTheRanksWaitingForIt) {
     require(!m.empty(), "all_reduce succeeded without rank 2");
     require(contains(m, "all_reduce #2"), "no op/sequence in: " + m);
     const bool direct =
-        std::regex_search(m, std::regex(R"(from rank 2 at [0-9.:]+ timed out after 10000 ms \(the peer may be stalled)"));
+        std::regex_search(m, std::regex(R"(from rank 2 at [0-9.:]+: Timed out after 10000 ms \(the peer may be stalled)"));
     const bool chained =
         std::regex_search(m, std::regex(R"(: rank 2 at [0-9.:]+ is stalled, dead, or in a different operation \(it sent nothing)"));
     require(direct || chained, "the error does not blame rank 2: " + m);

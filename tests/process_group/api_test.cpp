@@ -188,7 +188,7 @@ TEST(CollWorkFuture, WaitWithTimeoutOnPendingWorkThenCompletes) {
       go = true;
       throw std::runtime_error("wait(20 ms) returned while rank 1 had not joined");
     } catch (const DistBackendError& e) {
-      require_message(e.what(), {"all_reduce", "timed out"});
+      require_message(e.what(), {"all_reduce", "Timed out"});
     }
     require(!work->is_completed() && !work->is_success() && !work->exception(), "pending work state");
     go = true;

@@ -44,7 +44,7 @@ TEST_P(CallOptions, APerCallTimeoutShorterThanTheGroupsApplies) {
         failed.store(true);
       },
       std::chrono::minutes(1));
-  EXPECT_NE(error.find("timed out after 300 ms"), std::string::npos) << error;
+  EXPECT_NE(error.find("Timed out after 300 ms"), std::string::npos) << error;
   EXPECT_NE(error.find("all_reduce #1"), std::string::npos) << error;
 }
 

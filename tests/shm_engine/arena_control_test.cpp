@@ -166,7 +166,7 @@ TEST(ArenaFailure, RanksThatArriveAfterTheOthersGaveUpFailTheSameOperation) {
   }
   // Rank 1 may also learn it from rank 0, which failed first.
   for (int r = 0; r < 2; ++r)
-    EXPECT_TRUE(contains(errors[r], "timed out after 1500 ms: ranks [2, 3] did not arrive")) << errors[r];
+    EXPECT_TRUE(contains(errors[r], "Timed out after 1500 ms: ranks [2, 3] did not arrive")) << errors[r];
   for (int r = 2; r < n; ++r) {
     EXPECT_TRUE(contains(errors[r], "failed first") && contains(errors[r], "did not arrive")) << errors[r];
   }

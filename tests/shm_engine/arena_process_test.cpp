@@ -110,7 +110,7 @@ TEST(ArenaProcesses, RankKilledWhileOthersWaitInSharedMemoryIsNamed) {
       std::fprintf(stderr, "[rank %d] got, as expected: %s\n", me, m.c_str());
       require(contains(m, "all_reduce #2") && contains(m, "shared-memory"), "not the arena's all_reduce #2: " + m);
       require(contains(m, "rank 2"), "the dead rank 2 is not named: " + m);
-      require(!contains(m, "timed out"), "found by the deadline, not by the lost connection: " + m);
+      require(!contains(m, "Timed out"), "found by the deadline, not by the lost connection: " + m);
     }
   });
   EXPECT_TRUE(results[0].ok()) << results[0].describe();

@@ -274,7 +274,7 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
   auto finish = [st, what, count, is_send](int rc, const MPI_Status& status, PendingWork& w, bool shared) {
     std::exception_ptr error;
     if (rc == kExpired) {
-      error = std::make_exception_ptr(DistBackendError(st->label + ": " + what + " timed out"));
+      error = std::make_exception_ptr(DistBackendError(st->label + ": " + what + ": Timed out"));
     } else if (rc != MPI_SUCCESS) {
       error = std::make_exception_ptr(
           DistBackendError(st->label + ": " + what + " failed: " + (is_send ? "MPI_Isend" : "MPI_Irecv") +
@@ -324,7 +324,7 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
   });
   if (rc == kExpired) {
     auto error = std::make_exception_ptr(DistBackendError(
-        st->label + ": " + what + " timed out after " + format_ms(deadline.timeout()) +
+        st->label + ": " + what + ": Timed out after " + format_ms(deadline.timeout()) +
         (is_send ? " (MPI cannot withdraw a send: the tensor may still be read until " + peer_name + " receives it)"
                  : std::string())));
     work->finish_unshared(error);

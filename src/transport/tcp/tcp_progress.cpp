@@ -57,7 +57,7 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
   if (!request.done()) {
     bool send = request.kind() == Request::Kind::Send;
     std::string what = std::string(send ? "sending " : "receiving ") + std::to_string(request.size()) + " bytes " +
-                       (send ? "to " : "from ") + describe_peer(request.link_peer()) + " timed out after " +
+                       (send ? "to " : "from ") + describe_peer(request.link_peer()) + ": Timed out after " +
                        format_ms(deadline.timeout());
     auto err = std::make_exception_ptr(DistBackendError(explain_stall(request.link_peer(), deadline, what, true)));
     abort(err);
