@@ -1,14 +1,13 @@
 // The free functions of torch.distributed over the default or a given group.
-#include <cstdlib>
-
 #include "tdist/distributed.h"
-#include "util/env.h"
-#include "tdist/backend.h"
 
 #include <algorithm>
+#include <cstdlib>
 
+#include "tdist/backend.h"
 #include "tdist/errors.h"
 #include "process_group/world.h"
+#include "util/env.h"
 #include "util/logging.h"
 
 namespace tdist {
@@ -96,6 +95,7 @@ void set_debug_level(DebugLevel level) {
 }
 
 void set_debug_level_from_env() { get_debug_level(); }
+
 bool is_gloo_available() { return is_backend_available("gloo"); }
 bool is_mpi_available() { return is_backend_available("mpi"); }
 bool is_nccl_available() { return is_backend_available("nccl"); }
