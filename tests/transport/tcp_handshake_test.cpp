@@ -55,6 +55,19 @@ std::shared_ptr<TCPStore> store_for(Board& b, bool master) {
   return std::make_shared<TCPStore>("127.0.0.1", static_cast<uint16_t>(b.store_port.wait()), o);
 }
 
+// Every process of a test waits for "finished"; rank 0 serves the store, so
+// it leaves only once the other `others` have read it (no sleep to hope by).
+void leave_together(TCPStore& store, int who, int others) {
+  store.wait({"finished"}, kTimeout);
+  if (who != 0) {
+    store.add("left", 1);
+    return;
+  }
+  const auto give_up = std::chrono::steady_clock::now() + kTimeout;
+  while (store.add("left", 0) < others && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+}
+
 // Rank 0 and rank 1 exchange a message both ways; each checks what it got.
 void exchange(TcpTransport& t) {
   const int peer = 1 - t.rank();
@@ -186,7 +199,7 @@ TEST(TcpHandshake, AHelloNamingAnImpossibleRankOrSocketIsRefused) {
             board->refused.fetch_add(1);
           }
           board->stranger_done = 1;
-          store->wait({"finished"}, kTimeout);
+          leave_together(*store, who, 2);
           return;
         }
         while (who == 1 && !board->stranger_read) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -197,8 +210,7 @@ TEST(TcpHandshake, AHelloNamingAnImpossibleRankOrSocketIsRefused) {
         while (!board->stranger_done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
         exchange(*t);  // rank 0 lived through the claims and still connects
         if (store->add("done", 1) == 2) store->set("finished", "1");
-        store->wait({"finished"}, kTimeout);
-        if (who == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others read "finished"
+        leave_together(*store, who, 2);
       },
       std::chrono::seconds(60));
   EXPECT_EQ(describe_failures(results), "");
@@ -224,7 +236,7 @@ TEST(TcpHandshake, SilentConnectionsDuringInitCostNothing) {
           std::vector<Fd> fds;
           for (int i = 0; i < silent; ++i) fds.push_back(connect_tcp("127.0.0.1", port, deadline(), "silent"));
           board->stranger_done = 1;
-          store->wait({"finished"}, kTimeout);  // stay silent until the ranks are done
+          leave_together(*store, who, 2);  // stay silent until the ranks are done
           return;
         }
         if (who == 1)
@@ -238,8 +250,7 @@ TEST(TcpHandshake, SilentConnectionsDuringInitCostNothing) {
         if (who == 0) std::this_thread::sleep_for(std::chrono::seconds(3));
         exchange(*t);
         if (store->add("done", 1) == 2) store->set("finished", "1");
-        store->wait({"finished"}, kTimeout);
-        if (who == 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others read "finished"
+        leave_together(*store, who, 2);
       },
       std::chrono::seconds(60));
   EXPECT_EQ(describe_failures(results), "");
