@@ -9,6 +9,9 @@ namespace tdist::slurm {
 
 namespace {
 
+// More hosts than any job has: a list that names more is refused, not expanded.
+constexpr size_t kMaxHosts = 100000;
+
 [[noreturn]] void malformed(const std::string& list, const std::string& why) {
   throw DistValueError("the Slurm host list '" + list + "' is malformed: " + why);
 }
@@ -31,7 +34,7 @@ std::vector<std::string> expand_ranges(const std::string& body, const std::strin
     if (!digits(lo) || !digits(hi)) malformed(list, "'" + item + "' is not a number or a range of numbers");
     const long a = std::stol(lo), b = std::stol(hi);
     if (b < a) malformed(list, "the range '" + item + "' runs backwards");
-    if (b - a > 100000) malformed(list, "the range '" + item + "' names more than 100000 hosts");
+    if (b - a >= static_cast<long>(kMaxHosts)) malformed(list, "the range '" + item + "' names more than 100000 hosts");
     for (long v = a; v <= b; ++v) {
       std::string s = std::to_string(v);
       if (s.size() < lo.size()) s.insert(0, lo.size() - s.size(), '0');  // node[01-10]: the padding of the low end
@@ -56,6 +59,8 @@ void expand_name(const std::string& name, const std::string& list, std::vector<s
     const size_t close = name.find(']', open);
     if (close == std::string::npos) malformed(list, "a '[' without its ']'");
     const auto values = expand_ranges(name.substr(open + 1, close - open - 1), list);
+    // Several groups multiply: bound the product as each range is bounded.
+    if (partial.size() * values.size() > kMaxHosts) malformed(list, "it names more than 100000 hosts");
     std::vector<std::string> next;
     for (const auto& p : partial)
       for (const auto& v : values) next.push_back(p + v);
@@ -63,6 +68,7 @@ void expand_name(const std::string& name, const std::string& list, std::vector<s
     pos = close + 1;
   }
   out.insert(out.end(), partial.begin(), partial.end());
+  if (out.size() > kMaxHosts) malformed(list, "it names more than 100000 hosts");
 }
 
 }  // namespace

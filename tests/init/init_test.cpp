@@ -99,7 +99,7 @@ TEST(Slurm, HostListsExpandAsSlurmWritesThem) {
     EXPECT_EQ(slurm::master_host(), std::optional<std::string>("gpu07"));
     EXPECT_EQ(slurm::master_port(), std::optional<int>(20000 + 1234567 % 20000));
   }
-  for (const char* bad : {"", "a,,b", "n[1-", "n]1[", "n[3-1]", "n[x]", "n[1-200000]"}) {
+  for (const char* bad : {"", "a,,b", "n[1-", "n]1[", "n[3-1]", "n[x]", "n[1-200000]", "r[1-1000]n[1-1000]"}) {
     try {
       slurm::expand_nodelist(bad);
       ADD_FAILURE() << "'" << bad << "' was taken";

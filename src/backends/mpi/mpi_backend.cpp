@@ -345,7 +345,7 @@ std::shared_ptr<Work> MpiBackend::recv(const Tensor& tensor, int src, const Recv
 
 std::shared_ptr<Work> MpiBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
   void* data = tensor.data();
-  const int count = element_count(tensor, "broadcast");
+  const int count = element_count(tensor, "broadcast", state_->label);
   const MPI_Datatype type = datatype_of(tensor.dtype());
   const int root = opts.root;
   return run(
@@ -373,7 +373,7 @@ bool is_block(const void* a, const Tensor& b, int blocks, size_t block_bytes) {
 
 std::shared_ptr<Work> MpiBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
   void* data = tensor.data();
-  const int count = element_count(tensor, "all_reduce");
+  const int count = element_count(tensor, "all_reduce", state_->label);
   const MPI_Datatype type = datatype_of(tensor.dtype());
   const MPI_Op mop = op_of(opts.op, tensor.dtype());
   return run(
@@ -385,7 +385,7 @@ std::shared_ptr<Work> MpiBackend::all_reduce(const Tensor& tensor, const AllRedu
 
 std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   void* data = tensor.data();
-  const int count = element_count(tensor, "reduce");
+  const int count = element_count(tensor, "reduce", state_->label);
   const MPI_Datatype type = datatype_of(tensor.dtype());
   const MPI_Op mop = op_of(opts.op, tensor.dtype());
   const int root = opts.root;
@@ -417,10 +417,10 @@ std::shared_ptr<Work> MpiBackend::barrier(const BarrierOptions& opts) {
 
 std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                              const AllGatherOptions& opts) {
-  auto out = Layout::of(outputs, "all_gather");
+  auto out = Layout::of(outputs, "all_gather", state_->label);
   const MPI_Datatype type = datatype_of(input.dtype());
   const void* send = input.data();
-  const int send_count = element_count(input, "all_gather");
+  const int send_count = element_count(input, "all_gather", state_->label);
   // This rank's own block already in place: MPI takes it from there.
   if (!out->staged() && input.data() == outputs[rank()].data()) send = MPI_IN_PLACE;
   if (out->equal_in_order())
@@ -446,8 +446,8 @@ std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs,
 std::shared_ptr<Work> MpiBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
                                                          const AllGatherOptions& opts) {
   const MPI_Datatype type = datatype_of(input.dtype());
-  const int count = element_count(input, "all_gather_into_tensor");
-  element_count(output, "all_gather_into_tensor");
+  const int count = element_count(input, "all_gather_into_tensor", state_->label);
+  element_count(output, "all_gather_into_tensor", state_->label);
   void* recv = output.data();
   const void* send = is_block(input.data(), output, rank(), input.nbytes()) ? MPI_IN_PLACE : input.data();
   return run(
@@ -460,9 +460,9 @@ std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, con
                                          const GatherOptions& opts) {
   const int root = opts.root;
   const bool am_root = rank() == root;
-  auto out = Layout::of(am_root ? outputs : std::vector<Tensor>{}, "gather");
+  auto out = Layout::of(am_root ? outputs : std::vector<Tensor>{}, "gather", state_->label);
   const MPI_Datatype type = datatype_of(input.dtype());
-  const int count = element_count(input, "gather");
+  const int count = element_count(input, "gather", state_->label);
   const void* send = input.data();
   if (am_root && !out->staged() && input.data() == outputs[root].data()) send = MPI_IN_PLACE;
   // The root's buffer, counts and places; the others pass none.
@@ -482,10 +482,10 @@ std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vecto
                                           const ScatterOptions& opts) {
   const int root = opts.root;
   const bool am_root = rank() == root;
-  auto in = Layout::of(am_root ? inputs : std::vector<Tensor>{}, "scatter");
+  auto in = Layout::of(am_root ? inputs : std::vector<Tensor>{}, "scatter", state_->label);
   in->stage_in();
   const MPI_Datatype type = datatype_of(output.dtype());
-  const int count = element_count(output, "scatter");
+  const int count = element_count(output, "scatter", state_->label);
   void* recv = output.data();
   if (am_root && !in->staged() && output.data() == inputs[root].data()) recv = MPI_IN_PLACE;
   const void* send = am_root ? in->base() : nullptr;
@@ -504,12 +504,12 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(const Tensor& output, const std
                                                  const ReduceScatterOptions& opts) {
   // The inputs one after another in rank order, apart from the output (MPI
   // reads them while it writes the output): staged otherwise.
-  auto in = Layout::of(inputs, "reduce_scatter");
+  auto in = Layout::of(inputs, "reduce_scatter", state_->label);
   if (!in->equal_in_order() || in->overlaps(output)) in->force_stage();
   in->stage_in();
   const MPI_Datatype type = datatype_of(output.dtype());
   const MPI_Op mop = op_of(opts.op, output.dtype());
-  const int count = element_count(output, "reduce_scatter");
+  const int count = element_count(output, "reduce_scatter", state_->label);
   void* recv = output.data();
   void* send = in->base();
   return run(
@@ -529,8 +529,8 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Tensor& output, co
     return reduce_scatter(output, blocks_of(input, size()), opts);
   const MPI_Datatype type = datatype_of(output.dtype());
   const MPI_Op mop = op_of(opts.op, output.dtype());
-  const int count = element_count(output, "reduce_scatter_tensor");
-  element_count(input, "reduce_scatter_tensor");
+  const int count = element_count(output, "reduce_scatter_tensor", state_->label);
+  element_count(input, "reduce_scatter_tensor", state_->label);
   void* recv = output.data();
   const void* send = input.data();
   return run(
@@ -542,8 +542,8 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Tensor& output, co
 
 std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                              const AllToAllOptions& opts) {
-  auto out = Layout::of(outputs, "all_to_all");
-  auto in = Layout::of(inputs, "all_to_all");
+  auto out = Layout::of(outputs, "all_to_all", state_->label);
+  auto in = Layout::of(inputs, "all_to_all", state_->label);
   for (const Tensor& o : outputs)
     if (in->overlaps(o)) in->force_stage();
   in->stage_in();
@@ -586,8 +586,8 @@ std::shared_ptr<Work> MpiBackend::all_to_all_single(const Tensor& output, const 
                       list_opts);
   }
   const MPI_Datatype type = datatype_of(output.dtype());
-  element_count(output, "all_to_all_single");
-  element_count(input, "all_to_all_single");
+  element_count(output, "all_to_all_single", state_->label);
+  element_count(input, "all_to_all_single", state_->label);
   const void* send = input.data();
   void* recv = output.data();
   if (opts.input_split_sizes.empty() && opts.output_split_sizes.empty()) {

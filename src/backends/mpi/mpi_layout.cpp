@@ -8,19 +8,21 @@
 
 namespace tdist::mpi {
 
-int element_count(const Tensor& t, const char* op) {
+int element_count(const Tensor& t, const char* op, const std::string& who) {
   if (t.numel() > INT_MAX)
-    throw DistBackendError(std::string("mpi backend: ") + op + " of " + t.str() + ": " + std::to_string(t.numel()) +
+    throw DistBackendError(who + ": " + op + " of " + t.str() + ": " + std::to_string(t.numel()) +
                            " elements exceed MPI's int counts (2^31-1); split the tensor");
   return static_cast<int>(t.numel());
 }
 
-std::shared_ptr<Layout> Layout::of(const std::vector<Tensor>& parts, const char* op) {
+std::shared_ptr<Layout> Layout::of(const std::vector<Tensor>& parts, const char* op, const std::string& who) {
   auto l = std::make_shared<Layout>();
   l->parts_ = parts;
+  l->who_ = &who;
+  l->op_ = op;
   if (parts.empty()) return l;
   l->element_size_ = parts[0].element_size();
-  for (const Tensor& p : parts) l->counts_.push_back(element_count(p, op));
+  for (const Tensor& p : parts) l->counts_.push_back(element_count(p, op, who));
   // The lowest part is the base; each other part must lie a whole number of
   // elements (fitting an int) above it.
   char* low = nullptr;
@@ -64,7 +66,7 @@ void Layout::force_stage() {
   size_t total = 0;
   for (size_t i = 0; i < counts_.size(); ++i) {
     if (total > static_cast<size_t>(INT_MAX))
-      throw DistBackendError("mpi backend: a list of " + std::to_string(counts_.size()) +
+      throw DistBackendError(*who_ + ": " + op_ + ": a list of " + std::to_string(counts_.size()) +
                              " tensors exceeds MPI's int displacements (2^31-1 elements)");
     displs_[i] = static_cast<int>(total);
     total += static_cast<size_t>(counts_[i]);

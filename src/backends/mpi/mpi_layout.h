@@ -6,18 +6,20 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "tdist/tensor.h"
 
 namespace tdist::mpi {
 
-// t's element count as MPI's int; DistBackendError naming `op` above 2^31-1.
-int element_count(const Tensor& t, const char* op);
+// t's element count as MPI's int; DistBackendError naming `who` (the rank and
+// group) and `op` above 2^31-1.
+int element_count(const Tensor& t, const char* op, const std::string& who);
 
 class Layout {
  public:
-  static std::shared_ptr<Layout> of(const std::vector<Tensor>& parts, const char* op);
+  static std::shared_ptr<Layout> of(const std::vector<Tensor>& parts, const char* op, const std::string& who);
 
   bool staged() const { return force_; }
   // Equal parts, part i at element i x count of base().
@@ -28,13 +30,18 @@ class Layout {
   int count(size_t i) const { return counts_[i]; }
   // Whether any part shares bytes with t.
   bool overlaps(const Tensor& t) const;
-  // Goes through a staging buffer (parts in rank order) even where the parts could be used.
+  // Goes through a staging buffer (parts in rank order) even where the parts
+  // could be used. Only while the operation is issued.
   void force_stage();
   void stage_in();   // parts -> staging buffer (inputs), when staged
   void unstage();    // staging buffer -> parts (outputs), when staged
 
  private:
   std::vector<Tensor> parts_;
+  // For errors, while the operation is issued (force_stage): the backend's
+  // label ("rank 3 in group default_pg"), which outlives it, and the operation.
+  const std::string* who_ = nullptr;
+  const char* op_ = "";
   size_t element_size_ = 1;
   char* base_ = nullptr;
   std::vector<int> counts_, displs_;

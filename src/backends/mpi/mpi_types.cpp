@@ -32,9 +32,32 @@ Halves& halves() {
   return g_halves;
 }
 
+// MPI's own type for dtype; MPI_DATATYPE_NULL for the two made here.
+MPI_Datatype native_datatype(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return MPI_C_BOOL;
+    case DType::UInt8: return MPI_UINT8_T;
+    case DType::Int8: return MPI_INT8_T;
+    case DType::Int16: return MPI_INT16_T;
+    case DType::Int32: return MPI_INT32_T;
+    case DType::Int64: return MPI_INT64_T;
+    case DType::Float32: return MPI_FLOAT;
+    case DType::Float64: return MPI_DOUBLE;
+    case DType::Complex64: return MPI_C_FLOAT_COMPLEX;
+    case DType::Complex128: return MPI_C_DOUBLE_COMPLEX;
+    case DType::Float16:
+    case DType::BFloat16: return MPI_DATATYPE_NULL;
+  }
+  return MPI_DATATYPE_NULL;
+}
+
+// Runs once per call of a user-defined op (each chunk MPI reduces): one lock at most.
 DType dtype_from(MPI_Datatype type) {
   for (int d = 0; d < kNumDTypes; ++d)
-    if (datatype_of(static_cast<DType>(d)) == type) return static_cast<DType>(d);
+    if (native_datatype(static_cast<DType>(d)) == type) return static_cast<DType>(d);
+  const Halves& h = halves();
+  if (type == h.float16) return DType::Float16;
+  if (type == h.bfloat16) return DType::BFloat16;
   throw DistBackendError("mpi backend: a reduction was handed an MPI datatype it did not make");
 }
 
@@ -81,21 +104,9 @@ MPI_Op native_op(ReduceOp::Kind k) {
 }  // namespace
 
 MPI_Datatype datatype_of(DType dtype) {
-  switch (dtype) {
-    case DType::Bool: return MPI_C_BOOL;
-    case DType::UInt8: return MPI_UINT8_T;
-    case DType::Int8: return MPI_INT8_T;
-    case DType::Int16: return MPI_INT16_T;
-    case DType::Int32: return MPI_INT32_T;
-    case DType::Int64: return MPI_INT64_T;
-    case DType::Float16: return halves().float16;
-    case DType::BFloat16: return halves().bfloat16;
-    case DType::Float32: return MPI_FLOAT;
-    case DType::Float64: return MPI_DOUBLE;
-    case DType::Complex64: return MPI_C_FLOAT_COMPLEX;
-    case DType::Complex128: return MPI_C_DOUBLE_COMPLEX;
-  }
-  throw DistBackendError("mpi backend: no MPI datatype for dtype " + std::to_string(static_cast<int>(dtype)));
+  if (dtype == DType::Float16) return halves().float16;
+  if (dtype == DType::BFloat16) return halves().bfloat16;
+  return native_datatype(dtype);
 }
 
 MPI_Op op_of(ReduceOp op, DType dtype) {
