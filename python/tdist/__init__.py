@@ -74,6 +74,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
 from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration  # noqa: F401
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
 from .debugging import breakpoint  # noqa: F401,A001  (torch.distributed.breakpoint)
+from .elastic import record  # noqa: F401  (torch.distributed.elastic.multiprocessing.errors.record)
 from .objects import (  # noqa: F401
     all_gather_object,
     broadcast_object_list,

@@ -1,9 +1,8 @@
 """``python3 -m tdist.run [tdistrun options] script.py|-m module|program [args]``: the launcher.
 
-It takes tdistrun's options (torchrun's: --nproc-per-node, --nnodes, --node-rank, --master-addr,
---master-port, --standalone, ...; see ``tdistrun --help``), plus torchrun's --rdzv-endpoint
-HOST:PORT (same as --master-addr/--master-port) and --rdzv-backend (ignored), and execs the
-tdistrun program of this build or installation. A target ending in ``.py`` or given with ``-m`` runs
+It takes tdistrun's options (torchrun's: --nproc-per-node, --nnodes, --node-rank, --rdzv-backend,
+--rdzv-endpoint, --max-restarts, --log-dir, -r/--redirects, -t/--tee, ...; see ``tdistrun --help``)
+and execs the tdistrun program of this build or installation. A target ending in ``.py`` or given with ``-m`` runs
 under this Python interpreter (unless --no-python), which finds this tdist package.
 """
 import os
@@ -12,10 +11,11 @@ import sys
 
 # tdistrun's options that take a value (abbreviations to a unique prefix are accepted, as there).
 _VALUE_OPTIONS = ["nproc-per-node", "nnodes", "node-rank", "master-addr", "master-port", "rdzv-id", "role",
-                  "kill-timeout"]
+                  "kill-timeout", "rdzv-backend", "rdzv-endpoint", "rdzv-conf", "max-restarts", "monitor-interval",
+                  "log-dir", "redirects", "tee", "local-ranks-filter"]
 _FLAG_OPTIONS = ["standalone", "use-env", "pass-local-rank", "no-prefix", "no-python", "help", "version"]
-# torchrun's options handled here.
-_OWN_VALUE_OPTIONS = ["rdzv-endpoint", "rdzv-backend"]
+# torchrun's short options: -r (--redirects) and -t (--tee), each with a value.
+_SHORT_VALUE_OPTIONS = ["-r", "-t"]
 
 
 def _find_tdistrun():
@@ -40,7 +40,7 @@ def _find_tdistrun():
 def _option_name(body):
     """The canonical option for a (possibly abbreviated, underscored) name, or body itself."""
     name = body.replace("_", "-")
-    known = _VALUE_OPTIONS + _FLAG_OPTIONS + _OWN_VALUE_OPTIONS
+    known = _VALUE_OPTIONS + _FLAG_OPTIONS
     if name in known:
         return name
     matches = [k for k in known if k.startswith(name)]
@@ -55,12 +55,19 @@ def build_command(argv, python=sys.executable):
         if arg == "--":
             i += 1
             break
+        if arg[:2] in _SHORT_VALUE_OPTIONS:
+            options.append(arg)
+            if len(arg) == 2 and i + 1 < len(argv):
+                i += 1
+                options.append(argv[i])
+            i += 1
+            continue
         if not arg.startswith("--"):
             break
         body, eq, inline = arg[2:].partition("=")
         name = _option_name(body)
         value = None
-        if name in _VALUE_OPTIONS or name in _OWN_VALUE_OPTIONS:
+        if name in _VALUE_OPTIONS:
             if eq:
                 value = inline
             elif i + 1 < len(argv):
@@ -69,19 +76,11 @@ def build_command(argv, python=sys.executable):
             else:
                 sys.exit(f"tdist.run: option {arg} needs a value")
         i += 1
-        if name == "rdzv-endpoint":
-            host, _, port = value.rpartition(":")
-            if not host:
-                host, port = port, "29400"  # torchrun's default rendezvous port
-            options += ["--master-addr", host, "--master-port", port]
-        elif name == "rdzv-backend":
-            pass  # a static rendezvous through rank 0's TCPStore: any backend name means that here
-        else:
-            if name == "no-python":
-                no_python = True
-            options.append(arg)
-            if value is not None and not eq:
-                options.append(value)
+        if name == "no-python":
+            no_python = True
+        options.append(arg)
+        if value is not None and not eq:
+            options.append(value)
     target = argv[i:]
     if not target:
         return options  # tdistrun reports the missing program (or prints --help/--version)

@@ -1,6 +1,7 @@
 #include "init/rendezvous.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "tdist/errors.h"
@@ -96,6 +97,28 @@ std::shared_ptr<Store> tcp_store(const std::string& host, uint16_t port, int ran
   o.timeout = timeout;
   o.wait_for_workers = false;  // join_all_ranks waits, and names who is missing
   return std::make_shared<TCPStore>(host, port, o);
+}
+
+// torchrun 2.x and tdistrun host the store in the launcher and say so with
+// TORCHELASTIC_USE_AGENT_STORE=True (Python's spelling of true).
+bool launcher_hosts_store() {
+  auto v = get_env("TORCHELASTIC_USE_AGENT_STORE");
+  if (!v) return false;
+  std::string s = *v;
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s == "true" || s == "1" || s == "yes" || s == "on";
+}
+
+// Every rank is a client of the launcher's store, under this round's prefix.
+std::shared_ptr<Store> launcher_store(const std::string& host, uint16_t port, Millis timeout) {
+  TCPStoreOptions o;
+  o.is_master = false;
+  o.timeout = timeout;
+  o.wait_for_workers = false;
+  auto store = std::make_shared<TCPStore>(host, port, o);
+  std::string prefix = get_env("TDIST_AGENT_STORE_PREFIX").value_or("");
+  if (prefix.empty()) prefix = "/worker/attempt_" + get_env("TORCHELASTIC_RESTART_COUNT").value_or("0");
+  return std::make_shared<PrefixStore>(prefix, store);
 }
 
 void validate(int rank, int world, const std::string& method) {
@@ -208,9 +231,12 @@ Rendezvous rendezvous(const InitOptions& options) {
     const auto slurm_port = get_env("MASTER_PORT") ? std::nullopt : slurm::master_port();
     std::string host = slurm_host ? *slurm_host : required_env("MASTER_ADDR");
     uint16_t port = slurm_port ? static_cast<uint16_t>(*slurm_port) : parse_port(required_env("MASTER_PORT"), "MASTER_PORT");
+    const bool agent_store = launcher_hosts_store();
     r.where = "env:// (MASTER_ADDR=" + host + (slurm_host ? " from SLURM_JOB_NODELIST" : "") +
-              ", MASTER_PORT=" + std::to_string(port) + (slurm_port ? " from SLURM_JOB_ID" : "") + ")";
-    r.store = tcp_store(host, port, r.rank, r.world_size, options.timeout);
+              ", MASTER_PORT=" + std::to_string(port) + (slurm_port ? " from SLURM_JOB_ID" : "") +
+              (agent_store ? ", the launcher's store" : "") + ")";
+    r.store = agent_store ? launcher_store(host, port, options.timeout)
+                          : tcp_store(host, port, r.rank, r.world_size, options.timeout);
   } else if (url.scheme == "tcp") {
     r.rank = pick(options.rank, url, "rank", {}, false, method);
     r.world_size = pick(options.world_size, url, "world_size", {}, false, method);

@@ -21,6 +21,20 @@ constexpr std::array kSettings{
                 "Ranks on this host: more ranks than cores make waiting threads yield sooner.", "launch"},
     SettingInfo{"TORCHELASTIC_RUN_ID", "text", "unset", nullptr, "Set by torchrun: `is_torchelastic_launched()`.",
                 "launch"},
+    SettingInfo{"TORCHELASTIC_USE_AGENT_STORE", "bool", "unset", nullptr,
+                "Set by tdistrun and torchrun 2.x: `env://` connects to the launcher's store at "
+                "MASTER_ADDR:MASTER_PORT (every rank a client) instead of rank 0 hosting one.",
+                "launch"},
+    SettingInfo{"TDIST_AGENT_STORE_PREFIX", "text", "unset", nullptr,
+                "Set by tdistrun: the key prefix of this round's workers in the launcher's store (torchrun's is "
+                "`/worker/attempt_<TORCHELASTIC_RESTART_COUNT>`, used when this is unset).",
+                "launch"},
+    SettingInfo{"TORCHELASTIC_RESTART_COUNT", "int", "0", nullptr,
+                "Set by tdistrun and torchrun: how many times the workers were restarted.", "launch"},
+    SettingInfo{"TORCHELASTIC_ERROR_FILE", "text", "unset", nullptr,
+                "Set by tdistrun and torchrun: where an uncaught error is written (torch's JSON), for the "
+                "launcher's failure summary.",
+                "launch"},
     SettingInfo{"OMPI_COMM_WORLD_RANK", "int", "unset", nullptr, "Rank under Open MPI's mpirun, where RANK is unset.",
                 "launch"},
     SettingInfo{"OMPI_COMM_WORLD_SIZE", "int", "unset", nullptr,

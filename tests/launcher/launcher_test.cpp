@@ -91,7 +91,7 @@ TEST_P(LauncherEnvNproc, EveryVariablePerRank) {
   ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
   for (int rank = 0; rank < nproc; ++rank) {
     Env env = env_of(dir, rank);
-    expect_env(env, rank, 1, nproc, "127.0.0.1", "29500");
+    expect_env(env, rank, 1, nproc, "127.0.0.1", r.port);
     EXPECT_EQ(env["ARGC"], "2");  // no --local-rank by default (--use-env)
     EXPECT_EQ(env["ARG0"], "a");
     EXPECT_EQ(env["ARG1"], "b c");
@@ -104,9 +104,10 @@ INSTANTIATE_TEST_SUITE_P(Nproc, LauncherEnvNproc, ::testing::Values(1, 2, 4));
 
 TEST(LauncherEnv, TwoNodesGetGlobalRanks) {
   ScratchDir dir;
+  const std::string port = std::to_string(free_port());
   auto args = [&](int node) {
     return std::vector<std::string>{"--nnodes=2", "--node-rank=" + std::to_string(node), "--nproc-per-node=2",
-                                    "--master-addr=127.0.0.1", "--master-port=23456", "--rdzv-id=job7",
+                                    "--master-addr=127.0.0.1", "--master-port=" + port, "--rdzv-id=job7",
                                     worker_path(), "dump", dir.path()};
   };
   Launcher node0(dir, args(0), {}, "node0");
@@ -115,7 +116,7 @@ TEST(LauncherEnv, TwoNodesGetGlobalRanks) {
   Result r1 = node1.wait();
   ASSERT_TRUE(r0.exited() && r0.code() == 0) << r0.describe();
   ASSERT_TRUE(r1.exited() && r1.code() == 0) << r1.describe();
-  for (int rank = 0; rank < 4; ++rank) expect_env(env_of(dir, rank), rank, 2, 2, "127.0.0.1", "23456", "job7");
+  for (int rank = 0; rank < 4; ++rank) expect_env(env_of(dir, rank), rank, 2, 2, "127.0.0.1", port, "job7");
 }
 
 TEST(LauncherEnv, OmpNumThreadsKeptWhenSet) {
@@ -142,8 +143,24 @@ TEST(LauncherEnv, EveryJobGetsItsOwnTokenUnlessTheUserSetOne) {
   auto [c0, c1] = tokens({"TDIST_JOB_TOKEN=chosen-by-the-user"});
   EXPECT_EQ(c0, "chosen-by-the-user");
   EXPECT_EQ(c1, "chosen-by-the-user");
-  auto [d0, d1] = tokens({"TDIST_JOB_TOKEN_FILE=/nonexistent/token"});
+  ScratchDir secret;
+  const std::string file = secret.file("token");
+  {
+    std::FILE* f = std::fopen(file.c_str(), "w");
+    std::fputs("from-a-file\n", f);
+    std::fclose(f);
+    chmod(file.c_str(), 0600);
+  }
+  auto [d0, d1] = tokens({"TDIST_JOB_TOKEN_FILE=" + file});
   EXPECT_EQ(d0, "");  // the file is the workers' to read: no second token next to it
+
+  // A token file that cannot be read stops the launcher before any worker starts.
+  ScratchDir dir;
+  Result bad = run(dir, {"--nproc-per-node", "2", worker_path(), "dump", dir.path()},
+                   {"TDIST_JOB_TOKEN_FILE=/nonexistent/token"});
+  EXPECT_TRUE(bad.exited() && bad.code() == 1) << bad.describe();
+  EXPECT_NE(bad.err.find("/nonexistent/token"), std::string::npos) << bad.err;
+  EXPECT_FALSE(exists(dir.file("rank0.env")));
 }
 
 TEST(LauncherEnv, InheritedVariablesOverridden) {
@@ -151,31 +168,41 @@ TEST(LauncherEnv, InheritedVariablesOverridden) {
   Result r = run(dir, {"--nproc-per-node", "1", worker_path(), "dump", dir.path()},
                  {"RANK=99", "WORLD_SIZE=99", "MASTER_PORT=1", "UNRELATED=kept"});
   ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
-  expect_env(env_of(dir, 0), 0, 1, 1, "127.0.0.1", "29500");
+  expect_env(env_of(dir, 0), 0, 1, 1, "127.0.0.1", r.port);
 }
 
 TEST(LauncherEnv, UnderscoreSpellingsEqualsFormsAndPrefixes) {
   ScratchDir dir;
-  Result r = run(dir, {"--nproc_per_node=2", "--nnodes", "2", "--node_rank", "1", "--master_addr=10.1.2.3",
-                       "--master-port", "1234", "--rdzv_id", "xyz", worker_path(), "dump", dir.path()});
+  const std::string port = std::to_string(free_port());
+  auto args = [&](const std::string& node) {
+    return std::vector<std::string>{"--nproc_per_node=2", "--nnodes", "2", "--node_rank", node,
+                                    "--master_addr=localhost", "--master-port", port, "--rdzv_id", "xyz",
+                                    worker_path(), "dump", dir.path()};
+  };
+  Launcher node0(dir, args("0"), {"TDIST_JOB_TOKEN=t"}, "node0");
+  Launcher node1(dir, args("1"), {"TDIST_JOB_TOKEN=t"}, "node1");
+  Result r0 = node0.wait();
+  Result r = node1.wait();
+  ASSERT_TRUE(r0.exited() && r0.code() == 0) << r0.describe();
   ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
-  expect_env(env_of(dir, 2), 2, 2, 2, "10.1.2.3", "1234", "xyz");
-  expect_env(env_of(dir, 3), 3, 2, 2, "10.1.2.3", "1234", "xyz");
+  expect_env(env_of(dir, 2), 2, 2, 2, "localhost", port, "xyz");
+  expect_env(env_of(dir, 3), 3, 2, 2, "localhost", port, "xyz");
 
   ScratchDir dir2;
   Result r2 = run(dir2, {"--nproc", "2", "--", worker_path(), "dump", dir2.path(), "--nnodes=3"});
   ASSERT_TRUE(r2.exited() && r2.code() == 0) << r2.describe();
   Env env = env_of(dir2, 1);
-  expect_env(env, 1, 1, 2, "127.0.0.1", "29500");
+  expect_env(env, 1, 1, 2, "127.0.0.1", r2.port);
   EXPECT_EQ(env["ARG0"], "--nnodes=3");  // after PROGRAM, options belong to it
 }
 
 TEST(LauncherEnv, PetVariablesGiveDefaults) {
   ScratchDir dir;
+  const std::string port = std::to_string(free_port());
   Result r = run(dir, {"--node-rank=0", worker_path(), "dump", dir.path()},
-                 {"PET_NPROC_PER_NODE=2", "PET_NNODES=2", "PET_NODE_RANK=1", "PET_MASTER_PORT=4321"});
+                 {"PET_NPROC_PER_NODE=2", "PET_NNODES=1", "PET_NODE_RANK=5", "PET_MASTER_PORT=" + port});
   ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
-  expect_env(env_of(dir, 0), 0, 2, 2, "127.0.0.1", "4321");  // the command line wins for --node-rank
+  expect_env(env_of(dir, 0), 0, 1, 2, "127.0.0.1", port);  // the command line wins for --node-rank
 }
 
 TEST(LauncherEnv, NprocAutoIsOnlineCpus) {
@@ -352,11 +379,22 @@ TEST(LauncherFailure, KilledWorkerNamesTheSignal) {
 TEST(LauncherFailure, SecondNodeReportsGlobalRank) {
   ScratchDir dir;
   // Nodes of one job share the token the user set (without one tdistrun warns first).
-  Result r = run(dir, {"--nnodes=2", "--node-rank=1", "--nproc-per-node=2", worker_path(), "fail", "3", "5"},
-                 {"TDIST_JOB_TOKEN=shared-by-the-nodes"});
+  const std::string port = std::to_string(free_port());
+  auto args = [&](const std::string& node) {
+    return std::vector<std::string>{"--nnodes=2", "--node-rank=" + node, "--nproc-per-node=2", "--master-port=" + port,
+                                    worker_path(), "fail", "3", "5"};
+  };
+  Launcher node0(dir, args("0"), {"TDIST_JOB_TOKEN=shared-by-the-nodes"}, "node0");
+  Launcher node1(dir, args("1"), {"TDIST_JOB_TOKEN=shared-by-the-nodes"}, "node1");
+  Result r = node1.wait();
+  Result r0 = node0.wait();
+  ASSERT_TRUE(r0.exited()) << r0.describe();
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 5);
-  EXPECT_NE(first_launcher_line(r.err).find("rank 3 (local_rank 1, pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("tdistrun: rank 3 (local_rank 1, pid "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the job failed: rank 3 (local_rank 1, pid "), std::string::npos) << r.err;
+  EXPECT_EQ(r0.code(), 1) << r0.describe();  // node 0 was stopped by node 1's failure
+  EXPECT_NE(r0.err.find("the job failed: rank 3 (local_rank 1, pid "), std::string::npos) << r0.err;
 }
 
 TEST(LauncherFailure, ProgramNotFound) {
@@ -466,7 +504,21 @@ TEST(LauncherUsage, BadOptionsExit2NamingTheOption) {
       {{"--nproc-per-node=0", w}, "--nproc-per-node"},
       {{"--nproc-per-node=-2", w}, "--nproc-per-node"},
       {{"--nnodes=0", w}, "--nnodes"},
-      {{"--nnodes=1:4", w}, "--nnodes"},
+      {{"--nnodes=4:1", w}, "--nnodes"},
+      {{"--nnodes=1:4", "--node-rank=0", w}, "--nnodes"},
+      {{"--rdzv-backend=static", "--nnodes=2", w}, "--node-rank"},
+      {{"--rdzv-backend=etcd", w}, "etcd"},
+      {{"--rdzv-backend=zk", w}, "--rdzv-backend"},
+      {{"--rdzv-endpoint=:12", w}, "--rdzv-endpoint"},
+      {{"--rdzv-endpoint=h:99999", w}, "--rdzv-endpoint"},
+      {{"--rdzv-conf=join_timeout=soon", w}, "join_timeout"},
+      {{"--rdzv-conf=joint_timeout=5", w}, "joint_timeout"},
+      {{"--max-restarts=-1", w}, "--max-restarts"},
+      {{"--monitor-interval=0", w}, "--monitor-interval"},
+      {{"--redirects=4", w}, "--redirects"},
+      {{"-r", "x", w}, "-r"},
+      {{"--tee=0:9", w}, "--tee"},
+      {{"--local-ranks-filter=a", w}, "--local-ranks-filter"},
       {{"--nnodes", "2", "--node-rank", "2", w}, "--node-rank"},
       {{"--node-rank=1", w}, "--node-rank"},
       {{"--node-rank=-1", w}, "--node-rank"},
@@ -517,7 +569,11 @@ TEST(LauncherUsage, HelpMentionsEveryOptionAndVariable) {
           "TDIST_RUN_PREFIX", "--kill-timeout", "--no-python", "--help", "--version", "auto", "RANK", "LOCAL_RANK",
           "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR",
           "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TDIST_LAUNCHED", "OMP_NUM_THREADS", "[rank3]: ", "SIGTERM",
-          "SIGKILL", "failed first", "--node-rank=1", "PET_"}) {
+          "SIGKILL", "failed first", "--node-rank=1", "PET_", "--rdzv-backend", "--rdzv-endpoint", "--rdzv-conf",
+          "join_timeout", "last_call_timeout", "close_timeout", "--max-restarts", "--monitor-interval", "--log-dir",
+          "--redirects", "--tee", "--local-ranks-filter", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+          "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "TDIST_AGENT_STORE_PREFIX", "SLURM_NODEID",
+          "SLURM_JOB_NODELIST", "attempt_"}) {
       EXPECT_NE(r.out.find(word), std::string::npos) << "--help does not mention " << word;
     }
   }

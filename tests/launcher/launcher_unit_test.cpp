@@ -7,6 +7,11 @@
 #include <string>
 #include <vector>
 
+#include <cstdio>
+#include <filesystem>
+
+#include "error_file.h"
+#include "log_files.h"
 #include "options.h"
 #include "output.h"
 #include "summary.h"
@@ -74,6 +79,165 @@ TEST(LauncherOptions, NnodesFixedRange) {
   ASSERT_EQ(r.action, Action::kRun) << r.error;
   EXPECT_EQ(r.options.nnodes, 2);
   EXPECT_EQ(r.options.node_rank, 1);
+  EXPECT_FALSE(r.options.rdzv.dynamic);
+}
+
+TEST(LauncherOptions, RendezvousModes) {
+  // Several nodes without node ranks: the c10d rendezvous assigns them.
+  ParseResult a = parse({"--nnodes=2", "--rdzv-endpoint=h.example:1234", "prog"});
+  ASSERT_EQ(a.action, Action::kRun) << a.error;
+  EXPECT_TRUE(a.options.rdzv.dynamic);
+  EXPECT_EQ(a.options.master_addr, "h.example");
+  EXPECT_EQ(a.options.master_port, 1234);
+  ParseResult b = parse({"--nnodes=1:4", "--rdzv-endpoint=[::1]", "--rdzv-conf=join_timeout=9,last_call_timeout=0.5,read_timeout=3", "prog"});
+  ASSERT_EQ(b.action, Action::kRun) << b.error;
+  EXPECT_TRUE(b.options.rdzv.dynamic);
+  EXPECT_EQ(b.options.rdzv.min_nodes, 1);
+  EXPECT_EQ(b.options.rdzv.max_nodes, 4);
+  EXPECT_EQ(b.options.master_addr, "::1");
+  EXPECT_EQ(b.options.master_port, kDefaultRendezvousPort);
+  EXPECT_DOUBLE_EQ(b.options.rdzv.join_timeout_s, 9);
+  EXPECT_DOUBLE_EQ(b.options.rdzv.last_call_timeout_s, 0.5);
+  // --node-rank keeps the static rendezvous; c10d ignores it with a warning.
+  ParseResult c = parse({"--nnodes=2", "--node-rank=1", "prog"});
+  EXPECT_FALSE(c.options.rdzv.dynamic);
+  ParseResult d = parse({"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "prog"});
+  EXPECT_TRUE(d.options.rdzv.dynamic);
+  ASSERT_EQ(d.options.warnings.size(), 1u);  // the ignored node rank
+  ParseResult e = parse({"--max-restarts=3", "--monitor-interval=0.5", "prog"});
+  EXPECT_EQ(e.options.max_restarts, 3);
+  EXPECT_DOUBLE_EQ(e.options.monitor_interval_s, 0.5);
+  EXPECT_FALSE(e.options.rdzv.dynamic);
+}
+
+TEST(LauncherOptions, RedirectsTeeAndFilter) {
+  ParseResult r = parse({"-r", "3", "-t1:2,0:1", "--local-ranks-filter=0,2", "--log-dir=/x", "prog"});
+  ASSERT_EQ(r.action, Action::kRun) << r.error;
+  EXPECT_EQ(r.options.redirects.of(0), 3);
+  EXPECT_EQ(r.options.redirects.of(5), 3);
+  EXPECT_EQ(r.options.tee.of(1), 2);
+  EXPECT_EQ(r.options.tee.of(0), 1);
+  EXPECT_EQ(r.options.tee.of(2), 0);  // per-rank lists name their ranks; the others get none
+  EXPECT_EQ(*r.options.local_ranks_filter, (std::set<int>{0, 2}));
+  EXPECT_EQ(r.options.log_dir, "/x");
+  ParseResult p = parse({"prog"}, {{"PET_REDIRECTS", "2"}, {"PET_MAX_RESTARTS", "4"}});
+  EXPECT_EQ(p.options.redirects.of(0), 2);
+  EXPECT_EQ(p.options.max_restarts, 4);
+}
+
+TEST(LauncherOptions, SlurmGivesTheNodeItsPlace) {
+  std::map<std::string, std::string> slurm = {{"SLURM_JOB_ID", "123456"}, {"SLURM_NODEID", "2"},
+                                              {"SLURM_JOB_NUM_NODES", "4"}, {"SLURM_JOB_NODELIST", "gpu[07-10],cpu1"}};
+  ParseResult r = parse({"--nproc-per-node=8", "prog"}, slurm);
+  ASSERT_EQ(r.action, Action::kRun) << r.error;
+  EXPECT_EQ(r.options.node_rank, 2);
+  EXPECT_EQ(r.options.nnodes, 4);
+  EXPECT_EQ(r.options.master_addr, "gpu07");
+  EXPECT_EQ(r.options.master_port, 20000 + 123456 % 20000);
+  EXPECT_FALSE(r.options.rdzv.dynamic);
+  // The command line wins; a rendezvous option means the user chose another way.
+  ParseResult m = parse({"--master-addr=a", "--master-port=7", "prog"}, slurm);
+  EXPECT_EQ(m.options.master_addr, "a");
+  EXPECT_EQ(m.options.master_port, 7);
+  ParseResult c = parse({"--nnodes=4", "--rdzv-endpoint=h:1", "prog"}, slurm);
+  EXPECT_TRUE(c.options.rdzv.dynamic);
+  slurm["SLURM_NODEID"] = "4";
+  ParseResult bad = parse({"prog"}, slurm);
+  EXPECT_EQ(bad.action, Action::kUsageError);
+  EXPECT_NE(bad.error.find("SLURM_NODEID"), std::string::npos) << bad.error;
+  slurm["SLURM_NODEID"] = "0";
+  slurm["SLURM_JOB_NODELIST"] = "gpu[07-";
+  ParseResult malformed = parse({"prog"}, slurm);
+  EXPECT_EQ(malformed.action, Action::kUsageError);
+  EXPECT_NE(malformed.error.find("gpu[07-"), std::string::npos) << malformed.error;
+}
+
+// ---------------------------------------------------------------------------
+// Error files and log layout
+
+std::string write_temp(const std::string& text) {
+  char path[] = "/tmp/tdistrun-unit-XXXXXX";
+  int fd = mkstemp(path);
+  if (fd >= 0) {
+    ssize_t ignored = write(fd, text.data(), text.size());
+    (void)ignored;
+    close(fd);
+  }
+  return path;
+}
+
+TEST(LauncherErrorFile, TorchFormatAndTdistFormat) {
+  std::string torch_file = write_temp(
+      R"({"message": {"message": "ValueError: bad \"x\"\nnext", "extraInfo": {"py_callstack": "Traceback\n  File \u0022a.py\u0022", "timestamp": "1"}}})");
+  auto e = read_error_file(torch_file);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->message, "ValueError: bad \"x\"\nnext");
+  EXPECT_EQ(e->traceback, "Traceback\n  File \"a.py\"");
+  std::remove(torch_file.c_str());
+
+  std::string plain = write_temp(R"({"message": "just text", "other": [1, {"a": null}, true]})");
+  auto p = read_error_file(plain);
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(p->message, "just text");
+  std::remove(plain.c_str());
+
+  for (const char* bad : {"", "{", "not json", R"({"message": )", R"({"other": "x"})", R"({"message": "x"} trailing)"}) {
+    std::string f = write_temp(bad);
+    EXPECT_FALSE(read_error_file(f).has_value()) << bad;
+    std::remove(f.c_str());
+  }
+  // Nesting deeper than the reader follows is refused, not recursed into.
+  std::string deep = write_temp("{\"message\": " + std::string(10000, '[') + std::string(10000, ']') + "}");
+  EXPECT_FALSE(read_error_file(deep).has_value());
+  std::remove(deep.c_str());
+  EXPECT_FALSE(read_error_file("/nonexistent/error.json").has_value());
+}
+
+TEST(LauncherErrorFile, SummaryLinesAreBounded) {
+  WorkerError e;
+  for (int i = 0; i < 50; ++i) e.message += "m" + std::to_string(i) + "\n";
+  for (int i = 0; i < 100; ++i) e.traceback += "t" + std::to_string(i) + "\n";
+  auto lines = error_lines(e, "/p/error.json");
+  EXPECT_EQ(lines.front(), "  error (/p/error.json):");
+  EXPECT_EQ(lines[1], "    m0");
+  EXPECT_EQ(lines.back(), "    | t99");  // a traceback's end is where the error is
+  EXPECT_LT(lines.size(), 60u);
+}
+
+TEST(LauncherLogs, LayoutAndTargets) {
+  char parent[] = "/tmp/tdistrun-logs-XXXXXX";
+  ASSERT_NE(mkdtemp(parent), nullptr);
+  ParseResult r = parse({"--log-dir", parent, "--rdzv-id=a/b", "-r", "0:1", "-t", "1:3", "--local-ranks-filter=1", "prog"});
+  ASSERT_EQ(r.action, Action::kRun) << r.error;
+  {
+    LogLayout logs(r.options);
+    EXPECT_TRUE(logs.kept());
+    EXPECT_EQ(logs.dir().rfind(std::string(parent) + "/a_b_", 0), 0u) << logs.dir();
+    WorkerLogs w0 = logs.for_worker(2, 0);
+    EXPECT_FALSE(w0.out.console);  // redirected, and filtered out
+    EXPECT_EQ(w0.out.file, logs.dir() + "/attempt_2/0/stdout.log");
+    EXPECT_TRUE(w0.err.file.empty());
+    EXPECT_FALSE(w0.err.console);  // filtered out
+    EXPECT_EQ(w0.error_file, logs.dir() + "/attempt_2/0/error.json");
+    WorkerLogs w1 = logs.for_worker(2, 1);
+    EXPECT_TRUE(w1.out.console);
+    EXPECT_TRUE(w1.err.console);
+    EXPECT_EQ(w1.err.file, logs.dir() + "/attempt_2/1/stderr.log");
+    EXPECT_TRUE(std::filesystem::is_directory(logs.dir() + "/attempt_2/1"));
+  }
+  std::filesystem::remove_all(parent);
+  // Without --log-dir or redirection the error files live in a directory removed at the end.
+  ParseResult plain = parse({"prog"});
+  std::string dir;
+  {
+    LogLayout logs(plain.options);
+    EXPECT_FALSE(logs.kept());
+    dir = logs.dir();
+    WorkerLogs w = logs.for_worker(0, 0);
+    EXPECT_TRUE(w.out.console && w.out.file.empty());
+    EXPECT_TRUE(std::filesystem::is_directory(dir));
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 TEST(LauncherOptions, StandaloneOverridesMaster) {

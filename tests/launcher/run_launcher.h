@@ -3,7 +3,9 @@
 #pragma once
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -86,7 +88,23 @@ bool wait_until(Pred pred, std::chrono::milliseconds bound = std::chrono::second
   return true;
 }
 
+// A TCP port free right now (bind port 0, read it, release it).
+inline int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  if (fd < 0 || bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    throw std::runtime_error("cannot pick a free port");
+  }
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
 struct Result {
+  std::string port;  // the MASTER_PORT default this launch got (PET_MASTER_PORT)
   bool timed_out = false;
   int status = 0;  // waitpid status
   std::string out, err;
@@ -99,7 +117,10 @@ struct Result {
 };
 
 // One tdistrun process. Environment: the test's, without the variables that
-// would change what tdistrun does, plus `extra_env` ("KEY=VALUE").
+// would change what tdistrun does, plus `extra_env` ("KEY=VALUE"). Unless
+// extra_env sets PET_MASTER_PORT, the default port is a free one (the
+// launcher binds it for its store, and tests run in parallel);
+// "PET_MASTER_PORT=" alone means: no default at all.
 class Launcher {
  public:
   Launcher(const ScratchDir& scratch, std::vector<std::string> args, std::vector<std::string> extra_env = {},
@@ -115,7 +136,20 @@ class Launcher {
       for (const char* s : kScrub) drop = drop || key == s;
       if (!drop) env.push_back(entry);
     }
-    env.insert(env.end(), extra_env.begin(), extra_env.end());
+    bool port_given = false;
+    for (const auto& e : extra_env) {
+      if (e.rfind("PET_MASTER_PORT=", 0) == 0) {
+        port_given = true;
+        port_ = e.substr(16);
+      }
+    }
+    if (!port_given) {
+      port_ = std::to_string(free_port());
+      env.push_back("PET_MASTER_PORT=" + port_);
+    }
+    for (const auto& e : extra_env) {
+      if (e != "PET_MASTER_PORT=") env.push_back(e);
+    }
 
     std::vector<std::string> argv_s{tdistrun_path()};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -150,11 +184,13 @@ class Launcher {
   Launcher& operator=(const Launcher&) = delete;
 
   pid_t pid() const { return pid_; }
+  const std::string& port() const { return port_; }
   void signal(int sig) const { kill(pid_, sig); }
 
   // Waits for tdistrun to exit (SIGKILL after the bound, reported as timed_out).
   Result wait(std::chrono::seconds bound = std::chrono::seconds(60)) {
     Result r;
+    r.port = port_;
     auto end = std::chrono::steady_clock::now() + bound;
     while (true) {
       pid_t w = waitpid(pid_, &r.status, WNOHANG);
@@ -175,6 +211,7 @@ class Launcher {
 
  private:
   std::string out_path_, err_path_;
+  std::string port_;
   pid_t pid_ = -1;
 };
 

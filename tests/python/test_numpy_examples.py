@@ -98,6 +98,8 @@ def test_run_command_line():
     assert tdist_run.build_command(["--nproc-per-node", "2", "train.py", "--lr", "1"], py) == \
         ["--nproc-per-node", "2", "--", py, "train.py", "--lr", "1"]
     assert tdist_run.build_command(["--nproc_per_node=2", "--rdzv-endpoint", "h:123", "-m", "pkg.mod", "x"], py) == \
-        ["--nproc_per_node=2", "--master-addr", "h", "--master-port", "123", "--", py, "-m", "pkg.mod", "x"]
+        ["--nproc_per_node=2", "--rdzv-endpoint", "h:123", "--", py, "-m", "pkg.mod", "x"]
+    assert tdist_run.build_command(["--max_restarts=2", "-r", "3", "-t1", "--log-dir", "/l", "t.py"], py) == \
+        ["--max_restarts=2", "-r", "3", "-t1", "--log-dir", "/l", "--", py, "t.py"]
     assert tdist_run.build_command(["--nproc", "2", "--no-python", "prog", "a.py"], py) == \
         ["--nproc", "2", "--no-python", "--", "prog", "a.py"]

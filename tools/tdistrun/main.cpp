@@ -1,15 +1,15 @@
 // tdistrun: torchrun for tdist. Wires the pieces together:
-// options -> program lookup -> master port -> signal events -> supervisor.
+// options -> job token -> program lookup -> the agent (rendezvous, supervisor).
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <string>
 #include <vector>
 
-#include "free_port.h"
+#include "agent.h"
 #include "job_token.h"
 #include "options.h"
-#include "signals.h"
-#include "supervisor.h"
+#include "rendezvous.h"
 #include "usage.h"
 #include "worker.h"
 
@@ -45,19 +45,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tdistrun: cannot execute '%s': %s\n", opt.program.c_str(), error.c_str());
     return 127;
   }
-  if (opt.master_port == 0) {
-    opt.master_port = pick_free_port(&error);
-    if (opt.master_port == 0) {
-      std::fprintf(stderr, "tdistrun: cannot pick a free port for MASTER_PORT: %s\n", error.c_str());
-      return 1;
-    }
-  }
+  // The agent's own store admits only the job's processes too.
+  if (!opt.job_token.empty()) setenv("TDIST_JOB_TOKEN", opt.job_token.c_str(), 1);
   std::fflush(stdout);
   std::fflush(stderr);
   try {
-    SignalEvents::install();
-    Supervisor supervisor(opt, path);
-    return supervisor.run();
+    return run_agent(opt, path);
+  } catch (const RendezvousInterrupted& e) {
+    std::fprintf(stderr, "tdistrun: stopped by a signal while waiting for the other nodes\n");
+    return 128 + e.signal;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tdistrun: %s\n", e.what());
     return 1;

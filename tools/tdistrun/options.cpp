@@ -9,6 +9,9 @@
 #include <cstdlib>
 #include <map>
 
+#include "init/slurm.h"
+#include "tdist/errors.h"
+
 namespace tdistrun {
 namespace {
 
@@ -32,6 +35,15 @@ constexpr OptionDef kOptions[] = {
     {"master-port", Kind::kValue, "PET_MASTER_PORT"},
     {"standalone", Kind::kFlag, "PET_STANDALONE"},
     {"rdzv-id", Kind::kValue, "PET_RDZV_ID"},
+    {"rdzv-backend", Kind::kValue, "PET_RDZV_BACKEND"},
+    {"rdzv-endpoint", Kind::kValue, "PET_RDZV_ENDPOINT"},
+    {"rdzv-conf", Kind::kValue, "PET_RDZV_CONF"},
+    {"max-restarts", Kind::kValue, "PET_MAX_RESTARTS"},
+    {"monitor-interval", Kind::kValue, "PET_MONITOR_INTERVAL"},
+    {"log-dir", Kind::kValue, "PET_LOG_DIR"},
+    {"redirects", Kind::kValue, "PET_REDIRECTS"},
+    {"tee", Kind::kValue, "PET_TEE"},
+    {"local-ranks-filter", Kind::kValue, "PET_LOCAL_RANKS_FILTER"},
     {"role", Kind::kValue, "PET_ROLE"},
     {"use-env", Kind::kOptBool, nullptr},
     {"pass-local-rank", Kind::kFlag, nullptr},
@@ -72,6 +84,117 @@ std::optional<bool> parse_bool(std::string s) {
   return std::nullopt;
 }
 
+// torchrun's Std: "3", or per local rank "0:1,1:2".
+std::optional<StdChoice> parse_std_choice(const std::string& text) {
+  auto one = [](const std::string& v) -> std::optional<int> {
+    auto n = parse_int(v);
+    if (!n || *n < 0 || *n > 3) return std::nullopt;
+    return static_cast<int>(*n);
+  };
+  StdChoice c;
+  if (text.find(':') == std::string::npos) {
+    auto v = one(text);
+    if (!v) return std::nullopt;
+    c.all = *v;
+    return c;
+  }
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t colon = item.find(':');
+    if (colon == std::string::npos) return std::nullopt;
+    auto rank = parse_int(item.substr(0, colon));
+    auto v = one(item.substr(colon + 1));
+    if (!rank || *rank < 0 || *rank > 1'000'000 || !v) return std::nullopt;
+    c.per_rank.emplace_back(static_cast<int>(*rank), *v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return c;
+}
+
+std::optional<double> parse_seconds(const std::string& text, double max = 1e7) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(v) || v < 0 || v > max) return std::nullopt;
+  return v;
+}
+
+// "host:port", "host" (torchrun's default port), "[v6]:port".
+bool parse_endpoint(const std::string& text, std::string* host, int* port) {
+  std::string h = text;
+  std::string p;
+  if (h.starts_with("[")) {
+    size_t close = h.find(']');
+    if (close == std::string::npos) return false;
+    if (close + 1 < h.size()) {
+      if (h[close + 1] != ':') return false;
+      p = h.substr(close + 2);
+    }
+    h = h.substr(1, close - 1);
+  } else if (size_t colon = h.rfind(':'); colon != std::string::npos && h.find(':') == colon) {
+    p = h.substr(colon + 1);
+    h.resize(colon);
+  }
+  if (h.empty()) return false;
+  *host = h;
+  *port = kDefaultRendezvousPort;
+  if (!p.empty()) {
+    auto v = parse_int(p);
+    if (!v || *v < 0 || *v > 65535) return false;
+    *port = static_cast<int>(*v);
+  }
+  return true;
+}
+
+// --rdzv-conf "join_timeout=900,last_call_timeout=10": "" on success, else the error.
+std::string parse_rdzv_conf(const std::string& text, RendezvousOptions& r) {
+  // torch's keys that mean nothing here (its store and keep-alive tuning) are accepted.
+  static const char* kIgnored[] = {"read_timeout", "timeout", "heartbeat_timeout", "keep_alive_interval",
+                                   "keep_alive_max_attempt", "store_type", "use_libuv", "is_host"};
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    start = comma == std::string::npos ? text.size() : comma + 1;
+    if (item.empty()) continue;
+    size_t eq = item.find('=');
+    if (eq == std::string::npos) return "'" + item + "' is not KEY=VALUE";
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    double* target = key == "join_timeout"        ? &r.join_timeout_s
+                     : key == "last_call_timeout" ? &r.last_call_timeout_s
+                     : key == "close_timeout"     ? &r.close_timeout_s
+                                                  : nullptr;
+    if (target == nullptr) {
+      bool ignored = false;
+      for (const char* k : kIgnored) ignored = ignored || key == k;
+      if (ignored) continue;
+      return "unknown key '" + key + "' (known: join_timeout, last_call_timeout, close_timeout, in seconds)";
+    }
+    auto v = parse_seconds(value);
+    if (!v) return "'" + item + "': expected a number of seconds";
+    *target = *v;
+  }
+  return "";
+}
+
+// "0,2,3" -> {0, 2, 3}.
+std::optional<std::set<int>> parse_rank_list(const std::string& text) {
+  std::set<int> out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    auto v = parse_int(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (!v || *v < 0 || *v > 1'000'000) return std::nullopt;
+    out.insert(static_cast<int>(*v));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
 ParseResult usage_error(std::string message) {
   ParseResult r;
   r.action = Action::kUsageError;
@@ -104,6 +227,13 @@ const OptionDef* find_option(const std::string& typed, std::string* error) {
 }
 
 }  // namespace
+
+int StdChoice::of(int local_rank) const {
+  for (const auto& [r, v] : per_rank) {
+    if (r == local_rank) return v;
+  }
+  return per_rank.empty() ? all : 0;
+}
 
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -147,6 +277,18 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
       break;
     }
     if (arg == "-h") return ParseResult{Action::kHelp, {}, {}};
+    // torchrun's two short options: -r/--redirects and -t/--tee ("-r 3", "-r3", "-r=3").
+    if (arg.size() >= 2 && arg[0] == '-' && (arg[1] == 'r' || arg[1] == 't')) {
+      const std::string name = arg[1] == 'r' ? "redirects" : "tee";
+      std::string value = arg.substr(2);
+      if (value.starts_with("=")) value.erase(0, 1);
+      if (value.empty()) {
+        if (i + 1 >= args.size()) return usage_error("option " + arg + " needs a value");
+        value = args[++i];
+      }
+      set[name] = Setting{value, arg.substr(0, 2)};
+      continue;
+    }
     if (!arg.starts_with("--")) {
       if (arg.size() > 1 && arg[0] == '-') {
         return usage_error("unknown option '" + arg + "' (options are spelled --name; see tdistrun --help)");
@@ -207,20 +349,17 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     }
   }
   if (has("nnodes")) {
+    // N, or torchrun's elastic MIN:MAX (between MIN and MAX nodes form the job).
     const Setting& s = set["nnodes"];
-    std::string text = s.value;
-    if (auto colon = text.find(':'); colon != std::string::npos) {
-      // torchrun's elastic MIN:MAX; only a fixed size (MIN == MAX) is supported.
-      auto lo = parse_int(text.substr(0, colon));
-      auto hi = parse_int(text.substr(colon + 1));
-      if (!lo || !hi || *lo != *hi) {
-        return usage_error(invalid(s, "a positive integer (elastic MIN:MAX ranges are not supported; N:N is)"));
-      }
-      text = text.substr(0, colon);
+    const size_t colon = s.value.find(':');
+    auto lo = parse_int(s.value.substr(0, colon));
+    auto hi = colon == std::string::npos ? lo : parse_int(s.value.substr(colon + 1));
+    if (!lo || !hi || *lo < 1 || *hi > 1'000'000 || *lo > *hi) {
+      return usage_error(invalid(s, "a positive integer N, or MIN:MAX with 1 <= MIN <= MAX"));
     }
-    auto v = parse_int(text);
-    if (!v || *v < 1 || *v > 1'000'000) return usage_error(invalid(s, "a positive integer"));
-    opt.nnodes = static_cast<int>(*v);
+    opt.rdzv.min_nodes = static_cast<int>(*lo);
+    opt.rdzv.max_nodes = static_cast<int>(*hi);
+    opt.nnodes = opt.rdzv.max_nodes;
   }
   if (has("node-rank")) {
     const Setting& s = set["node-rank"];
@@ -258,6 +397,41 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     }
     opt.kill_timeout_s = v;
   }
+  if (has("max-restarts")) {
+    const Setting& s = set["max-restarts"];
+    auto v = parse_int(s.value);
+    if (!v || *v < 0 || *v > 1'000'000) return usage_error(invalid(s, "a non-negative integer"));
+    opt.max_restarts = static_cast<int>(*v);
+  }
+  if (has("monitor-interval")) {
+    const Setting& s = set["monitor-interval"];
+    auto v = parse_seconds(s.value, 3600);
+    if (!v || *v < 0.01) return usage_error(invalid(s, "a number of seconds, at least 0.01"));
+    opt.monitor_interval_s = *v;
+  }
+  if (has("log-dir")) {
+    const Setting& s = set["log-dir"];
+    if (s.value.empty()) return usage_error(invalid(s, "a directory"));
+    opt.log_dir = s.value;
+  }
+  for (const char* name : {"redirects", "tee"}) {
+    if (!has(name)) continue;
+    const Setting& s = set[name];
+    auto v = parse_std_choice(s.value);
+    if (!v) return usage_error(invalid(s, "0 (none), 1 (stdout), 2 (stderr) or 3 (both), or per local rank as 0:1,1:2"));
+    (std::string(name) == "redirects" ? opt.redirects : opt.tee) = *v;
+  }
+  if (has("local-ranks-filter")) {
+    const Setting& s = set["local-ranks-filter"];
+    auto v = parse_rank_list(s.value);
+    if (!v) return usage_error(invalid(s, "local ranks separated by commas, e.g. 0,2"));
+    opt.local_ranks_filter = *v;
+  }
+  if (has("rdzv-conf")) {
+    const Setting& s = set["rdzv-conf"];
+    std::string error = parse_rdzv_conf(s.value, opt.rdzv);
+    if (!error.empty()) return usage_error("invalid value for " + s.shown + ": " + error);
+  }
   if (has("use-env")) {
     const Setting& s = set["use-env"];
     auto v = parse_bool(s.value);
@@ -278,6 +452,68 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     opt.standalone = *v;
   }
 
+  bool node_rank_given = has("node-rank");
+  const bool backend_given = has("rdzv-backend");
+  if (backend_given) {
+    const Setting& s = set["rdzv-backend"];
+    if (s.value == "etcd" || s.value == "etcd-v2") {
+      return usage_error(s.shown + " " + s.value + ": etcd is not supported; use c10d (the agents' own store) or static");
+    }
+    if (s.value != "static" && s.value != "c10d") return usage_error(invalid(s, "static or c10d"));
+    opt.rdzv.backend = s.value;
+  }
+  if (has("rdzv-endpoint")) {
+    const Setting& s = set["rdzv-endpoint"];
+    std::string host;
+    int port = 0;
+    if (!parse_endpoint(s.value, &host, &port)) return usage_error(invalid(s, "HOST[:PORT]"));
+    if (has("master-addr") || has("master-port")) {
+      opt.warnings.push_back(s.shown + " " + s.value + " overrides --master-addr/--master-port");
+    }
+    opt.master_addr = host;
+    opt.master_port = port;
+  }
+  // Inside a Slurm allocation (sbatch, salloc + srun) the node's place comes from Slurm.
+  if (!node_rank_given && !backend_given && !has("rdzv-endpoint") && !opt.standalone && env("SLURM_JOB_ID") &&
+      env("SLURM_NODEID")) {
+    auto node = parse_int(*env("SLURM_NODEID"));
+    auto nodes = parse_int(env("SLURM_JOB_NUM_NODES").value_or(env("SLURM_NNODES").value_or("")));
+    auto job = parse_int(*env("SLURM_JOB_ID"));
+    if (!node || !nodes || !job || *node < 0 || *nodes < 1 || *node >= *nodes || *nodes > 1'000'000 || *job < 0) {
+      return usage_error("this looks like a Slurm job, but SLURM_NODEID, SLURM_JOB_NUM_NODES and SLURM_JOB_ID do not "
+                         "give a node rank below the node count; pass --nnodes and --node-rank");
+    }
+    opt.node_rank = static_cast<int>(*node);
+    node_rank_given = true;
+    if (!has("nnodes")) opt.nnodes = opt.rdzv.min_nodes = opt.rdzv.max_nodes = static_cast<int>(*nodes);
+    if (!has("master-addr")) {
+      auto list = env("SLURM_JOB_NODELIST");
+      if (!list || list->empty()) list = env("SLURM_NODELIST");
+      if (!list || list->empty()) return usage_error("in a Slurm job without SLURM_JOB_NODELIST: pass --master-addr");
+      try {
+        opt.master_addr = tdist::slurm::expand_nodelist(*list).front();
+      } catch (const tdist::DistError& e) {
+        return usage_error(e.what());
+      }
+    }
+    if (!has("master-port")) opt.master_port = 20000 + static_cast<int>(*job % 20000);
+  }
+  opt.rdzv.dynamic = opt.rdzv.backend == "c10d" ||
+                     (!backend_given && !node_rank_given && (opt.rdzv.max_nodes > 1 || has("rdzv-endpoint")));
+  if (!opt.rdzv.dynamic && opt.rdzv.min_nodes != opt.rdzv.max_nodes) {
+    return usage_error(set["nnodes"].shown + " " + set["nnodes"].value +
+                       ": a MIN:MAX range needs the c10d rendezvous, which assigns node ranks (leave out --node-rank "
+                       "and --rdzv-backend static)");
+  }
+  if (!opt.rdzv.dynamic && opt.nnodes > 1 && !node_rank_given) {
+    return usage_error("--rdzv-backend static with " + std::to_string(opt.nnodes) +
+                       " nodes needs --node-rank on every node (or --rdzv-backend c10d to assign them)");
+  }
+  if (opt.rdzv.dynamic && has("node-rank")) {
+    opt.warnings.push_back(set["node-rank"].shown + " is ignored: the c10d rendezvous assigns node ranks");
+    opt.node_rank = 0;
+  }
+
   if (opt.standalone) {
     if (opt.nnodes != 1) {
       return usage_error("--standalone runs a single node, but " + set["nnodes"].shown + " is " + std::to_string(opt.nnodes));
@@ -287,14 +523,14 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     opt.master_addr = "127.0.0.1";
     opt.master_port = 0;
   }
-  if (opt.node_rank >= opt.nnodes) {
+  if (!opt.rdzv.dynamic && opt.node_rank >= opt.nnodes) {
     std::string rank_name = has("node-rank") ? set["node-rank"].shown : "--node-rank";
     std::string nodes_name = has("nnodes") ? set["nnodes"].shown : "--nnodes";
     return usage_error(rank_name + " " + std::to_string(opt.node_rank) + " is out of range: it must be less than " +
                        nodes_name + " " + std::to_string(opt.nnodes));
   }
   if (opt.master_port == 0 && opt.nnodes > 1) {
-    return usage_error(set["master-port"].shown +
+    return usage_error((has("master-port") ? set["master-port"].shown : std::string("--rdzv-endpoint")) +
                        " 0 picks a free port on this node only; with more than one node every node needs the same explicit port");
   }
   if (static_cast<long long>(opt.nnodes) * opt.nproc_per_node > 2'147'483'647LL) {

@@ -5,20 +5,50 @@
 
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 namespace tdistrun {
 
 inline constexpr int kDefaultMasterPort = 29500;
+inline constexpr int kDefaultRendezvousPort = 29400;  // torchrun's, for --rdzv-endpoint HOST
+
+// Which of a worker's streams go to files (--redirects) or to files and the
+// console (--tee): torchrun's Std values 0 none, 1 stdout, 2 stderr, 3 both.
+struct StdChoice {
+  int all = 0;                               // for local ranks not in per_rank
+  std::vector<std::pair<int, int>> per_rank;  // (local_rank, value) from "0:1,1:2"
+  int of(int local_rank) const;
+};
+
+// How the nodes find each other (the agents' rendezvous, rendezvous.h).
+struct RendezvousOptions {
+  // "static": node ranks come from --node-rank (or Slurm); "c10d": the
+  // rendezvous assigns them in the order the nodes join.
+  std::string backend = "static";
+  bool dynamic = false;  // node ranks assigned by the rendezvous
+  int min_nodes = 1;
+  int max_nodes = 1;
+  // --rdzv-conf: seconds.
+  double join_timeout_s = 600;       // for MIN nodes to join a round
+  double last_call_timeout_s = 30;   // more nodes may join after MIN did (dynamic)
+  double close_timeout_s = 60;       // the host waits this long for the others to leave
+};
 
 struct Options {
   int nproc_per_node = 1;
-  int nnodes = 1;
+  int nnodes = 1;  // the fixed node count; with MIN:MAX, the maximum
   int node_rank = 0;
   std::string master_addr = "127.0.0.1";
   int master_port = kDefaultMasterPort;  // 0: pick a free port (single node only)
   bool standalone = false;
+  RendezvousOptions rdzv;
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;
+  std::string log_dir;  // "" none
+  StdChoice redirects, tee;
+  std::optional<std::set<int>> local_ranks_filter;  // console output of these local ranks only
   std::string rdzv_id = "none";
   std::string role = "default";
   bool pass_local_rank = false;  // torch.distributed.launch without --use-env

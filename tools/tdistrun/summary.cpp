@@ -61,12 +61,55 @@ std::string worker_label(const WorkerEnd& end) {
          std::to_string(end.pid) + ")";
 }
 
+namespace {
+
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t nl = text.find('\n', start);
+    if (nl == std::string::npos) nl = text.size();
+    out.push_back(text.substr(start, nl - start));
+    start = nl + 1;
+  }
+  return out;
+}
+
+// At most `keep` lines of `lines`, from its start or its end, saying how many were left out.
+void add_bounded(std::vector<std::string>& out, std::vector<std::string> lines, size_t keep, bool from_end,
+                 const std::string& indent) {
+  if (lines.size() > keep) {
+    const std::string note = indent + "... (" + std::to_string(lines.size() - keep) + " more lines in the error file)";
+    if (from_end) {
+      lines.erase(lines.begin(), lines.end() - static_cast<std::ptrdiff_t>(keep));
+      out.push_back(note);
+    } else {
+      lines.resize(keep);
+    }
+    for (auto& l : lines) out.push_back(indent + l);
+    if (!from_end) out.push_back(note);
+    return;
+  }
+  for (auto& l : lines) out.push_back(indent + l);
+}
+
+}  // namespace
+
+std::vector<std::string> error_lines(const WorkerError& error, const std::string& path) {
+  std::vector<std::string> out{"  error (" + path + "):"};
+  add_bounded(out, split_lines(error.message), 20, false, "    ");
+  if (!error.traceback.empty()) add_bounded(out, split_lines(error.traceback), 30, true, "    | ");
+  return out;
+}
+
 std::vector<std::string> summary_lines(const std::vector<WorkerEnd>& ends, int first_failure, int received_signal,
-                                       double kill_timeout_s, int exit_code) {
+                                       double kill_timeout_s, int exit_code,
+                                       const std::vector<std::string>& first_failure_error) {
   std::vector<std::string> lines;
   if (first_failure >= 0) {
     const WorkerEnd& f = ends[static_cast<size_t>(first_failure)];
     lines.push_back("tdistrun: " + worker_label(f) + " failed first: " + describe_status(f.status));
+    for (const auto& l : first_failure_error) lines.push_back("tdistrun: " + l);
   }
   if (received_signal != 0) {
     lines.push_back("tdistrun: " + std::string(first_failure >= 0 ? "then received " : "received ") +
@@ -80,7 +123,7 @@ std::vector<std::string> summary_lines(const std::vector<WorkerEnd>& ends, int f
   for (size_t i : order) {
     lines.push_back("tdistrun:   " + worker_label(ends[i]) + ": " + describe_end(ends[i], kill_timeout_s));
   }
-  lines.push_back("tdistrun: exiting with status " + std::to_string(exit_code));
+  if (exit_code >= 0) lines.push_back("tdistrun: exiting with status " + std::to_string(exit_code));
   return lines;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "error_file.h"
+
 namespace tdistrun {
 
 struct WorkerEnd {
@@ -28,9 +30,16 @@ int exit_code_of(int status);
 std::string worker_label(const WorkerEnd& end);
 
 // Lines for stderr (each starting "tdistrun: ") after a failure or a signal:
-// the first failure first (if any), else the signal received, then every other
-// worker in rank order. first_failure indexes ends, or is -1.
+// the first failure first (if any) with the lines of its error file, else
+// the signal received, then every other worker in rank order. first_failure
+// indexes ends, or is -1. The last line names exit_code, unless it is
+// negative (the launcher may still restart the workers).
 std::vector<std::string> summary_lines(const std::vector<WorkerEnd>& ends, int first_failure, int received_signal,
-                                       double kill_timeout_s, int exit_code);
+                                       double kill_timeout_s, int exit_code,
+                                       const std::vector<std::string>& first_failure_error = {});
+
+// The error a worker left in its error file, as summary lines (without the
+// "tdistrun: " start): the message, then the last lines of a Python traceback.
+std::vector<std::string> error_lines(const WorkerError& error, const std::string& path);
 
 }  // namespace tdistrun

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <system_error>
 
+#include "error_file.h"
 #include "signals.h"
 #include "worker.h"
 
@@ -34,12 +35,15 @@ constexpr size_t kReadChunk = 64 * 1024;
 // (a process it left behind could otherwise keep the pipe busy forever).
 constexpr size_t kDrainLimit = 16 * 1024 * 1024;
 
-ReadResult read_once(int fd, LinePrefixer& lines) {
+// Reads what the worker wrote: raw to its log file, in lines to the console.
+ReadResult read_once(int fd, int file_fd, LinePrefixer* lines) {
   char buf[kReadChunk];
   while (true) {
     ssize_t n = read(fd, buf, sizeof buf);
     if (n > 0) {
-      lines.feed(std::string_view(buf, static_cast<size_t>(n)));
+      const std::string_view data(buf, static_cast<size_t>(n));
+      if (file_fd >= 0) FdSink(file_fd).write(data);
+      if (lines != nullptr) lines->feed(data);
       return ReadResult::kData;
     }
     if (n == 0) return ReadResult::kEof;
@@ -51,7 +55,14 @@ ReadResult read_once(int fd, LinePrefixer& lines) {
 
 }  // namespace
 
-Supervisor::Supervisor(const Options& opt, std::string program_path) : opt_(opt), path_(std::move(program_path)) {}
+Supervisor::Supervisor(const Options& opt, std::string program_path, const WorkerPlacement& placement,
+                       const LogLayout& logs, int attempt, Monitor monitor)
+    : opt_(opt),
+      path_(std::move(program_path)),
+      placement_(placement),
+      logs_(logs),
+      attempt_(attempt),
+      monitor_(std::move(monitor)) {}
 
 Supervisor::~Supervisor() {
   for (auto& w : workers_) {
@@ -59,10 +70,36 @@ Supervisor::~Supervisor() {
     close_stream(w.err);
   }
   if (devnull_ >= 0) close(devnull_);
+  if (devnull_out_ >= 0) close(devnull_out_);
+}
+
+// Decides how one stream of a worker travels: straight to the console
+// (inherited), straight to its file or nowhere (the worker writes the fd), or
+// through a pipe that the launcher copies to the file and/or, in lines, to
+// the console. Returns false (errno set) when the file cannot be opened.
+bool Supervisor::open_stream(const StreamTarget& target, FdSink& console, const std::string& prefix, Stream* stream,
+                             StreamSetup* setup) {
+  using Mode = StreamSetup::Mode;
+  if (!target.file.empty()) {
+    stream->file_fd = open(target.file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    if (stream->file_fd < 0) return false;
+  }
+  if (target.console && target.file.empty() && !opt_.prefix_output) {
+    setup->mode = Mode::kInherit;
+  } else if (!target.console) {
+    setup->mode = Mode::kFd;
+    setup->fd = stream->file_fd >= 0 ? stream->file_fd : devnull_out_;
+  } else {
+    setup->mode = Mode::kPipe;
+    stream->lines = std::make_unique<LinePrefixer>(opt_.prefix_output ? prefix : std::string(),
+                                                   [&console](std::string_view d) { console.write(d); });
+  }
+  return true;
 }
 
 bool Supervisor::start_workers() {
   devnull_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  devnull_out_ = open("/dev/null", O_WRONLY | O_CLOEXEC);
   workers_.reserve(static_cast<size_t>(opt_.nproc_per_node));
 
   sigset_t block = SignalEvents::handled_set();
@@ -70,38 +107,39 @@ bool Supervisor::start_workers() {
   sigprocmask(SIG_BLOCK, &block, &old);
   bool ok = true;
   for (int local_rank = 0; local_rank < opt_.nproc_per_node; ++local_rank) {
-    const int rank = opt_.node_rank * opt_.nproc_per_node + local_rank;
+    const long long rank = placement_.rank_offset + local_rank;
+    const std::string label = "rank " + std::to_string(rank) + " (local_rank " + std::to_string(local_rank) + ")";
+    Worker w;
+    w.end.rank = static_cast<int>(rank);
+    w.end.local_rank = local_rank;
     SpawnRequest req;
-    req.path = path_;
-    req.argv = worker_argv(opt_, local_rank);
-    req.env = worker_environment(opt_, local_rank, environ);
-    req.capture_output = opt_.prefix_output;
-    req.stdin_fd = devnull_;
-    req.child_mask = old;
-    req.label = "rank " + std::to_string(rank);
-    Spawned s;
     try {
-      s = spawn_worker(req);
-    } catch (const std::system_error& e) {
-      stderr_sink_.write("tdistrun: cannot start rank " + std::to_string(rank) + " (local_rank " +
-                         std::to_string(local_rank) + "): " + e.what() + "\n");
+      WorkerLogs logs = logs_.for_worker(attempt_, local_rank);
+      w.error_file = logs.error_file;
+      std::remove(w.error_file.c_str());  // a stale one would be taken for this attempt's
+      const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
+      if (!open_stream(logs.out, stdout_sink_, prefix, &w.out, &req.out) ||
+          !open_stream(logs.err, stderr_sink_, prefix, &w.err, &req.err)) {
+        throw std::system_error(errno, std::generic_category(), "cannot open a log file in " + logs_.dir());
+      }
+      req.path = path_;
+      req.argv = worker_argv(opt_, local_rank);
+      req.env = worker_environment(opt_, placement_, local_rank, w.error_file, environ);
+      req.stdin_fd = devnull_;
+      req.child_mask = old;
+      req.label = "rank " + std::to_string(rank);
+      Spawned s = spawn_worker(req);
+      w.end.pid = s.pid;
+      w.out.fd = s.out_fd;
+      w.err.fd = s.err_fd;
+    } catch (const std::exception& e) {
+      stderr_sink_.write("tdistrun: cannot start " + label + ": " + e.what() + "\n");
+      close_stream(w.out);
+      close_stream(w.err);
       ok = false;
       break;
     }
-    Worker w;
-    w.end.rank = rank;
-    w.end.local_rank = local_rank;
-    w.end.pid = s.pid;
     w.running = true;
-    const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
-    if (s.out_fd >= 0) {
-      w.out.fd = s.out_fd;
-      w.out.lines = std::make_unique<LinePrefixer>(prefix, [this](std::string_view d) { stdout_sink_.write(d); });
-    }
-    if (s.err_fd >= 0) {
-      w.err.fd = s.err_fd;
-      w.err.lines = std::make_unique<LinePrefixer>(prefix, [this](std::string_view d) { stderr_sink_.write(d); });
-    }
     workers_.push_back(std::move(w));
   }
   sigprocmask(SIG_SETMASK, &old, nullptr);
@@ -142,6 +180,18 @@ void Supervisor::escalate() {
     std::snprintf(secs, sizeof secs, "%g", opt_.kill_timeout_s);
     stderr_sink_.write("tdistrun: " + std::to_string(left) + " worker(s) still running after " + secs +
                        "s; sending SIGKILL\n");
+  }
+}
+
+void Supervisor::monitor() {
+  if (!monitor_ || stopping_) return;
+  const long long now = now_ms();
+  if (now < next_monitor_ms_) return;
+  next_monitor_ms_ = now + static_cast<long long>(std::ceil(opt_.monitor_interval_s * 1000.0));
+  if (auto reason = monitor_()) {
+    stop_reason_ = *reason;
+    stderr_sink_.write("tdistrun: stopping this node's workers: " + stop_reason_ + "\n");
+    stop_all(SIGTERM, false);
   }
 }
 
@@ -192,7 +242,7 @@ void Supervisor::on_exit(Worker& w, int status) {
 
 bool Supervisor::read_stream(Stream& s) {
   if (s.fd < 0) return false;
-  if (read_once(s.fd, *s.lines) == ReadResult::kEof) {
+  if (read_once(s.fd, s.file_fd, s.lines.get()) == ReadResult::kEof) {
     close_stream(s);
     return false;
   }
@@ -200,17 +250,25 @@ bool Supervisor::read_stream(Stream& s) {
 }
 
 void Supervisor::drain(Stream& s) {
-  if (s.fd < 0) return;
+  if (s.fd < 0) {
+    close_stream(s);
+    return;
+  }
   size_t total = 0;
-  while (total < kDrainLimit && read_once(s.fd, *s.lines) == ReadResult::kData) total += kReadChunk;
+  while (total < kDrainLimit && read_once(s.fd, s.file_fd, s.lines.get()) == ReadResult::kData) total += kReadChunk;
   close_stream(s);
 }
 
 void Supervisor::close_stream(Stream& s) {
-  if (s.fd < 0) return;
-  s.lines->finish();
-  close(s.fd);
-  s.fd = -1;
+  if (s.fd >= 0) {
+    if (s.lines) s.lines->finish();
+    close(s.fd);
+    s.fd = -1;
+  }
+  if (s.file_fd >= 0) {
+    close(s.file_fd);
+    s.file_fd = -1;
+  }
 }
 
 bool Supervisor::anything_left() const {
@@ -220,7 +278,7 @@ bool Supervisor::anything_left() const {
   return false;
 }
 
-int Supervisor::run() {
+AttemptResult Supervisor::run() {
   const bool started = start_workers();
   if (!started) stop_all(SIGTERM, false);
 
@@ -229,6 +287,7 @@ int Supervisor::run() {
   while (true) {
     handle_signals();
     if (SignalEvents::take_child_exited()) reap();
+    monitor();
     if (stopping_ && !escalated_ && now_ms() >= kill_deadline_ms_) escalate();
     if (!anything_left()) break;
 
@@ -244,6 +303,7 @@ int Supervisor::run() {
     }
     int timeout = -1;
     if (stopping_ && !escalated_) timeout = static_cast<int>(std::max(0LL, kill_deadline_ms_ - now_ms()));
+    if (monitor_ && !stopping_) timeout = static_cast<int>(std::max(0LL, next_monitor_ms_ - now_ms()));
     int n = poll(fds.data(), fds.size(), timeout);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -258,29 +318,48 @@ int Supervisor::run() {
     }
   }
   if (!started) {
-    stderr_sink_.write("tdistrun: stopped the workers already started; exiting with status 1\n");
-    return 1;
+    stderr_sink_.write("tdistrun: stopped the workers already started\n");
+    AttemptResult r;
+    r.kind = AttemptResult::Kind::kStartFailed;
+    r.exit_code = 1;
+    return r;
   }
   return finish();
 }
 
-int Supervisor::finish() {
-  int code = 0;
+AttemptResult Supervisor::finish() {
+  AttemptResult r;
   if (first_failure_ >= 0) {
-    code = exit_code_of(workers_[static_cast<size_t>(first_failure_)].end.status);
+    const Worker& f = workers_[static_cast<size_t>(first_failure_)];
+    r.kind = AttemptResult::Kind::kWorkerFailed;
+    r.exit_code = exit_code_of(f.end.status);
+    r.failure = worker_label(f.end) + ": " + describe_status(f.end.status);
   } else if (received_signal_ != 0) {
-    code = 128 + received_signal_;
+    r.kind = AttemptResult::Kind::kSignaled;
+    r.exit_code = 128 + received_signal_;
+  } else if (!stop_reason_.empty()) {
+    r.kind = AttemptResult::Kind::kStopped;
+    r.exit_code = 1;
+    return r;
   }
-  if (code != 0) {
+  if (r.exit_code != 0) {
     std::vector<WorkerEnd> ends;
     for (const auto& w : workers_) ends.push_back(w.end);
+    // With restarts or other nodes, the agent says how the job ends (agent.cpp).
+    const bool agent_reports_end = opt_.max_restarts > 0 || opt_.rdzv.dynamic || opt_.nnodes > 1;
+    std::vector<std::string> error;
+    if (first_failure_ >= 0) {
+      const std::string& path = workers_[static_cast<size_t>(first_failure_)].error_file;
+      if (auto e = read_error_file(path)) error = error_lines(*e, path);
+    }
     std::string text;
-    for (const auto& line : summary_lines(ends, first_failure_, received_signal_, opt_.kill_timeout_s, code)) {
+    for (const auto& line : summary_lines(ends, first_failure_, received_signal_, opt_.kill_timeout_s,
+                                           agent_reports_end ? -1 : r.exit_code, error)) {
       text += line + "\n";
     }
     stderr_sink_.write(text);
   }
-  return code;
+  return r;
 }
 
 }  // namespace tdistrun

@@ -1,41 +1,71 @@
-// The launcher's event loop: starts the workers, forwards their output line by
-// line, forwards signals, stops everyone when one fails, and reports.
+// One attempt of the launcher's event loop: starts this node's workers,
+// forwards their output (line by line to the console, raw to log files),
+// forwards signals, stops everyone when one fails or the rendezvous asks,
+// and reports.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "log_files.h"
 #include "options.h"
 #include "output.h"
+#include "rendezvous.h"
 #include "summary.h"
+#include "worker.h"
 
 namespace tdistrun {
 
+// How an attempt ended.
+struct AttemptResult {
+  enum class Kind {
+    kSucceeded,     // every worker exited 0
+    kWorkerFailed,  // one exited non-zero or was killed; the others were stopped
+    kSignaled,      // the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT
+    kStopped,       // the monitor asked (another node failed or joined)
+    kStartFailed,   // a worker could not be started
+  };
+  Kind kind = Kind::kSucceeded;
+  int exit_code = 0;    // the launcher's, were it to exit now
+  std::string failure;  // kWorkerFailed: "rank 3 (local_rank 1, pid 42): exit code 1"
+};
+
 class Supervisor {
  public:
-  // opt.master_port must already be resolved (not 0). SignalEvents must be installed.
-  Supervisor(const Options& opt, std::string program_path);
+  // Asked every --monitor-interval while workers run: a reason to stop them all, or nullopt.
+  using Monitor = std::function<std::optional<std::string>()>;
+
+  // SignalEvents must be installed.
+  Supervisor(const Options& opt, std::string program_path, const WorkerPlacement& placement,
+             const LogLayout& logs, int attempt, Monitor monitor);
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
 
-  // Starts the workers, waits for all of them, prints the summary on failure
-  // and returns the launcher's exit status.
-  int run();
+  // Starts the workers and waits for all of them; prints the summary on a
+  // failure or a signal.
+  AttemptResult run();
 
  private:
   struct Stream {
-    int fd = -1;
-    std::unique_ptr<LinePrefixer> lines;
+    int fd = -1;                          // read end of the worker's pipe
+    int file_fd = -1;                     // its log file (raw bytes), or -1
+    std::unique_ptr<LinePrefixer> lines;  // to the console, or null
   };
   struct Worker {
     WorkerEnd end;  // rank, local_rank, pid; status once reaped
     bool running = false;
     Stream out, err;
+    std::string error_file;
   };
 
   bool start_workers();
+  bool open_stream(const StreamTarget& target, FdSink& console, const std::string& prefix, Stream* stream,
+                   StreamSetup* setup);
+  void monitor();
   void handle_signals();
   void reap();
   void on_exit(Worker& w, int status);
@@ -46,14 +76,21 @@ class Supervisor {
   void drain(Stream& s);
   void close_stream(Stream& s);
   bool anything_left() const;
-  int finish();
+  AttemptResult finish();
 
   Options opt_;
   std::string path_;
+  WorkerPlacement placement_;
+  const LogLayout& logs_;
+  int attempt_;
+  Monitor monitor_;
+  long long next_monitor_ms_ = 0;
+  std::string stop_reason_;  // the monitor's, once it asked
   FdSink stdout_sink_{1};
   FdSink stderr_sink_{2};
   std::vector<Worker> workers_;
-  int devnull_ = -1;
+  int devnull_ = -1;      // the workers' stdin
+  int devnull_out_ = -1;  // where a stream that goes nowhere is written
   int first_failure_ = -1;   // index into workers_
   int received_signal_ = 0;  // first SIGINT/SIGTERM/SIGHUP the launcher got
   bool stopping_ = false;

@@ -10,11 +10,12 @@ std::string help_text() {
   const std::string cpus = std::to_string(online_cpus());
   return R"(usage: tdistrun [options] PROGRAM [ARGS...]
 
-Starts --nproc-per-node copies of PROGRAM on this node with the environment
-torchrun gives (RANK, WORLD_SIZE, MASTER_ADDR, ...), so that
-tdist::init_process_group() with init_method "env://" finds the other ranks.
-Forwards their output line by line, forwards signals, and stops them all
-when one of them fails.
+torchrun for tdist: the agent of one node. It meets the agents of the other
+nodes (the rendezvous), starts --nproc-per-node copies of PROGRAM with the
+environment torchrun gives (RANK, WORLD_SIZE, MASTER_ADDR, ...), so that
+tdist::init_process_group() with init_method "env://" finds the other ranks,
+forwards their output line by line and signals, stops them all when one of
+them fails, and restarts them all (--max-restarts) when asked.
 
 Options end at the first word that is not an option, or at "--"; PROGRAM and
 its ARGS follow. As with torchrun, every option may be written with dashes or
@@ -24,18 +25,44 @@ and abbreviated to a unique prefix (--nproc).
 Options:
   --nproc-per-node N   workers on this node [1]. "auto" or "cpu": one per
                        online CPU ()" + cpus + R"( here); "gpu": one per NVIDIA GPU.
-  --nnodes N           number of nodes [1]; "N:N" is accepted (elastic
-                       MIN:MAX ranges are not).
-  --node-rank R        this node's rank, 0 .. nnodes-1 [0].
-  --master-addr A      address (name or IP) of the node with RANK 0, where the
-                       program's TCPStore listens [127.0.0.1]. The store and
-                       the ranks bind that address's interface (loopback for
-                       127.0.0.1), not every interface (TDIST_BIND_ALL=1 does).
-  --master-port P      port for that store on the master node [29500].
-                       0 picks a free port (single node only).
-  --standalone         single node: MASTER_ADDR=127.0.0.1 and a free
-                       MASTER_PORT (overrides --master-addr/--master-port).
-  --rdzv-id ID         job id, exported as TORCHELASTIC_RUN_ID [none].
+  --nnodes N|MIN:MAX   number of nodes [1]; MIN:MAX is elastic: the job runs
+                       with between MIN and MAX nodes (c10d rendezvous).
+  --node-rank R        this node's rank, 0 .. nnodes-1 (static rendezvous).
+                       Without it, and with --nnodes > 1 or --rdzv-endpoint,
+                       the rendezvous assigns node ranks in joining order.
+  --rdzv-backend B     "static" (node ranks from --node-rank) or "c10d"
+                       (assigned by the rendezvous) [static, or c10d as above].
+  --rdzv-endpoint H[:P] where the agents meet: the node whose address H is
+                       hosts the store there [--master-addr:--master-port;
+                       port 29400 when only H is given].
+  --rdzv-id ID         job id, exported as TORCHELASTIC_RUN_ID [none]; jobs
+                       sharing an endpoint must differ.
+  --rdzv-conf K=V,...  join_timeout (seconds for MIN nodes to join a round)
+                       [600], last_call_timeout (more nodes may join after
+                       MIN did) [30], close_timeout (the store's host waits
+                       for the others to leave) [60]; torch's other keys are
+                       accepted and ignored.
+  --master-addr A      address (name or IP) of node 0, whose tdistrun hosts
+                       the store [127.0.0.1]. It binds that address's
+                       interface (loopback for 127.0.0.1), not every interface
+                       (TDIST_BIND_ALL=1 does).
+  --master-port P      port of that store [29500]. 0 picks a free port
+                       (single node only).
+  --standalone         single node: 127.0.0.1 and a free port (overrides
+                       --master-addr/--master-port).
+  --max-restarts N     when a worker fails, stop every node's workers and
+                       start them all again in a new round, up to N times [0].
+  --monitor-interval S how often (seconds) the agent asks the rendezvous
+                       whether to stop or restart [0.1].
+  --log-dir DIR        worker logs and error files, in torchrun's layout:
+                       DIR/<rdzv-id>_<random>/attempt_<n>/<local_rank>/
+                       {stdout.log,stderr.log,error.json}.
+  -r, --redirects V    send worker streams to those files instead of the
+                       console: 0 none, 1 stdout, 2 stderr, 3 both; or per
+                       local rank, "0:1,1:3" [0].
+  -t, --tee V          as --redirects, but to the files and the console [0].
+  --local-ranks-filter L  only these local ranks' output reaches the console
+                       (e.g. 0 or 0,2); their files are unaffected.
   --role NAME          role name, exported as ROLE_NAME [default].
   --use-env            pass the local rank only as LOCAL_RANK in the
                        environment; this is the default (torchrun).
@@ -51,22 +78,32 @@ Options:
   -h, --help           this text.
   --version            tdistrun's version.
 
-torchrun's PET_<OPTION> variables give defaults for --nproc-per-node,
---nnodes, --node-rank, --master-addr, --master-port, --standalone, --rdzv-id,
---role and --no-python (e.g. PET_NPROC_PER_NODE=4); the command line wins.
+torchrun's PET_<OPTION> variables give defaults for every option above that
+torchrun has (e.g. PET_NPROC_PER_NODE=4, PET_MAX_RESTARTS=3); the command
+line wins. In a Slurm allocation (SLURM_JOB_ID, SLURM_NODEID,
+SLURM_JOB_NUM_NODES set) without --node-rank or --rdzv-*, the node rank is
+SLURM_NODEID, --nnodes SLURM_JOB_NUM_NODES, --master-addr the first host of
+SLURM_JOB_NODELIST and --master-port 20000 + SLURM_JOB_ID % 20000: the same
+command runs on every node of an sbatch script.
 
 Environment of each worker (local_rank 0 .. nproc_per_node-1), on top of
 tdistrun's own environment:
-  RANK                node_rank * nproc_per_node + local_rank
+  RANK                the node's first rank + local_rank (nodes in rank order)
   LOCAL_RANK          local_rank
-  WORLD_SIZE          nnodes * nproc_per_node
+  WORLD_SIZE          every node's --nproc-per-node, summed
   LOCAL_WORLD_SIZE    nproc_per_node
-  GROUP_RANK          node_rank            GROUP_WORLD_SIZE  nnodes
+  GROUP_RANK          node rank            GROUP_WORLD_SIZE  nodes in the round
   ROLE_RANK           same as RANK         ROLE_WORLD_SIZE   same as WORLD_SIZE
   ROLE_NAME           --role
-  MASTER_ADDR         --master-addr        MASTER_PORT       --master-port
+  MASTER_ADDR, MASTER_PORT  the store hosted by the agent (see below)
+  TORCHELASTIC_USE_AGENT_STORE=True, TDIST_AGENT_STORE_PREFIX  so that
+                      env:// uses that store, every rank a client, under this
+                      round's prefix
   TORCHELASTIC_RUN_ID --rdzv-id ("none" by default)
-  TORCHELASTIC_RESTART_COUNT=0, TORCHELASTIC_MAX_RESTARTS=0 (no restarts)
+  TORCHELASTIC_RESTART_COUNT  failures restarted so far; TORCHELASTIC_MAX_RESTARTS
+  TORCHELASTIC_ERROR_FILE  where tdist writes the error a worker dies of (an
+                      uncaught C++ exception, a Python traceback); the failure
+                      summary prints it
   TDIST_LAUNCHED=1
   TDIST_JOB_TOKEN     a random secret made for this job when one node runs
                       it and neither TDIST_JOB_TOKEN nor TDIST_JOB_TOKEN_FILE
@@ -74,6 +111,7 @@ tdistrun's own environment:
                       that prove they know it. With --nnodes > 1 set the same
                       TDIST_JOB_TOKEN_FILE (mode 600) on every node; without
                       it the job is open, as torch's, and tdistrun warns.
+                      The agents' store checks it too.
   OMP_NUM_THREADS=1   when it is unset and nproc_per_node > 1, as torchrun
                       does, so that the workers do not overload the node; set
                       it yourself to tune.
@@ -101,7 +139,12 @@ Failures:
   tdistrun: rank 2 (local_rank 2, pid 731) failed first: exit code 3
   tdistrun:   rank 0 (local_rank 0, pid 729): terminated by the launcher (SIGTERM)
   tdistrun:   rank 1 (local_rank 1, pid 730): exited 0
-  and exits with that worker's exit code, or 128 + its signal number.
+  with the error from the worker's error file under it, and exits with that
+  worker's exit code, or 128 + its signal number. With --max-restarts N the
+  failure instead starts a new round on every node (each says "restarting
+  the workers in a new round: <the failure>") until N restarts are spent.
+  Several nodes: the failure stops every node's workers; each tdistrun
+  says "the job failed: <the failure>" and exits non-zero.
 
 Exit status: 0 when every worker exits 0; the first failure's code as
 above; 128 + signal when stopped by a signal; 2 for a bad command line; 127
@@ -112,6 +155,12 @@ Examples:
     tdistrun --nproc-per-node=4 ./train --arg1 --arg2
   One node, one worker per CPU, on a free port:
     tdistrun --standalone --nproc-per-node=auto ./train
+  Three nodes, no node ranks (the rendezvous assigns them), restarts:
+    On every node:
+      tdistrun --nnodes=3 --nproc-per-node=4 --rdzv-backend=c10d \
+               --rdzv-endpoint=192.168.1.1:29400 --max-restarts=3 ./train
+  Two to four nodes, whichever come (elastic):
+      tdistrun --nnodes=2:4 --nproc-per-node=4 --rdzv-endpoint=192.168.1.1 ./train
   Two nodes, four workers each; node 1 has IP 192.168.1.1 and free port 1234.
     On node 1:
       tdistrun --nproc-per-node=4 --nnodes=2 --node-rank=0 \

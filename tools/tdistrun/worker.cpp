@@ -14,39 +14,45 @@
 
 namespace tdistrun {
 
-std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, int local_rank,
-                                                                  bool omp_num_threads_set) {
-  const long long world = static_cast<long long>(opt.nnodes) * opt.nproc_per_node;
-  const long long rank = static_cast<long long>(opt.node_rank) * opt.nproc_per_node + local_rank;
+std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, const WorkerPlacement& where,
+                                                                  int local_rank, bool omp_num_threads_set,
+                                                                  const std::string& error_file) {
+  const long long world = where.world_size;
+  const long long rank = where.rank_offset + local_rank;
   std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(rank)},
       {"LOCAL_RANK", std::to_string(local_rank)},
       {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_WORLD_SIZE", std::to_string(opt.nproc_per_node)},
-      {"GROUP_RANK", std::to_string(opt.node_rank)},
-      {"GROUP_WORLD_SIZE", std::to_string(opt.nnodes)},
+      {"GROUP_RANK", std::to_string(where.node_rank)},
+      {"GROUP_WORLD_SIZE", std::to_string(where.nnodes)},
       {"ROLE_RANK", std::to_string(rank)},
       {"ROLE_WORLD_SIZE", std::to_string(world)},
       {"ROLE_NAME", opt.role},
-      {"MASTER_ADDR", opt.master_addr},
-      {"MASTER_PORT", std::to_string(opt.master_port)},
+      {"MASTER_ADDR", where.master_addr},
+      {"MASTER_PORT", std::to_string(where.master_port)},
       {"TORCHELASTIC_RUN_ID", opt.rdzv_id},
-      {"TORCHELASTIC_RESTART_COUNT", "0"},
-      {"TORCHELASTIC_MAX_RESTARTS", "0"},
+      {"TORCHELASTIC_RESTART_COUNT", std::to_string(where.restart_count)},
+      {"TORCHELASTIC_MAX_RESTARTS", std::to_string(opt.max_restarts)},
+      // The store is the launcher's (rendezvous.h): every worker is its client.
+      {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+      {"TDIST_AGENT_STORE_PREFIX", where.store_prefix},
       {"TDIST_LAUNCHED", "1"},
   };
+  if (!error_file.empty()) vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_file);
   if (!opt.job_token.empty()) vars.emplace_back("TDIST_JOB_TOKEN", opt.job_token);
   // As torchrun: several workers each running one thread per core would overload the node.
   if (!omp_num_threads_set && opt.nproc_per_node > 1) vars.emplace_back("OMP_NUM_THREADS", "1");
   return vars;
 }
 
-std::vector<std::string> worker_environment(const Options& opt, int local_rank, char** base_env) {
+std::vector<std::string> worker_environment(const Options& opt, const WorkerPlacement& where, int local_rank,
+                                            const std::string& error_file, char** base_env) {
   bool omp_set = false;
   for (char** e = base_env; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0) omp_set = true;
   }
-  auto vars = worker_variables(opt, local_rank, omp_set);
+  auto vars = worker_variables(opt, where, local_rank, omp_set, error_file);
   std::vector<std::string> env;
   for (char** e = base_env; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);
@@ -132,15 +138,14 @@ void child_fail(const char* what, const std::string& label, const std::string& p
 }  // namespace
 
 Spawned spawn_worker(const SpawnRequest& req) {
+  using Mode = StreamSetup::Mode;
   int out[2] = {-1, -1};
   int err[2] = {-1, -1};
-  if (req.capture_output) {
-    if (pipe2(out, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
-    if (pipe2(err, O_CLOEXEC) != 0) {
-      int e = errno;
-      close_pair(out);
-      throw std::system_error(e, std::generic_category(), "pipe");
-    }
+  if (req.out.mode == Mode::kPipe && pipe2(out, O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category(), "pipe");
+  if (req.err.mode == Mode::kPipe && pipe2(err, O_CLOEXEC) != 0) {
+    int e = errno;
+    close_pair(out);
+    throw std::system_error(e, std::generic_category(), "pipe");
   }
 
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
@@ -170,10 +175,10 @@ Spawned spawn_worker(const SpawnRequest& req) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != launcher) _exit(127);
     if (req.stdin_fd >= 0) dup2(req.stdin_fd, 0);
-    if (req.capture_output) {
-      dup2(out[1], 1);
-      dup2(err[1], 2);
-    }
+    if (req.out.mode == Mode::kPipe) dup2(out[1], 1);
+    if (req.out.mode == Mode::kFd) dup2(req.out.fd, 1);
+    if (req.err.mode == Mode::kPipe) dup2(err[1], 2);
+    if (req.err.mode == Mode::kFd) dup2(req.err.fd, 2);
     sigprocmask(SIG_SETMASK, &req.child_mask, nullptr);
     execve(req.path.c_str(), argv.data(), envp.data());
     const int exec_errno = errno;
@@ -184,12 +189,14 @@ Spawned spawn_worker(const SpawnRequest& req) {
   setpgid(pid, pid);
   Spawned s;
   s.pid = pid;
-  if (req.capture_output) {
+  if (req.out.mode == Mode::kPipe) {
     close(out[1]);
-    close(err[1]);
     fcntl(out[0], F_SETFL, fcntl(out[0], F_GETFL) | O_NONBLOCK);
-    fcntl(err[0], F_SETFL, fcntl(err[0], F_GETFL) | O_NONBLOCK);
     s.out_fd = out[0];
+  }
+  if (req.err.mode == Mode::kPipe) {
+    close(err[1]);
+    fcntl(err[0], F_SETFL, fcntl(err[0], F_GETFL) | O_NONBLOCK);
     s.err_fd = err[0];
   }
   return s;

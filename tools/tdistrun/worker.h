@@ -13,11 +13,26 @@
 
 namespace tdistrun {
 
+// Where this node's workers stand in the job, from the rendezvous, and where
+// they find the store (the agent's: TORCHELASTIC_USE_AGENT_STORE).
+struct WorkerPlacement {
+  int node_rank = 0;
+  int nnodes = 1;
+  long long rank_offset = 0;  // the global rank of local rank 0
+  long long world_size = 1;
+  int restart_count = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;
+  std::string store_prefix;  // the workers' keys in the agent's store
+};
+
 // The variables a worker gets on top of the launcher's environment, in order.
-std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, int local_rank,
-                                                                  bool omp_num_threads_set);
+std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, const WorkerPlacement& where,
+                                                                  int local_rank, bool omp_num_threads_set,
+                                                                  const std::string& error_file);
 // The launcher's environment (KEY=VALUE strings) with the worker's variables set.
-std::vector<std::string> worker_environment(const Options& opt, int local_rank, char** base_env);
+std::vector<std::string> worker_environment(const Options& opt, const WorkerPlacement& where, int local_rank,
+                                            const std::string& error_file, char** base_env);
 // PROGRAM ARGS... ["--local-rank=N" with --pass-local-rank]
 std::vector<std::string> worker_argv(const Options& opt, int local_rank);
 
@@ -31,11 +46,17 @@ struct Spawned {
   int err_fd = -1;
 };
 
+// Where a worker's stdout or stderr goes.
+struct StreamSetup {
+  enum class Mode { kInherit, kPipe, kFd } mode = Mode::kInherit;
+  int fd = -1;  // kFd: the open file (or /dev/null) it writes to
+};
+
 struct SpawnRequest {
   std::string path;                // resolved executable
   std::vector<std::string> argv;
   std::vector<std::string> env;
-  bool capture_output = true;      // pipes (prefixing) or inherit the launcher's stdout/stderr
+  StreamSetup out, err;
   int stdin_fd = -1;               // becomes the worker's stdin
   sigset_t child_mask;             // signal mask for the worker (the launcher's own)
   std::string label;               // "rank 3", for an exec failure message

@@ -1,0 +1,65 @@
+"""Error files for launched processes, as torch.distributed.elastic's ``@record``.
+
+tdistrun and torchrun give each worker ``TORCHELASTIC_ERROR_FILE``; an error that ends the
+worker is written there in torch's JSON and the launcher's failure summary shows it. Importing
+tdist in such a worker installs a ``sys.excepthook`` that does this for any uncaught exception;
+``record`` does it for one function (and re-raises), as torch's does.
+"""
+import functools
+import json
+import os
+import sys
+import time
+import traceback
+
+_ENV = "TORCHELASTIC_ERROR_FILE"
+
+
+def write_error_file(exc_type, exc, tb):
+    """Writes the exception to $TORCHELASTIC_ERROR_FILE (atomically); returns whether it did."""
+    path = os.environ.get(_ENV)
+    if not path:
+        return False
+    data = {"message": {"message": f"{exc_type.__name__}: {exc}",
+                        "extraInfo": {"py_callstack": "".join(traceback.format_exception(exc_type, exc, tb)),
+                                      "timestamp": str(int(time.time()))}}}
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w") as f:
+            json.dump(data, f)
+        os.replace(tmp, path)
+        return True
+    except OSError:
+        return False
+
+
+def record(fn):
+    """Decorator: an exception escaping ``fn`` is written to the error file, then re-raised."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except SystemExit as e:
+            if e.code not in (None, 0):
+                write_error_file(type(e), e, e.__traceback__)
+            raise
+        except BaseException as e:  # noqa: B902  (KeyboardInterrupt too: it ended the worker)
+            write_error_file(type(e), e, e.__traceback__)
+            raise
+    return wrapper
+
+
+def _install_excepthook():
+    if not os.environ.get(_ENV) or getattr(sys.excepthook, "_tdist_error_file", False):
+        return
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        write_error_file(exc_type, exc, tb)
+        previous(exc_type, exc, tb)
+
+    hook._tdist_error_file = True
+    sys.excepthook = hook
+
+
+_install_excepthook()

@@ -1,0 +1,94 @@
+"""Launched workers and the elastic agent from Python: a worker's traceback reaches the failure
+summary through its error file (TORCHELASTIC_ERROR_FILE), restarts set TORCHELASTIC_RESTART_COUNT,
+and env:// uses a launcher's store when TORCHELASTIC_USE_AGENT_STORE says so (torchrun 2.x)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+
+import tdist
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PYTHON = sys.executable
+
+
+def _env():
+    env = dict(os.environ)
+    for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "TORCHELASTIC_USE_AGENT_STORE"):
+        env.pop(k, None)
+    return env
+
+
+def _script(tmp_path, body):
+    path = tmp_path / "worker.py"
+    path.write_text(textwrap.dedent(body))
+    return str(path)
+
+
+def test_traceback_of_a_worker_is_in_the_summary(tmp_path):
+    script = _script(tmp_path, """
+        import tdist
+        tdist.init_process_group("gloo")
+        def train(step):
+            if tdist.get_rank() == 1:
+                raise ValueError(f"boom at step {step}")
+        train(42)
+    """)
+    r = subprocess.run([PYTHON, "-m", "tdist.run", "--standalone", "--nproc-per-node", "2", script], cwd=ROOT,
+                       env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr
+    assert "tdistrun: rank 1 (local_rank 1, pid " in r.stderr
+    assert "tdistrun:     ValueError: boom at step 42" in r.stderr
+    assert "tdistrun:     | Traceback (most recent call last):" in r.stderr
+    assert "in train" in r.stderr
+
+
+def test_restart_count_reaches_python_workers(tmp_path):
+    out = tmp_path / "counts"
+    script = _script(tmp_path, f"""
+        import os, numpy as np, tdist
+        tdist.init_process_group("gloo")
+        count = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
+        t = np.array([tdist.get_rank() + 1.0])
+        tdist.all_reduce(t)
+        with open({str(out)!r}, "a") as f:
+            f.write(f"{{count}} {{tdist.get_rank()}} {{t[0]}}\\n")
+        if count == 0 and tdist.get_rank() == 0:
+            raise RuntimeError("first attempt fails")
+        tdist.destroy_process_group()
+    """)
+    r = subprocess.run([PYTHON, "-m", "tdist.run", "--standalone", "--nproc-per-node", "2", "--max-restarts", "1",
+                        script], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    lines = sorted(out.read_text().split("\n")[:-1])
+    assert lines[-2:] == ["1 0 3.0", "1 1 3.0"], lines
+    assert "restarting the workers in a new round" in r.stderr
+
+
+def test_env_init_uses_the_launchers_store():
+    # The launcher (here: this test) hosts the store on MASTER_PORT, as torchrun 2.x's agent does.
+    # Rank 0 must not try to host one there: the port is taken.
+    store = tdist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    code = textwrap.dedent("""
+        import numpy as np, tdist
+        tdist.init_process_group("gloo")
+        t = np.array([tdist.get_rank() + 1.0])
+        tdist.all_reduce(t)
+        assert t[0] == 3.0, t
+        tdist.destroy_process_group()
+    """)
+    procs = []
+    for rank in range(2):
+        env = _env()
+        env.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
+                   TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="3")
+        procs.append(subprocess.Popen([PYTHON, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    # torchrun's prefix for the workers: /worker/attempt_<restart count>.
+    assert tdist.PrefixStore("/worker/attempt_3", store).check(["tdist/init0/joined/0", "tdist/init0/joined/1"])
+    assert np.isfinite(store.num_keys())
