@@ -92,7 +92,8 @@ TEST(LauncherElastic, FailedWorkerIsRestartedAndTheJobFinishes) {
   EXPECT_NE(r1.err.find("tdist::DistError: elastic_worker: rank 3 fails on purpose at step 3"), std::string::npos)
       << r1.err;
   EXPECT_NE(r1.err.find("restarting the workers in a new round"), std::string::npos) << r1.err;
-  EXPECT_NE(r0.err.find("restarting the workers in a new round: rank 3"), std::string::npos) << r0.err;
+  // The reason is the first failure reported: rank 3, or a rank that lost its connection to it.
+  EXPECT_NE(r0.err.find("restarting the workers in a new round: rank "), std::string::npos) << r0.err;
   EXPECT_NE(r0.err.find("restart 1 of at most 2"), std::string::npos) << r0.err;
 }
 

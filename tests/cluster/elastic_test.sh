@@ -1,0 +1,95 @@
+#!/bin/bash
+# tdistrun's agents on an emulated cluster (scripts/cluster.sh): one agent per
+# host, each in its own network namespace, found through the rendezvous
+# endpoint on host 0; the workers train with elastic_worker.
+#
+#   elastic_test.sh TDISTRUN ELASTIC_WORKER SCENARIO
+#
+# Scenarios:
+#   no_node_ranks  3 hosts x 2 workers started the same way, without --node-rank:
+#                  one job of 6 ranks, node ranks 0, 1, 2 each given once
+#   restart        2 hosts x 2 workers, --max-restarts 2; rank 3 (host 1) dies in the
+#                  first attempt: every host restarts and the job finishes
+#   shrink         3 hosts with --nnodes 2:3 and --max-restarts 1; host 2's agent is
+#                  killed while training: hosts 0 and 1 finish as a job of 4 ranks
+#
+# Exit 77 (ctest's skip) where namespaces cannot be made (not root).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cluster=$here/../../scripts/cluster.sh
+tdistrun=$1 worker=$2 scenario=$3
+
+why=$("$cluster" check) || { echo "SKIPPED: $why"; exit 77; }
+
+name=e$$
+port=$((20000 + RANDOM % 20000))
+work=$(mktemp -d /tmp/tdist-elastic.XXXXXX)
+cleanup() {
+  for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
+  "$cluster" down "$name"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() { echo "FAILED: $*"; for f in "$work"/node*.log; do echo "--- $f"; tail -n 25 "$f"; done; exit 1; }
+
+token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+# agent HOST ARGS...: starts tdistrun on HOST in the background; pid in $work/node<HOST>.pid.
+agent() {
+  local h=$1; shift
+  "$cluster" exec "$name" "$h" env TDIST_JOB_TOKEN="$token" "$tdistrun" "$@" >"$work/node$h.log" 2>&1 &
+  echo $! >"$work/node$h.pid"
+}
+finish() {  # finish HOST: waits for its agent; fails unless it exits 0
+  wait "$(cat "$work/node$1.pid")" || fail "host $1's tdistrun exited with $?"
+}
+expect_done() {
+  [ "$(cat "$work/out/done" 2>/dev/null)" = "$1" ] || fail "done file: '$(cat "$work/out/done" 2>/dev/null)', expected '$1'"
+}
+
+mkdir -p "$work/out"
+case "$scenario" in
+  no_node_ranks)
+    "$cluster" up "$name" 3 || fail "could not make the cluster"
+    endpoint=$("$cluster" addr "$name" 0):$port
+    for h in 0 1 2; do
+      agent "$h" --nnodes 3 --nproc-per-node 2 --rdzv-backend c10d --rdzv-endpoint "$endpoint" "$worker" "$work/out" 6 0
+    done
+    for h in 0 1 2; do finish "$h"; done
+    expect_done "world=6 restarts=0 steps=6 sum=126"
+    ranks=$(cat "$work"/node*.log | sed -n 's/^tdistrun: round 0: node \([0-9]\) of 3.*/\1/p' | sort | tr '\n' ' ')
+    [ "$ranks" = "0 1 2 " ] || fail "node ranks given: '$ranks'"
+    grep -q "hosting the rendezvous store on $endpoint" "$work/node0.log" || fail "host 0 did not host the store"
+    ;;
+  restart)
+    "$cluster" up "$name" 2 || fail "could not make the cluster"
+    endpoint=$("$cluster" addr "$name" 0):$port
+    for h in 0 1; do
+      agent "$h" --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "$endpoint" --max-restarts 2 "$worker" "$work/out" 10 20 3 4
+    done
+    for h in 0 1; do finish "$h"; done
+    expect_done "world=4 restarts=1 steps=10 sum=100"
+    grep -q "fails on purpose at step 4" "$work/node1.log" || fail "host 1's summary does not show the error file"
+    grep -q "restarting the workers in a new round: rank " "$work/node0.log" || fail "host 0 did not restart"
+    ;;
+  shrink)
+    "$cluster" up "$name" 3 || fail "could not make the cluster"
+    endpoint=$("$cluster" addr "$name" 0):$port
+    for h in 0 1 2; do
+      agent "$h" --nnodes 2:3 --nproc-per-node 2 --rdzv-endpoint "$endpoint" --max-restarts 1 \
+        --rdzv-conf last_call_timeout=1 "$worker" "$work/out" 150 40
+    done
+    # Once every rank trains, host 2 dies: its agent (its workers die with it).
+    for _ in $(seq 600); do
+      [ "$(wc -l <"$work/out/progress.0" 2>/dev/null || echo 0)" -ge 18 ] && break
+      sleep 0.1
+    done
+    [ "$(wc -l <"$work/out/progress.0" 2>/dev/null || echo 0)" -ge 18 ] || fail "the job did not start training"
+    grep -q "hosting the rendezvous store" "$work/node2.log" && fail "host 2 hosts the store (it must be host 0)"
+    kill -9 "$(cat "$work/node2.pid")"
+    for h in 0 1; do finish "$h"; done
+    expect_done "world=4 restarts=1 steps=150 sum=1500"
+    ;;
+  *) echo "unknown scenario $scenario"; exit 2 ;;
+esac
+echo "PASSED: $scenario"
