@@ -96,7 +96,7 @@ void add_bounded(std::vector<std::string>& out, std::vector<std::string> lines, 
 }  // namespace
 
 std::vector<std::string> error_lines(const WorkerError& error, const std::string& path) {
-  std::vector<std::string> out{"  error (" + path + "):"};
+  std::vector<std::string> out{path.empty() ? std::string("  error:") : "  error (" + path + "):"};
   add_bounded(out, split_lines(error.message), 20, false, "    ");
   if (!error.traceback.empty()) add_bounded(out, split_lines(error.traceback), 30, true, "    | ");
   return out;

@@ -40,6 +40,7 @@ std::vector<std::string> summary_lines(const std::vector<WorkerEnd>& ends, int f
 
 // The error a worker left in its error file, as summary lines (without the
 // "tdistrun: " start): the message, then the last lines of a Python traceback.
+// `path` names the file in the first line, unless it is empty.
 std::vector<std::string> error_lines(const WorkerError& error, const std::string& path);
 
 }  // namespace tdistrun

@@ -350,7 +350,8 @@ AttemptResult Supervisor::finish() {
     std::vector<std::string> error;
     if (first_failure_ >= 0) {
       const std::string& path = workers_[static_cast<size_t>(first_failure_)].error_file;
-      if (auto e = read_error_file(path)) error = error_lines(*e, path);
+      // The path is worth showing only where the file stays (--log-dir).
+      if (auto e = read_error_file(path)) error = error_lines(*e, logs_.kept() ? path : std::string());
     }
     std::string text;
     for (const auto& line : summary_lines(ends, first_failure_, received_signal_, opt_.kill_timeout_s,
