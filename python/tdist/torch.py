@@ -11,6 +11,8 @@ CPU tensors. Errors of tdist reach Python as RuntimeError with tdist's message
 (rank, group, operation, peer).
 """
 
+import os as _os
+
 import torch
 import torch.distributed as _dist
 
@@ -50,6 +52,83 @@ def _register():
     _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True)
 
 
+class _TdistStoreForTorch(_dist.Store):
+    """A torch Store over a tdist store: torch's rendezvous and its groups use tdistrun's store."""
+
+    def __init__(self, store):
+        super().__init__()
+        self._store = store
+
+    def set(self, key, value):
+        self._store.set(key, value)
+
+    def get(self, key):
+        return self._store.get(key)
+
+    def add(self, key, value):
+        return self._store.add(key, value)
+
+    def compare_set(self, key, expected, desired):
+        return self._store.compare_set(key, expected, desired)
+
+    def delete_key(self, key):
+        return self._store.delete_key(key)
+
+    def check(self, keys):
+        return self._store.check(keys)
+
+    def num_keys(self):
+        return self._store.num_keys()
+
+    def wait(self, keys, timeout=None):
+        if timeout is None:
+            self._store.wait(keys)
+        else:
+            self._store.wait(keys, timeout)
+
+    def set_timeout(self, timeout):
+        self._store.set_timeout(timeout)
+
+
+_stores_in_use = []
+
+
+def _launched_by_tdistrun_with_agent_store():
+    return (_os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+            and bool(_os.environ.get("TDIST_AGENT_STORE_PREFIX")))
+
+
+def _register_env_rendezvous():
+    """Under tdistrun, env:// connects to the launcher's store, which speaks tdist's protocol, not
+    torch's: torch's own handler would fail there, so this one serves that store to torch (for
+    every backend, gloo too). Elsewhere torch's handler runs unchanged."""
+    import importlib
+    _rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module, not torch.distributed.rendezvous()
+    torch_env = _rdzv._rendezvous_handlers.get("env")
+    if torch_env is None or getattr(torch_env, "_tdist", False):
+        return
+
+    def env_handler(url, timeout=_dist.default_pg_timeout, **kwargs):
+        if not _launched_by_tdistrun_with_agent_store():
+            yield from torch_env(url, timeout=timeout, **kwargs)
+            return
+        import tdist
+        rank = int(_os.environ["RANK"])
+        world_size = int(_os.environ["WORLD_SIZE"])
+        store = tdist.TCPStore(_os.environ["MASTER_ADDR"], int(_os.environ["MASTER_PORT"]), is_master=False,
+                               timeout=timeout, wait_for_workers=False)
+        prefixed = tdist.PrefixStore(_os.environ["TDIST_AGENT_STORE_PREFIX"] + "torch", store)
+        adapter = _TdistStoreForTorch(prefixed)
+        # torch keeps only the C++ half; the Python half (whose methods it calls) must live on.
+        _stores_in_use.append(adapter)
+        yield (adapter, rank, world_size)
+        raise RuntimeError("tdist: env:// under tdistrun does not re-rendezvous (tdistrun restarts the workers)")
+
+    env_handler._tdist = True
+    _rdzv._rendezvous_handlers["env"] = env_handler
+
+
 _register()
+_register_env_rendezvous()
 
 __all__ = ["ProcessGroupTdist", "BACKEND_NAME"]

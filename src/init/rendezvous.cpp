@@ -99,7 +99,7 @@ std::shared_ptr<Store> tcp_store(const std::string& host, uint16_t port, int ran
   return std::make_shared<TCPStore>(host, port, o);
 }
 
-// torchrun 2.x and tdistrun host the store in the launcher and say so with
+// tdistrun and torchrun host the store in the launcher and say so with
 // TORCHELASTIC_USE_AGENT_STORE=True (Python's spelling of true).
 bool launcher_hosts_store() {
   auto v = get_env("TORCHELASTIC_USE_AGENT_STORE");
@@ -109,16 +109,22 @@ bool launcher_hosts_store() {
   return s == "true" || s == "1" || s == "yes" || s == "on";
 }
 
-// Every rank is a client of the launcher's store, under this round's prefix.
+// Every rank is a client of tdistrun's store, under this round's prefix.
+// torchrun's store speaks torch's protocol, not ours: C++ cannot join it
+// (Python can, through torch's own client: python/tdist/torchrun_store.py).
 std::shared_ptr<Store> launcher_store(const std::string& host, uint16_t port, Millis timeout) {
+  const std::string prefix = get_env("TDIST_AGENT_STORE_PREFIX").value_or("");
+  if (prefix.empty())
+    throw DistValueError(
+        "init_process_group(env://): TORCHELASTIC_USE_AGENT_STORE=True says the launcher hosts the store at " +
+        host + ":" + std::to_string(port) + ", but without TDIST_AGENT_STORE_PREFIX that launcher is torchrun, "
+        "whose store speaks torch's TCPStore protocol: tdist's C++ library cannot use it. Launch C++ programs "
+        "with tdistrun (it takes torchrun's options); Python programs that import tdist use torch's client for it");
   TCPStoreOptions o;
   o.is_master = false;
   o.timeout = timeout;
   o.wait_for_workers = false;
-  auto store = std::make_shared<TCPStore>(host, port, o);
-  std::string prefix = get_env("TDIST_AGENT_STORE_PREFIX").value_or("");
-  if (prefix.empty()) prefix = "/worker/attempt_" + get_env("TORCHELASTIC_RESTART_COUNT").value_or("0");
-  return std::make_shared<PrefixStore>(prefix, store);
+  return std::make_shared<PrefixStore>(prefix, std::make_shared<TCPStore>(host, port, o));
 }
 
 void validate(int rank, int world, const std::string& method) {

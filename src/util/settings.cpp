@@ -22,12 +22,13 @@ constexpr std::array kSettings{
     SettingInfo{"TORCHELASTIC_RUN_ID", "text", "unset", nullptr, "Set by torchrun: `is_torchelastic_launched()`.",
                 "launch"},
     SettingInfo{"TORCHELASTIC_USE_AGENT_STORE", "bool", "unset", nullptr,
-                "Set by tdistrun and torchrun 2.x: `env://` connects to the launcher's store at "
-                "MASTER_ADDR:MASTER_PORT (every rank a client) instead of rank 0 hosting one.",
+                "Set by tdistrun and torchrun: `env://` connects to the launcher's store at "
+                "MASTER_ADDR:MASTER_PORT (every rank a client) instead of rank 0 hosting one; torchrun's "
+                "(no TDIST_AGENT_STORE_PREFIX) through torch's own client, from Python only.",
                 "launch"},
     SettingInfo{"TDIST_AGENT_STORE_PREFIX", "text", "unset", nullptr,
-                "Set by tdistrun: the key prefix of this round's workers in the launcher's store (torchrun's is "
-                "`/worker/attempt_<TORCHELASTIC_RESTART_COUNT>`, used when this is unset).",
+                "Set by tdistrun: the key prefix of this round's workers in its store; it also says that the "
+                "store is tdistrun's (tdist's protocol), not torchrun's.",
                 "launch"},
     SettingInfo{"TORCHELASTIC_RESTART_COUNT", "int", "0", nullptr,
                 "Set by tdistrun and torchrun: how many times the workers were restarted.", "launch"},

@@ -87,15 +87,21 @@ int run_agent(const Options& opt, const std::string& program_path) {
       code = 0;
       break;
     }
-    if (r.kind == Kind::kSignaled) {
-      rdzv.report_failure("node " + std::to_string(p.node_rank) + " was stopped by a signal");
-      code = r.exit_code;
-      break;
-    }
-    if (r.kind == Kind::kWorkerFailed || r.kind == Kind::kStartFailed) {
-      rdzv.report_failure(r.kind == Kind::kWorkerFailed ? r.failure + " on node " + std::to_string(p.node_rank)
-                                                        : "node " + std::to_string(p.node_rank) +
-                                                              " could not start its workers");
+    // Tell the other nodes; without the store this node can only end.
+    try {
+      if (r.kind == Kind::kSignaled) {
+        rdzv.report_failure("node " + std::to_string(p.node_rank) + " was stopped by a signal");
+        code = r.exit_code;
+        break;
+      }
+      if (r.kind == Kind::kWorkerFailed || r.kind == Kind::kStartFailed) {
+        rdzv.report_failure(r.kind == Kind::kWorkerFailed ? r.failure + " on node " + std::to_string(p.node_rank)
+                                                          : "node " + std::to_string(p.node_rank) +
+                                                                " could not start its workers");
+      }
+    } catch (const RendezvousError& e) {
+      say(std::string(e.what()) + "; exiting with status " + std::to_string(r.exit_code));
+      return r.exit_code;
     }
     const auto poll = rdzv.poll();
     if (poll.job_failed) {
