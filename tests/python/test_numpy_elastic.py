@@ -67,28 +67,50 @@ def test_restart_count_reaches_python_workers(tmp_path):
     assert "restarting the workers in a new round" in r.stderr
 
 
-def test_env_init_uses_the_launchers_store():
-    # The launcher (here: this test) hosts the store on MASTER_PORT, as torchrun 2.x's agent does.
-    # Rank 0 must not try to host one there: the port is taken.
-    store = tdist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-    code = textwrap.dedent("""
-        import numpy as np, tdist
-        tdist.init_process_group("gloo")
-        t = np.array([tdist.get_rank() + 1.0])
-        tdist.all_reduce(t)
-        assert t[0] == 3.0, t
-        tdist.destroy_process_group()
-    """)
+def _run_workers(code, extra_env, n=2):
     procs = []
-    for rank in range(2):
+    for rank in range(n):
         env = _env()
-        env.update(RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(store.port),
-                   TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="3")
+        env.update(RANK=str(rank), WORLD_SIZE=str(n), MASTER_ADDR="127.0.0.1", **extra_env)
         procs.append(subprocess.Popen([PYTHON, "-c", code], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, text=True))
+    results = []
     for p in procs:
         out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, err
-    # torchrun's prefix for the workers: /worker/attempt_<restart count>.
-    assert tdist.PrefixStore("/worker/attempt_3", store).check(["tdist/init0/joined/0", "tdist/init0/joined/1"])
+        results.append((p.returncode, out, err))
+    return results
+
+
+_TRAIN = textwrap.dedent("""
+    import numpy as np, tdist
+    tdist.init_process_group("gloo")
+    t = np.array([tdist.get_rank() + 1.0])
+    tdist.all_reduce(t)
+    assert t[0] == 3.0, t
+    tdist.destroy_process_group()
+""")
+
+
+def test_env_init_uses_tdistruns_store():
+    # The launcher (here: this test) hosts the store on MASTER_PORT, as tdistrun's agent does.
+    # Rank 0 must not try to host one there: the port is taken.
+    store = tdist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    results = _run_workers(_TRAIN, dict(MASTER_PORT=str(store.port), TORCHELASTIC_USE_AGENT_STORE="True",
+                                        TDIST_AGENT_STORE_PREFIX="/round_7/"))
+    for code, out, err in results:
+        assert code == 0, err
+    assert tdist.PrefixStore("/round_7/", store).check(["tdist/init0/joined/0", "tdist/init0/joined/1"])
     assert np.isfinite(store.num_keys())
+
+
+def test_cpp_under_torchruns_store_says_why(tmp_path):
+    # torchrun's store speaks torch's protocol: a C++ program cannot use it, and says so at once.
+    from tdist import _build_info
+    worker = os.path.join(os.path.dirname(_build_info.TDISTRUN_BUILD), "tdist-example-all_reduce")
+    env = _env()
+    env.update(RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="1",
+               TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+    r = subprocess.run([worker], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0
+    assert "speaks torch's TCPStore protocol" in r.stderr, r.stderr
+    assert "tdistrun" in r.stderr
