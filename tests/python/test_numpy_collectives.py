@@ -207,11 +207,10 @@ def test_async_work_and_futures():
     run_ranks(async_ops, 3)
 
 
-def coalesced(rank, size):
+def check_all_reduce_coalesced(rank, size):
     """all_reduce_coalesced: every tensor of the list reduced in place (sizes 0, 1, odd, and one
     larger than the packing limit), every dtype and op, one Work with async_op whose future lists
     the arrays; one array alone; mismatched dtypes are a ValueError before anything is sent."""
-    init()
     sizes = [7, 0, 1, 3, 70001]
     for dtype in DTYPES:
         for op in ops_for(dtype):
@@ -238,6 +237,11 @@ def coalesced(rank, size):
     assert (a == 1).all() and (b == 1).all()
     dist.all_reduce_coalesced([a, np.ones(2, np.float32)])  # the ranks still agree
     assert (a == size).all()
+
+
+def coalesced(rank, size):
+    init()
+    check_all_reduce_coalesced(rank, size)
     dist.destroy_process_group()
 
 
