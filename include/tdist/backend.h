@@ -60,6 +60,13 @@ class Backend {
   virtual int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts);
   virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts);
   virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts);
+  // Every tensor reduced in place with opts.op, as one operation: one Work
+  // that completes once all have, with the first error of any. The tensors
+  // (at least one) share a dtype and may differ in size. The default issues
+  // one all_reduce per tensor and joins their Works (work/aggregate_work.h);
+  // tdist packs the small tensors into one buffer.
+  virtual std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                                     const AllReduceCoalescedOptions& opts);
   virtual std::shared_ptr<Work> barrier(const BarrierOptions& opts);
   virtual std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts);
   // outputs[i] receives rank i's input; sizes may differ per rank (outputs[i]

@@ -77,8 +77,9 @@ std::string get_backend(const Group& group = nullptr);
 
 // Groups. Every rank of the default group calls new_group with the same
 // ranks in the same order, unless use_local_synchronization (then only the
-// members call it). A non-member gets a group whose rank is -1; operations on
-// it are no-ops (logged), as in torch.
+// members call it). A non-member gets a typed handle whose rank is -1;
+// operations on it do nothing and return a completed Work (logged), as torch's
+// do on GroupMember.NON_GROUP_MEMBER (what Python's new_group returns there).
 Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kDefaultTimeout,
                 const std::string& backend = "", bool use_local_synchronization = false);
 // torch's new_subgroups: the default group cut into consecutive groups of
@@ -92,6 +93,17 @@ std::pair<Group, std::vector<Group>> new_subgroups(int group_size,
 std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
     const std::vector<std::vector<int>>& ranks_per_subgroup, std::chrono::milliseconds timeout = kDefaultTimeout,
     const std::string& backend = "");
+// torch's split_group (2.5+): every rank of parent_group (nullptr: the
+// default group) calls it with the same split_ranks, lists of ranks *of the
+// parent group* (the global ranks when the parent is the default group). The
+// lists must not be empty, repeat a rank, overlap one another or name a rank
+// outside the parent (DistValueError on every rank, before anything is
+// made). Returns the group of this rank's list, or nullptr when this rank is
+// in none (torch's None) -- beware that nullptr passed on to a collective
+// means the default group. The new groups reuse the parent's connections.
+// A process that is not a member of parent_group gets DistValueError.
+Group split_group(const Group& parent_group, const std::vector<std::vector<int>>& split_ranks,
+                  std::chrono::milliseconds timeout = kDefaultTimeout, const std::string& group_desc = "");
 int get_group_rank(const Group& group, int global_rank);  // DistValueError when not a member
 int get_global_rank(const Group& group, int group_rank);
 std::vector<int> get_process_group_ranks(const Group& group);
@@ -121,6 +133,12 @@ std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& o
 std::shared_ptr<Work> broadcast(const Tensor& tensor, PeerRank src, const Group& group = nullptr, bool async_op = false);
 std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM, const Group& group = nullptr,
                                  bool async_op = false);
+// torch's all_reduce_coalesced: every tensor of the list reduced in place
+// with `op`, as one operation. The tensors share a dtype (DistValueError
+// otherwise, as torch's ValueError) and may differ in size. With async_op
+// the one Work completes once every tensor is reduced, with the first error.
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::SUM,
+                                           const Group& group = nullptr, bool async_op = false);
 std::shared_ptr<Work> reduce(const Tensor& tensor, PeerRank dst, ReduceOp op = ReduceOp::SUM,
                              const Group& group = nullptr, bool async_op = false);
 // tensor_list[i] receives rank i's tensor; sizes may differ between ranks.

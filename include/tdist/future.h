@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -47,6 +48,39 @@ class Future : public std::enable_shared_from_this<Future> {
   std::vector<Tensor> value_;
   std::exception_ptr error_;
   std::vector<std::function<void(Future&)>> callbacks_;
+};
+
+// torch's WorkResult: how an operation ended (Work::get_future_result).
+// TIMEOUT: it failed at its deadline (its error says "Timed out"); COMM_ERROR:
+// any other failure; UNKNOWN: not known.
+enum class WorkResult : uint8_t { SUCCESS = 0, TIMEOUT = 1, COMM_ERROR = 2, UNKNOWN = 100 };
+const char* work_result_name(WorkResult result);  // "SUCCESS", ...
+
+// The future of Work::get_future_result: completes, never with an error,
+// when the operation does, with how it ended.
+class WorkResultFuture {
+ public:
+  WorkResultFuture() = default;
+  WorkResultFuture(const WorkResultFuture&) = delete;
+  WorkResultFuture& operator=(const WorkResultFuture&) = delete;
+
+  bool completed() const;
+  // Blocks until complete (the operation has its own deadline); the result.
+  WorkResult wait();
+  WorkResult value() { return wait(); }
+  // Runs callback(result) once complete (at once if it already is), on the
+  // thread that completes it; exceptions of the callback are logged.
+  void add_done_callback(std::function<void(WorkResult)> callback);
+
+  // Producer side, once.
+  void mark_completed(WorkResult result);
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  WorkResult result_ = WorkResult::UNKNOWN;
+  std::vector<std::function<void(WorkResult)>> callbacks_;
 };
 
 }  // namespace tdist

@@ -46,6 +46,14 @@ struct AllReduceOptions {
   bool async_op = true;
 };
 
+// all_reduce_coalesced: every tensor of the list reduced with `op`, as one
+// operation (one Work, one sequence number on every rank).
+struct AllReduceCoalescedOptions {
+  ReduceOp op = ReduceOp::SUM;
+  std::chrono::milliseconds timeout = kGroupTimeout;
+  bool async_op = true;
+};
+
 struct ReduceOptions {
   int root = 0;  // group rank
   ReduceOp op = ReduceOp::SUM;

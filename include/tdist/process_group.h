@@ -64,6 +64,11 @@ class ProcessGroup {
   int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts);
   std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts);
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts);
+  // Every tensor reduced in place, as one operation with one Work. The
+  // tensors (at least one) share a dtype and device, as torch requires; their
+  // sizes may differ.
+  std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                             const AllReduceCoalescedOptions& opts);
   std::shared_ptr<Work> barrier(const BarrierOptions& opts);
   std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts);
   std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -92,6 +97,9 @@ class ProcessGroup {
   std::shared_ptr<Work> broadcast(const Tensor& tensor, int root) { return broadcast(tensor, BroadcastOptions{root}); }
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM) {
     return all_reduce(tensor, AllReduceOptions{op});
+  }
+  std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::SUM) {
+    return all_reduce_coalesced(tensors, AllReduceCoalescedOptions{op});
   }
   std::shared_ptr<Work> barrier() { return barrier(BarrierOptions{}); }
   std::shared_ptr<Work> reduce(const Tensor& tensor, int root, ReduceOp op = ReduceOp::SUM) {

@@ -44,6 +44,14 @@ class Work {
   // A future that completes with the operation's output tensors (collectives;
   // point-to-point operations have none and throw DistBackendError, like Gloo).
   virtual std::shared_ptr<Future> get_future() = 0;
+  // torch's get_future_result: a future that completes, never with an error,
+  // once the operation has, with WorkResult::SUCCESS, TIMEOUT (the operation
+  // failed at its deadline) or COMM_ERROR (any other failure). Built on
+  // get_future(), so point-to-point operations have none either
+  // (DistBackendError). Waiting on it does not throw the operation's error.
+  std::shared_ptr<WorkResultFuture> get_future_result();
+  // How an operation that ended with `error` ended (nullptr: SUCCESS).
+  static WorkResult result_of(const std::exception_ptr& error);
   // The output tensors (the in-place tensor for all_reduce, the list for all_gather, ...).
   virtual const std::vector<Tensor>& result() const = 0;
   virtual const std::string& op_name() const = 0;

@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 
 #include <tdist/distributed.h>
+#include <tdist/errors.h>
 
 #include "args.h"
 #include "tensors.h"
@@ -48,10 +49,11 @@ std::vector<int64_t> splits(const std::optional<std::vector<int64_t>>& s) { retu
 
 void bind_collectives(py::module_& m) {
   m.def("broadcast",
-        [](py::handle tensor, std::optional<int> src, const Group& group, bool async_op, std::optional<int> group_src) {
+        [](py::handle tensor, std::optional<int> src, const GroupArg& group, bool async_op, std::optional<int> group_src) {
           auto root = peer_rank(src, group_src, "broadcast", "src", "group_src", false);
           Args a;
           auto t = a.one(tensor, "broadcast: tensor", true, true);
+          if (group.non_member) return not_in_group("broadcast");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -64,9 +66,10 @@ void bind_collectives(py::module_& m) {
         "Copies tensor of global rank src (or group_src) into tensor on every rank of group.");
 
   m.def("all_reduce",
-        [](py::handle tensor, const ReduceOp& op, const Group& group, bool async_op) {
+        [](py::handle tensor, const ReduceOp& op, const GroupArg& group, bool async_op) {
           Args a;
           auto t = a.one(tensor, "all_reduce: tensor", true, true);
+          if (group.non_member) return not_in_group("all_reduce");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -78,12 +81,54 @@ void bind_collectives(py::module_& m) {
         py::arg("async_op") = false,
         "Reduces tensor over every rank of group with op; every rank gets the result in tensor.");
 
+  m.def("all_reduce_coalesced",
+        [](py::handle tensors, const ReduceOp& op, const GroupArg& group, bool async_op) {
+          // torch takes one tensor or a list; the future's value lists every tensor.
+          const bool one = !py::isinstance<py::list>(tensors) && !py::isinstance<py::tuple>(tensors);
+          std::vector<TensorArg> args;
+          if (one)
+            args.push_back(to_tensor(tensors, "all_reduce_coalesced: tensors", true));
+          else
+            args = to_tensors(tensors, "all_reduce_coalesced: tensors", true);
+          Keep keep;
+          std::vector<tdist::Tensor> ts;
+          for (auto& t : args) {
+            keep.owners.append(t.owner);
+            ts.push_back(t.tensor);
+          }
+          if (one)
+            keep.outputs.append(tensors);
+          else
+            for (py::handle item : tensors) keep.outputs.append(item);
+          if (group.non_member) {
+            // torch checks the dtypes before it looks at the group.
+            for (size_t i = 1; i < ts.size(); ++i)
+              if (ts[i].dtype() != ts[0].dtype())
+                throw tdist::DistValueError("all_reduce_coalesced: tensors[" + std::to_string(i) + "] is " +
+                                            ts[i].str() + " and tensors[0] " + ts[0].str() +
+                                            ": the tensors must all have the same dtype");
+            return not_in_group("all_reduce_coalesced");
+          }
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_reduce_coalesced(ts, op, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(keep));
+        },
+        py::arg("tensors"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
+        py::arg("async_op") = false,
+        "Reduces every tensor of the list (or the one tensor) in place over group with op, as one "
+        "operation: with async_op one Work completes once all are reduced. The tensors share a dtype "
+        "(DistValueError otherwise) and may differ in size.");
+
   m.def("reduce",
-        [](py::handle tensor, std::optional<int> dst, const ReduceOp& op, const Group& group, bool async_op,
+        [](py::handle tensor, std::optional<int> dst, const ReduceOp& op, const GroupArg& group, bool async_op,
            std::optional<int> group_dst) {
           auto root = peer_rank(dst, group_dst, "reduce", "dst", "group_dst", false);
           Args a;
           auto t = a.one(tensor, "reduce: tensor", true, true);
+          if (group.non_member) return not_in_group("reduce");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -96,10 +141,11 @@ void bind_collectives(py::module_& m) {
         "Reduces tensor over group with op; only rank dst gets the result (in tensor).");
 
   m.def("all_gather",
-        [](py::handle tensor_list, py::handle tensor, const Group& group, bool async_op) {
+        [](py::handle tensor_list, py::handle tensor, const GroupArg& group, bool async_op) {
           Args a;
           auto outs = a.list(tensor_list, "all_gather: tensor_list", true, true);
           auto in = a.one(tensor, "all_gather: tensor", false, false);
+          if (group.non_member) return not_in_group("all_gather");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -111,10 +157,11 @@ void bind_collectives(py::module_& m) {
         "tensor_list[i] receives rank i's tensor (sizes may differ between ranks).");
 
   m.def("all_gather_into_tensor",
-        [](py::handle output_tensor, py::handle input_tensor, const Group& group, bool async_op) {
+        [](py::handle output_tensor, py::handle input_tensor, const GroupArg& group, bool async_op) {
           Args a;
           auto out = a.one(output_tensor, "all_gather_into_tensor: output_tensor", true, true);
           auto in = a.one(input_tensor, "all_gather_into_tensor: input_tensor", false, false);
+          if (group.non_member) return not_in_group("all_gather_into_tensor");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -128,12 +175,13 @@ void bind_collectives(py::module_& m) {
         "first dimension or stacked.");
 
   m.def("gather",
-        [](py::handle tensor, py::handle gather_list, std::optional<int> dst, const Group& group, bool async_op,
+        [](py::handle tensor, py::handle gather_list, std::optional<int> dst, const GroupArg& group, bool async_op,
            std::optional<int> group_dst) {
           auto root = root_or_zero(dst, group_dst, "gather", "dst", "group_dst");
           Args a;
           auto in = a.one(tensor, "gather: tensor", false, false);
           auto outs = a.list(gather_list, "gather: gather_list", true, true);
+          if (group.non_member) return not_in_group("gather");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -147,12 +195,13 @@ void bind_collectives(py::module_& m) {
         "elsewhere.");
 
   m.def("scatter",
-        [](py::handle tensor, py::handle scatter_list, std::optional<int> src, const Group& group, bool async_op,
+        [](py::handle tensor, py::handle scatter_list, std::optional<int> src, const GroupArg& group, bool async_op,
            std::optional<int> group_src) {
           auto root = root_or_zero(src, group_src, "scatter", "src", "group_src");
           Args a;
           auto out = a.one(tensor, "scatter: tensor", true, true);
           auto ins = a.list(scatter_list, "scatter: scatter_list", false, false);
+          if (group.non_member) return not_in_group("scatter");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -166,10 +215,11 @@ void bind_collectives(py::module_& m) {
         "elsewhere.");
 
   m.def("reduce_scatter",
-        [](py::handle output, py::handle input_list, const ReduceOp& op, const Group& group, bool async_op) {
+        [](py::handle output, py::handle input_list, const ReduceOp& op, const GroupArg& group, bool async_op) {
           Args a;
           auto out = a.one(output, "reduce_scatter: output", true, true);
           auto ins = a.list(input_list, "reduce_scatter: input_list", false, false);
+          if (group.non_member) return not_in_group("reduce_scatter");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -182,10 +232,11 @@ void bind_collectives(py::module_& m) {
         "Rank i receives the reduction over every rank of input_list[i] into output.");
 
   m.def("reduce_scatter_tensor",
-        [](py::handle output, py::handle input, const ReduceOp& op, const Group& group, bool async_op) {
+        [](py::handle output, py::handle input, const ReduceOp& op, const GroupArg& group, bool async_op) {
           Args a;
           auto out = a.one(output, "reduce_scatter_tensor: output", true, true);
           auto in = a.one(input, "reduce_scatter_tensor: input", false, false);
+          if (group.non_member) return not_in_group("reduce_scatter_tensor");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -198,10 +249,11 @@ void bind_collectives(py::module_& m) {
         "input is world_size x output (concatenated or stacked); rank i receives the reduction of block i.");
 
   m.def("all_to_all",
-        [](py::handle output_tensor_list, py::handle input_tensor_list, const Group& group, bool async_op) {
+        [](py::handle output_tensor_list, py::handle input_tensor_list, const GroupArg& group, bool async_op) {
           Args a;
           auto outs = a.list(output_tensor_list, "all_to_all: output_tensor_list", true, true);
           auto ins = a.list(input_tensor_list, "all_to_all: input_tensor_list", false, false);
+          if (group.non_member) return not_in_group("all_to_all");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -215,11 +267,12 @@ void bind_collectives(py::module_& m) {
 
   m.def("all_to_all_single",
         [](py::handle output, py::handle input, std::optional<std::vector<int64_t>> output_split_sizes,
-           std::optional<std::vector<int64_t>> input_split_sizes, const Group& group, bool async_op) {
+           std::optional<std::vector<int64_t>> input_split_sizes, const GroupArg& group, bool async_op) {
           Args a;
           auto out = a.one(output, "all_to_all_single: output", true, true);
           auto in = a.one(input, "all_to_all_single: input", false, false);
           auto out_splits = splits(output_split_sizes), in_splits = splits(input_split_sizes);
+          if (group.non_member) return not_in_group("all_to_all_single");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -233,7 +286,8 @@ void bind_collectives(py::module_& m) {
         "split j to rank j; output receives rank i's split at block i (output_split_sizes rows).");
 
   m.def("barrier",
-        [](const Group& group, bool async_op, py::object /*device_ids*/) {
+        [](const GroupArg& group, bool async_op, py::object /*device_ids*/) {
+          if (group.non_member) return not_in_group("barrier");
           std::shared_ptr<tdist::Work> w;
           {
             py::gil_scoped_release nogil;
@@ -246,7 +300,11 @@ void bind_collectives(py::module_& m) {
         "Blocks until every rank of group has entered the barrier.");
 
   m.def("monitored_barrier",
-        [](const Group& group, std::optional<ms> timeout, bool wait_all_ranks) {
+        [](const GroupArg& group, std::optional<ms> timeout, bool wait_all_ranks) {
+          if (group.non_member) {
+            not_in_group("monitored_barrier");
+            return;
+          }
           py::gil_scoped_release nogil;
           tdist::monitored_barrier(group, timeout.value_or(tdist::kGroupTimeout), wait_all_ranks);
         },

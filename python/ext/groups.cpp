@@ -38,10 +38,40 @@ std::optional<ms> to_timeout(py::handle obj, const char* what) {
 
 ms timeout_or_default(const std::optional<ms>& timeout) { return timeout.value_or(tdist::kDefaultTimeout); }
 
+py::object not_in_group(const char* op) {
+  int rank = -1;
+  try {
+    rank = tdist::get_rank();
+  } catch (const tdist::DistError&) {
+  }
+  const std::string message = std::string("Running ") + op + " on global rank " + std::to_string(rank) +
+                              " which does not belong to the given group.";
+  if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+  return py::none();
+}
+
+py::object group_or_non_member(const tdist::Group& group) {
+  if (!group || !group->is_member()) return py::int_(kNonGroupMember);
+  return py::cast(group);
+}
+
+namespace {
+
+// The group of the rank helpers: NON_GROUP_MEMBER has no ranks to translate
+// (torch: "not registered").
+const tdist::Group& registered(const GroupArg& group, const char* op) {
+  if (group.non_member && !group.group)
+    throw tdist::DistValueError(std::string(op) + ": GroupMember.NON_GROUP_MEMBER is not a group this rank can "
+                                "query (new_group returned it because this rank is not a member)");
+  return group.group;
+}
+
+}  // namespace
+
 void bind_groups(py::module_& m) {
   py::class_<tdist::ProcessGroup, std::shared_ptr<tdist::ProcessGroup>>(m, "ProcessGroup",
-      "A process group: made by init_process_group (the default group, group.WORLD) or new_group. "
-      "A rank outside a group gets a handle whose rank() is -1; operations on it do nothing.")
+      "A process group: made by init_process_group (the default group, group.WORLD), new_group or "
+      "split_group. A rank outside a group gets GroupMember.NON_GROUP_MEMBER instead, as in torch.")
       .def("rank", &tdist::ProcessGroup::rank, "This process's rank in the group (-1: not a member).")
       .def("size", &tdist::ProcessGroup::size, "The number of ranks in the group.")
       .def("name", &tdist::ProcessGroup::backend_name, "The backend's name.")
@@ -99,7 +129,9 @@ timeout: datetime.timedelta (or seconds) for every operation of the group (defau
 pg_options and device_id are accepted for torch compatibility and ignored.)");
 
   m.def("destroy_process_group",
-        [](std::shared_ptr<tdist::ProcessGroup> group) {
+        [](const GroupArg& arg) {
+          if (arg.non_member && !arg.group) return;  // as torch: nothing to destroy
+          const tdist::Group& group = arg.group;
           {
             py::gil_scoped_release nogil;
             tdist::destroy_process_group(group);
@@ -111,34 +143,82 @@ pg_options and device_id are accepted for torch compatibility and ignored.)");
         "Destroys the given group, or with None every group and the default one.");
 
   m.def("_get_default_group", &tdist::group_world, "The default group (DistError when not initialized).");
-  m.def("get_rank", &tdist::get_rank, py::arg("group") = py::none(),
-        "This process's rank in group (default: the world); -1 when not a member.");
-  m.def("get_world_size", &tdist::get_world_size, py::arg("group") = py::none(),
-        "The number of ranks in group (default: the world).");
-  m.def("get_backend", &tdist::get_backend, py::arg("group") = py::none(), "The backend's name of group.");
+  m.def("get_rank",
+        [](const GroupArg& group) { return group.non_member ? -1 : tdist::get_rank(group); },
+        py::arg("group") = py::none(),
+        "This process's rank in group (default: the world); -1 when not a member (NON_GROUP_MEMBER).");
+  m.def("get_world_size",
+        [](const GroupArg& group) { return group.non_member ? -1 : tdist::get_world_size(group); },
+        py::arg("group") = py::none(),
+        "The number of ranks in group (default: the world); -1 when this rank is not a member.");
+  m.def("get_backend",
+        [](const GroupArg& group) {
+          if (group.non_member)
+            throw tdist::DistValueError("get_backend: Invalid process group specified (this rank is not a member)");
+          return tdist::get_backend(group);
+        },
+        py::arg("group") = py::none(), "The backend's name of group.");
 
   m.def("new_group",
         [](std::optional<std::vector<int>> ranks, std::optional<ms> timeout, std::optional<std::string> backend,
            py::object /*pg_options*/, bool use_local_synchronization, py::object /*group_desc*/,
            py::object /*device_id*/) {
-          py::gil_scoped_release nogil;
-          return tdist::new_group(ranks.value_or(std::vector<int>{}), timeout_or_default(timeout),
-                                  backend.value_or(""), use_local_synchronization);
+          tdist::Group g;
+          {
+            py::gil_scoped_release nogil;
+            g = tdist::new_group(ranks.value_or(std::vector<int>{}), timeout_or_default(timeout),
+                                 backend.value_or(""), use_local_synchronization);
+          }
+          return group_or_non_member(g);
         },
         py::arg("ranks") = py::none(), py::arg("timeout") = py::none(), py::arg("backend") = py::none(),
         py::arg("pg_options") = py::none(), py::arg("use_local_synchronization") = false,
         py::arg("group_desc") = py::none(), py::arg("device_id") = py::none(),
         R"(Creates a group of the given global ranks (None: all). Every rank of the world calls it with the
 same ranks in the same order (unless use_local_synchronization: then only the members). A rank
-outside the group gets a handle on which operations do nothing, as in torch. group_desc and
+outside the group gets GroupMember.NON_GROUP_MEMBER, as in torch: operations given it return None
+and do nothing. group_desc and
 device_id are torch's and accepted for ported code: CPU groups have no device to bind.)");
 
-  m.def("get_group_rank", &tdist::get_group_rank, py::arg("group"), py::arg("global_rank"),
+  m.def("get_group_rank",
+        [](const GroupArg& group, int global_rank) {
+          return tdist::get_group_rank(registered(group, "get_group_rank"), global_rank);
+        },
+        py::arg("group"), py::arg("global_rank"),
         "The rank in group of a global rank (DistValueError when it is not a member).");
-  m.def("get_global_rank", &tdist::get_global_rank, py::arg("group"), py::arg("group_rank"),
-        "The global rank of a rank in group.");
-  m.def("get_process_group_ranks", &tdist::get_process_group_ranks, py::arg("group"),
-        "The global ranks of group's members, in group-rank order.");
+  m.def("get_global_rank",
+        [](const GroupArg& group, int group_rank) {
+          return tdist::get_global_rank(registered(group, "get_global_rank"), group_rank);
+        },
+        py::arg("group"), py::arg("group_rank"), "The global rank of a rank in group.");
+  m.def("get_process_group_ranks",
+        [](const GroupArg& group) {
+          return tdist::get_process_group_ranks(registered(group, "get_process_group_ranks"));
+        },
+        py::arg("group"), "The global ranks of group's members, in group-rank order.");
+
+  m.def("split_group",
+        [](const GroupArg& parent_pg, std::optional<std::vector<std::vector<int>>> split_ranks,
+           std::optional<ms> timeout, py::object /*pg_options*/, std::optional<std::string> group_desc) -> py::object {
+          if (!split_ranks) throw tdist::DistValueError("split_group: split_ranks cannot be None");
+          if (parent_pg.non_member)
+            throw tdist::DistValueError("split_group: this rank is not a member of the parent group");
+          tdist::Group g;
+          {
+            py::gil_scoped_release nogil;
+            g = tdist::split_group(parent_pg.group, *split_ranks, timeout_or_default(timeout), group_desc.value_or(""));
+          }
+          if (!g) return py::none();  // as torch: in no split
+          return py::cast(g);
+        },
+        py::arg("parent_pg") = py::none(), py::arg("split_ranks") = py::none(), py::arg("timeout") = py::none(),
+        py::arg("pg_options") = py::none(), py::arg("group_desc") = py::none(),
+        R"(torch's split_group: every rank of parent_pg (None: the default group) calls it with the same
+split_ranks, lists of ranks of the parent group (its group ranks; the global ranks when the parent
+is the default group). The lists must be non-empty, free of duplicates, disjoint and inside the
+parent (DistValueError, a ValueError, on every rank otherwise). Returns the group of this rank's
+list, or None when it is in none. The new groups reuse the parent's connections; timeout defaults
+to 30 minutes; pg_options and group_desc are accepted for ported code.)");
 }
 
 }  // namespace tdist_py

@@ -30,7 +30,7 @@ py::list bytes_list(const std::vector<std::string>& v) {
 
 void bind_objects(py::module_& m) {
   m.def("_broadcast_bytes",
-        [](const py::list& objects, std::optional<int> src, std::optional<int> group_src, const Group& group) {
+        [](const py::list& objects, std::optional<int> src, std::optional<int> group_src, const GroupArg& group) {
           auto root = peer_rank(src, group_src, "broadcast_object_list", "src", "group_src", false);
           std::vector<std::string> v = strings(objects);
           {
@@ -39,7 +39,7 @@ void bind_objects(py::module_& m) {
           }
           return bytes_list(v);
         });
-  m.def("_all_gather_bytes", [](const py::bytes& obj, const Group& group) {
+  m.def("_all_gather_bytes", [](const py::bytes& obj, const GroupArg& group) {
     std::string o = obj;
     std::vector<std::string> v;
     {
@@ -50,7 +50,7 @@ void bind_objects(py::module_& m) {
   });
   m.def("_gather_bytes",
         [](const py::bytes& obj, bool is_dst, std::optional<int> dst, std::optional<int> group_dst,
-           const Group& group) -> py::object {
+           const GroupArg& group) -> py::object {
           auto root = peer_rank(dst, group_dst, "gather_object", "dst", "group_dst", false);
           std::string o = obj;
           std::vector<std::string> v;
@@ -62,7 +62,7 @@ void bind_objects(py::module_& m) {
           return bytes_list(v);
         });
   m.def("_scatter_bytes",
-        [](const py::object& inputs, std::optional<int> src, std::optional<int> group_src, const Group& group) {
+        [](const py::object& inputs, std::optional<int> src, std::optional<int> group_src, const GroupArg& group) {
           auto root = peer_rank(src, group_src, "scatter_object_list", "src", "group_src", false);
           std::vector<std::string> in = inputs.is_none() ? std::vector<std::string>{} : strings(inputs);
           std::vector<std::string> out(1);
@@ -73,13 +73,13 @@ void bind_objects(py::module_& m) {
           return py::bytes(out.at(0));
         });
   m.def("_send_bytes",
-        [](const py::list& objects, std::optional<int> dst, std::optional<int> group_dst, const Group& group) {
+        [](const py::list& objects, std::optional<int> dst, std::optional<int> group_dst, const GroupArg& group) {
           auto peer = peer_rank(dst, group_dst, "send_object_list", "dst", "group_dst", false);
           std::vector<std::string> v = strings(objects);
           py::gil_scoped_release nogil;
           tdist::send_object_list(v, peer, group);
         });
-  m.def("_recv_bytes", [](size_t count, std::optional<int> src, std::optional<int> group_src, const Group& group) {
+  m.def("_recv_bytes", [](size_t count, std::optional<int> src, std::optional<int> group_src, const GroupArg& group) {
     auto peer = peer_rank(src, group_src, "recv_object_list", "src", "group_src", true);
     std::vector<std::string> v(count);
     int sender;

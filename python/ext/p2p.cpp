@@ -25,9 +25,13 @@ Keep keep_of(const TensorArg& t) {
 
 void bind_p2p(py::module_& m) {
   m.def("send",
-        [](py::handle tensor, std::optional<int> dst, const Group& group, int tag, std::optional<int> group_dst) {
+        [](py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag, std::optional<int> group_dst) {
           auto peer = peer_rank(dst, group_dst, "send", "dst", "group_dst", false);
           TensorArg t = to_tensor(tensor, "send: tensor", false);
+          if (group.non_member) {
+            not_in_group("send");
+            return;
+          }
           prune_parked();
           py::gil_scoped_release nogil;
           tdist::send(t.tensor, peer, group, tag);
@@ -37,9 +41,13 @@ void bind_p2p(py::module_& m) {
         "Sends tensor to global rank dst (or group_dst, a rank in group); blocks until it is sent.");
 
   m.def("recv",
-        [](py::handle tensor, std::optional<int> src, const Group& group, int tag, std::optional<int> group_src) {
+        [](py::handle tensor, std::optional<int> src, const GroupArg& group, int tag, std::optional<int> group_src) {
           auto peer = peer_rank(src, group_src, "recv", "src", "group_src", true);
           TensorArg t = to_tensor(tensor, "recv: tensor", true);
+          if (group.non_member) {
+            not_in_group("recv");
+            return -1;  // as torch
+          }
           prune_parked();
           py::gil_scoped_release nogil;
           return tdist::recv(t.tensor, peer, group, tag);
@@ -50,9 +58,10 @@ void bind_p2p(py::module_& m) {
         "arrived and returns the sender's global rank.");
 
   m.def("isend",
-        [](py::handle tensor, std::optional<int> dst, const Group& group, int tag, std::optional<int> group_dst) {
+        [](py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag, std::optional<int> group_dst) {
           auto peer = peer_rank(dst, group_dst, "isend", "dst", "group_dst", false);
           TensorArg t = to_tensor(tensor, "isend: tensor", false);
+          if (group.non_member) return not_in_group("isend");
           std::shared_ptr<tdist::Work> work;
           {
             py::gil_scoped_release nogil;
@@ -65,9 +74,10 @@ void bind_p2p(py::module_& m) {
         "Starts sending tensor to dst and returns a Work; do not modify tensor before work.wait().");
 
   m.def("irecv",
-        [](py::handle tensor, std::optional<int> src, const Group& group, int tag, std::optional<int> group_src) {
+        [](py::handle tensor, std::optional<int> src, const GroupArg& group, int tag, std::optional<int> group_src) {
           auto peer = peer_rank(src, group_src, "irecv", "src", "group_src", true);
           TensorArg t = to_tensor(tensor, "irecv: tensor", true);
+          if (group.non_member) return not_in_group("irecv");
           std::shared_ptr<tdist::Work> work;
           {
             py::gil_scoped_release nogil;
@@ -89,10 +99,18 @@ void bind_p2p(py::module_& m) {
       auto op = h.cast<py::tuple>();
       bool is_send = op[0].cast<bool>();
       std::string what = "batch_isend_irecv: p2p_op_list[" + std::to_string(i++) + "].tensor";
-      args.push_back(to_tensor(op[1], what, !is_send));
+      TensorArg t = to_tensor(op[1], what, !is_send);
+      auto group = op[4].cast<GroupArg>();
+      // As torch's isend/irecv there: an operation on a group this rank is
+      // not in does nothing and has no Work in the list.
+      if (group.non_member) {
+        not_in_group(is_send ? "isend" : "irecv");
+        continue;
+      }
+      args.push_back(std::move(t));
       tdist::PeerRank peer(op[2].cast<int>(), op[3].cast<bool>());
-      cpp.emplace_back(is_send ? tdist::P2POp::ISEND : tdist::P2POp::IRECV, args.back().tensor, peer,
-                       op[4].is_none() ? Group() : op[4].cast<Group>(), op[5].cast<int>());
+      cpp.emplace_back(is_send ? tdist::P2POp::ISEND : tdist::P2POp::IRECV, args.back().tensor, peer, group.group,
+                       op[5].cast<int>());
     }
     std::vector<std::shared_ptr<tdist::Work>> works;
     {

@@ -8,6 +8,7 @@
 #include <pybind11/functional.h>
 #include <pybind11/stl.h>
 
+#include <atomic>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -51,10 +52,20 @@ struct Slot {
   std::optional<std::shared_ptr<GilObject>> value;
 };
 
+// The value of a get_future_result() future: a WorkResult code, set (without
+// the GIL) before the future completes.
+struct ResultCode {
+  std::atomic<int> code{static_cast<int>(tdist::WorkResult::UNKNOWN)};
+};
+
 class PyFuture {
  public:
-  PyFuture(std::shared_ptr<tdist::Future> future, std::shared_ptr<GilObject> outputs, std::shared_ptr<Slot> slot)
-      : future_(std::move(future)), outputs_(std::move(outputs)), slot_(std::move(slot)) {}
+  PyFuture(std::shared_ptr<tdist::Future> future, std::shared_ptr<GilObject> outputs, std::shared_ptr<Slot> slot,
+           std::shared_ptr<ResultCode> result_code = nullptr)
+      : future_(std::move(future)),
+        outputs_(std::move(outputs)),
+        slot_(std::move(slot)),
+        result_code_(std::move(result_code)) {}
 
   bool done() const { return future_->completed(); }
 
@@ -76,7 +87,7 @@ class PyFuture {
 
   std::shared_ptr<PyFuture> then(py::function callback) {
     auto cb = std::make_shared<GilObject>(std::move(callback));
-    auto self = std::make_shared<PyFuture>(future_, outputs_, slot_);
+    auto self = std::make_shared<PyFuture>(future_, outputs_, slot_, result_code_);
     auto slot = std::make_shared<Slot>();
     std::shared_ptr<tdist::Future> chained;
     {
@@ -94,12 +105,12 @@ class PyFuture {
         }
       });
     }
-    return std::make_shared<PyFuture>(std::move(chained), outputs_, slot);
+    return std::make_shared<PyFuture>(std::move(chained), outputs_, slot, result_code_);
   }
 
   void add_done_callback(py::function callback) {
     auto cb = std::make_shared<GilObject>(std::move(callback));
-    auto self = std::make_shared<PyFuture>(future_, outputs_, slot_);
+    auto self = std::make_shared<PyFuture>(future_, outputs_, slot_, result_code_);
     py::gil_scoped_release nogil;
     future_->add_done_callback([cb, self](tdist::Future&) {
       py::gil_scoped_acquire gil;
@@ -120,11 +131,13 @@ class PyFuture {
  private:
   py::object value_now() const {
     if (slot_ && slot_->value) return (*slot_->value)->get();
+    if (result_code_) return py::module_::import("tdist").attr("WorkResult")(result_code_->code.load());
     return outputs_->get();
   }
   std::shared_ptr<tdist::Future> future_;
   std::shared_ptr<GilObject> outputs_;
   std::shared_ptr<Slot> slot_;
+  std::shared_ptr<ResultCode> result_code_;  // set: a get_future_result() future
 };
 
 }  // namespace
@@ -205,6 +218,23 @@ void bind_work(py::module_& m) {
            },
            "A Future completing with the list of output arrays (collectives only; point-to-point "
            "operations have none and raise DistBackendError, as with Gloo).")
+      .def("get_future_result",
+           [](PyWork& self) {
+             std::shared_ptr<tdist::WorkResultFuture> result = self.work()->get_future_result();
+             auto code = std::make_shared<ResultCode>();
+             auto future = std::make_shared<tdist::Future>();
+             result->add_done_callback([code, future](tdist::WorkResult r) {
+               code->code.store(static_cast<int>(r));
+               future->mark_completed();
+             });
+             // The arrays stay alive as long as the future's users hold it.
+             auto keep = std::make_shared<GilObject>(self.keep().owners);
+             auto holder = std::shared_ptr<tdist::Future>(future.get(), [future, keep](tdist::Future*) {});
+             return std::make_shared<PyFuture>(holder, nullptr, nullptr, code);
+           },
+           "torch's get_future_result: a Future that completes, never with an error, once the operation "
+           "has; its value is a tdist.WorkResult: SUCCESS, TIMEOUT (failed at its deadline) or "
+           "COMM_ERROR (any other failure). Collectives only, as get_future.")
       .def("__repr__", [](PyWork& self) {
         return "<tdist.Work " + self.work()->op_name() + " #" + std::to_string(self.work()->sequence_number()) +
                (self.work()->is_completed() ? " completed>" : " pending>");

@@ -11,6 +11,7 @@
 Arrays are used in place: results are written into the caller's arrays. They must be
 C-contiguous (and writable where the operation writes). Every blocking call releases the GIL.
 """
+import enum as _enum
 from datetime import timedelta as _timedelta
 
 from . import _tdist
@@ -35,6 +36,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     all_gather,
     all_gather_into_tensor,
     all_reduce,
+    all_reduce_coalesced,
     all_to_all,
     all_to_all_single,
     barrier,
@@ -70,6 +72,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     reduce_scatter_tensor,
     scatter,
     send,
+    split_group,
 )
 from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration  # noqa: F401
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
@@ -84,6 +87,18 @@ from .objects import (  # noqa: F401
     send_object_list,
 )
 from .spawn import ProcessContext, ProcessExitedException, ProcessRaisedException, spawn  # noqa: F401
+
+
+
+class WorkResult(_enum.IntEnum):
+    """torch's WorkResult, the value of ``Work.get_future_result()``'s future: how an operation ended.
+    TIMEOUT: it failed at its deadline; COMM_ERROR: any other failure."""
+
+    SUCCESS = 0
+    TIMEOUT = 1
+    COMM_ERROR = 2
+    UNKNOWN = 100
+
 
 # torch's deprecated spelling of ReduceOp.
 reduce_op = ReduceOp

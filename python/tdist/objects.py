@@ -2,6 +2,7 @@
 (each rank's sizes travel first, then the bytes)."""
 import io
 import pickle
+import warnings
 
 from . import _tdist
 
@@ -30,8 +31,13 @@ def _loads(data):
     return pickle.loads(data)
 
 
-def _not_member(group):
-    return group is not None and _tdist.get_rank(group) < 0
+def _not_member(group, op):
+    """torch's _rank_not_in_group (NON_GROUP_MEMBER, or a group this rank is not in), with its warning."""
+    if group is None or _tdist.get_rank(group) >= 0:
+        return False
+    warnings.warn(f"Running {op} on global rank {_tdist.get_rank()} which does not belong to the given group.",
+                  stacklevel=3)
+    return True
 
 
 def _is_root(rank, group_rank, group):
@@ -44,7 +50,7 @@ def _is_root(rank, group_rank, group):
 def broadcast_object_list(object_list, src=None, group=None, device=None, group_src=None):
     """Broadcasts the picklable objects of ``object_list`` on rank ``src`` (default global rank 0)
     into ``object_list`` on every rank of ``group``; every rank passes a list of the same length."""
-    if _not_member(group):
+    if _not_member(group, "broadcast_object_list"):
         return
     if src is None and group_src is None:
         src = 0
@@ -62,7 +68,7 @@ def broadcast_object_list(object_list, src=None, group=None, device=None, group_
 def all_gather_object(object_list, obj, group=None):
     """Gathers the picklable ``obj`` of every rank of ``group``: ``object_list`` (of the group's
     size) receives rank i's object at index i."""
-    if _not_member(group):
+    if _not_member(group, "all_gather_object"):
         return
     size = _tdist.get_world_size(group)
     if len(object_list) != size:
@@ -76,7 +82,7 @@ def all_gather_object(object_list, obj, group=None):
 def gather_object(obj, object_gather_list=None, dst=None, group=None, group_dst=None):
     """Gathers the picklable ``obj`` of every rank into ``object_gather_list`` on ``dst`` (default
     global rank 0), which must have the group's size there; it is ignored elsewhere."""
-    if _not_member(group):
+    if _not_member(group, "gather_object"):
         return
     if dst is None and group_dst is None:
         dst = 0
@@ -96,7 +102,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
                         group_src=None):
     """Rank i receives entry i of ``scatter_object_input_list`` of ``src`` (default global rank 0)
     in ``scatter_object_output_list[0]``."""
-    if _not_member(group):
+    if _not_member(group, "scatter_object_list"):
         return
     if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
         raise ValueError("scatter_object_list: scatter_object_output_list must be a non-empty list")
@@ -114,7 +120,7 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
 @_warn
 def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
     """Sends the picklable objects of ``object_list`` to ``dst``; blocks until they are sent."""
-    if _not_member(group):
+    if _not_member(group, "send_object_list"):
         return
     _tdist._send_bytes([_dumps(o) for o in object_list], dst, group_dst, group)
 
@@ -123,7 +129,7 @@ def send_object_list(object_list, dst=None, group=None, device=None, group_dst=N
 def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
     """Receives as many objects as ``object_list`` has entries from ``src`` (None: any rank) into it;
     returns the sender's global rank."""
-    if _not_member(group):
+    if _not_member(group, "recv_object_list"):
         return -1
     data, sender = _tdist._recv_bytes(len(object_list), src, group_src, group)
     for i, d in enumerate(data):

@@ -2,6 +2,7 @@
 
 #include "tdist/errors.h"
 #include "tensor/split.h"
+#include "work/aggregate_work.h"
 
 namespace tdist {
 
@@ -20,6 +21,17 @@ int Backend::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opt
 std::shared_ptr<Work> Backend::broadcast(const Tensor&, const BroadcastOptions&) { unsupported("broadcast"); }
 std::shared_ptr<Work> Backend::all_reduce(const Tensor&, const AllReduceOptions&) { unsupported("all_reduce"); }
 std::shared_ptr<Work> Backend::barrier(const BarrierOptions&) { unsupported("barrier"); }
+
+// One all_reduce per tensor, issued back to back (every rank issues the same
+// ones in the same order), joined into one Work.
+std::shared_ptr<Work> Backend::all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                                    const AllReduceCoalescedOptions& opts) {
+  std::vector<std::shared_ptr<Work>> parts;
+  parts.reserve(tensors.size());
+  for (const Tensor& t : tensors)
+    parts.push_back(all_reduce(t, {.op = opts.op, .timeout = opts.timeout, .async_op = opts.async_op}));
+  return AggregateWork::join("all_reduce_coalesced", std::move(parts), tensors);
+}
 std::shared_ptr<Work> Backend::reduce(const Tensor&, const ReduceOptions&) { unsupported("reduce"); }
 std::shared_ptr<Work> Backend::all_gather(const std::vector<Tensor>&, const Tensor&, const AllGatherOptions&) {
   unsupported("all_gather");

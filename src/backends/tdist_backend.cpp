@@ -1,9 +1,11 @@
 #include "backends/tdist_backend.h"
 
 #include <algorithm>
+#include <cstring>
 #include <tuple>
 
 #include "tdist/errors.h"
+#include "algorithms/scratch.h"
 #include "backends/registry.h"
 #include "tensor/split.h"
 #include "reduce/reduce.h"
@@ -323,7 +325,8 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
   const Millis timeout = timeout_of(call_opts.timeout);
   const bool blocking = !call_opts.async_op;
   std::unique_lock<SpinLock> issue(issue_mu_);
-  uint64_t seq = ++seq_;
+  const uint64_t seq = seq_ + 1;
+  seq_ += static_cast<uint64_t>(call_opts.seqs);
   auto work = spare_.take(op, seq, result, blocking, state_->shared_label);
   if (auto failed = state_->failure_of(op, seq)) {
     work->finish_unshared(failed);
@@ -440,6 +443,89 @@ std::string shapes(const std::vector<Tensor>& list) {
   return out + "]";
 }
 }  // namespace
+
+namespace {
+
+// all_reduce_coalesced: tensors below kInPlaceBytes are packed, in list
+// order, into buffers of at most kPackBytes, each reduced as one all_reduce
+// (one latency for many small tensors, as Gloo's flattened buffer); larger
+// ones are reduced where they are (copying them in and out would cost more
+// than the latency it saves). The measurements: docs/algorithms.md.
+constexpr size_t kInPlaceBytes = 32 * 1024;
+constexpr size_t kPackBytes = 4 << 20;
+
+// One all_reduce of a coalesced call: a tensor in place, or several packed.
+struct CoalescedStep {
+  std::vector<size_t> members;  // indices into the call's tensors
+  size_t bytes = 0;
+  bool packed = false;
+};
+
+std::vector<CoalescedStep> plan_coalesced(const std::vector<Tensor>& tensors) {
+  std::vector<CoalescedStep> steps;
+  CoalescedStep pack{.members = {}, .bytes = 0, .packed = true};
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const size_t bytes = tensors[i].nbytes();
+    if (bytes == 0) continue;  // nothing to reduce
+    if (bytes >= kInPlaceBytes) {
+      steps.push_back(CoalescedStep{{i}, bytes, false});
+      continue;
+    }
+    if (pack.bytes + bytes > kPackBytes) {
+      steps.push_back(std::move(pack));
+      pack = CoalescedStep{.members = {}, .bytes = 0, .packed = true};
+    }
+    pack.members.push_back(i);
+    pack.bytes += bytes;
+  }
+  // A pack of one tensor is that tensor reduced in place.
+  if (pack.members.size() == 1) pack.packed = false;
+  if (!pack.members.empty()) steps.push_back(std::move(pack));
+  return steps;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> TdistBackend::all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                                         const AllReduceCoalescedOptions& opts) {
+  const ReduceOp op = opts.op;
+  const DType dtype = tensors.at(0).dtype();
+  std::vector<CoalescedStep> steps = plan_coalesced(tensors);
+  CallOptions call{opts.timeout, opts.async_op, std::max<int>(1, static_cast<int>(steps.size()))};
+  return enqueue(
+      CollectiveCall(OpCode::AllReduce, dtype, op), "all_reduce_coalesced", tensors, call,
+      debug_detail_ ? "all_reduce_coalesced op=" + std::string(op.name()) + " " + shapes(tensors) : std::string(),
+      [](CollectiveContext& ctx, const GroupEngines* engines, const std::vector<Tensor>& ts, ReduceOp op, DType dtype,
+         const std::vector<CoalescedStep>& steps) {
+        // Step k is the collective of sequence number first + k (enqueue took them all).
+        const uint64_t first = sequence_of(ctx.tag);
+        const uint16_t signature = signature_of(ctx.tag);
+        for (size_t k = 0; k < steps.size(); ++k) {
+          const CoalescedStep& step = steps[k];
+          CollectiveContext sub{ctx.transport, collective_tag(OpCode::AllReduce, first + k, signature), ctx.deadline,
+                                ctx.forced, ctx.placement};
+          Engine& engine = engines->pick(OpCode::AllReduce, step.bytes);
+          if (!step.packed) {
+            engine.all_reduce(sub, ts[step.members[0]], op);
+            continue;
+          }
+          Scratch buffer(step.bytes);
+          char* at = buffer.get();
+          for (size_t i : step.members) {
+            std::memcpy(at, ts[i].data(), ts[i].nbytes());
+            at += ts[i].nbytes();
+          }
+          const int64_t count = static_cast<int64_t>(step.bytes / dtype_size(dtype));
+          engine.all_reduce(sub, Tensor(buffer.get(), dtype, {count}), op);
+          at = buffer.get();
+          for (size_t i : step.members) {
+            std::memcpy(ts[i].data(), at, ts[i].nbytes());
+            at += ts[i].nbytes();
+          }
+        }
+      },
+      &engines_, tensors, op, dtype, steps);
+}
 
 std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   const int root = opts.root;

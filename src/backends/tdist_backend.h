@@ -38,6 +38,8 @@ class TdistBackend final : public Backend {
   int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
   std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
   std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts) override;
+  std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                             const AllReduceCoalescedOptions& opts) override;
   std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
   std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts) override;
   std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -116,6 +118,9 @@ class TdistBackend final : public Backend {
   struct CallOptions {
     Millis timeout;
     bool async_op;
+    // Sequence numbers the operation takes: one per collective it runs (the
+    // body derives the later ones' tags from the first).
+    int seqs = 1;
   };
   template <typename Options>
   static CallOptions call_options(const Options& opts) {

@@ -191,6 +191,12 @@ std::shared_ptr<Work> all_reduce(const Tensor& tensor, ReduceOp op, const Group&
   return finish(g->all_reduce(tensor, {.op = op, .async_op = async_op}), async_op);
 }
 
+std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, const Group& group,
+                                           bool async_op) {
+  TDIST_GROUP_OR_RETURN("all_reduce_coalesced");
+  return finish(g->all_reduce_coalesced(tensors, {.op = op, .async_op = async_op}), async_op);
+}
+
 std::shared_ptr<Work> reduce(const Tensor& tensor, PeerRank dst, ReduceOp op, const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("reduce");
   return finish(

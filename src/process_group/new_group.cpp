@@ -84,6 +84,72 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   return g;
 }
 
+Group split_group(const Group& parent_group, const std::vector<std::vector<int>>& split_ranks,
+                  std::chrono::milliseconds timeout, const std::string& /*group_desc*/) {
+  const char* op = "split_group";
+  Group world_group = resolve_group(nullptr, op);
+  Group parent = parent_group ? parent_group : world_group;
+  if (!parent->is_member())
+    throw DistValueError(std::string(op) + ": global rank " + std::to_string(world_group->rank()) +
+                         " is not a member of the parent group " + parent->group_name() +
+                         " (only its members call split_group)");
+  const int parent_size = parent->size();
+  const int me = parent->rank();
+  // Checked whole before anything is made, so that every rank (all see the
+  // same lists) fails alike and the groups stay as they were.
+  std::set<int> seen;
+  std::vector<int> mine;
+  for (size_t k = 0; k < split_ranks.size(); ++k) {
+    std::vector<int> ranks = split_ranks[k];
+    const std::string which = "split_ranks[" + std::to_string(k) + "]";
+    if (ranks.empty()) throw DistValueError(std::string(op) + ": " + which + " is empty");
+    std::sort(ranks.begin(), ranks.end());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      if (ranks[i] < 0 || ranks[i] >= parent_size)
+        throw DistValueError(std::string(op) + ": " + which + " names rank " + std::to_string(ranks[i]) +
+                             ", outside the parent group " + parent->group_name() + " (size " +
+                             std::to_string(parent_size) + "; ranks are the parent's group ranks)");
+      if (i > 0 && ranks[i] == ranks[i - 1])
+        throw DistValueError(std::string(op) + ": " + which + " lists rank " + std::to_string(ranks[i]) + " twice");
+      if (!seen.insert(ranks[i]).second)
+        throw DistValueError(std::string(op) + ": rank " + std::to_string(ranks[i]) + " is in " + which +
+                             " and an earlier list; the splits must not overlap");
+    }
+    if (std::binary_search(ranks.begin(), ranks.end(), me)) mine = ranks;
+  }
+  Group g;
+  if (!mine.empty()) {
+    std::vector<int> globals;
+    for (int r : mine) globals.push_back(parent->global_rank(r));
+    std::shared_ptr<Store> store;
+    int index;
+    {
+      std::lock_guard<std::mutex> lock(world().mu);
+      store = world().scoped_store;
+      std::string key = "split:";
+      for (int r : globals) key += std::to_string(r) + ",";
+      index = world().group_counts[key]++;
+    }
+    ProcessGroupOptions options;
+    options.backend = parent->backend_name();
+    options.timeout = timeout;
+    // Every member counts the splits that made its member list alike (all of
+    // them are members of each such call's parent): the same name everywhere.
+    options.group_name = "split_" + group_name(globals, index);
+    options.global_ranks = globals;
+    options.parent = parent;
+    const int rank = static_cast<int>(std::find(mine.begin(), mine.end(), me) - mine.begin());
+    g = std::make_shared<ProcessGroup>(store, rank, static_cast<int>(mine.size()), options);
+    std::lock_guard<std::mutex> lock(world().mu);
+    world().groups.push_back(g);
+  }
+  // Every rank of the parent returns once all groups are made, as new_group
+  // does over the default group (a rank in no split waits too: torch's
+  // no-color split).
+  parent->barrier()->wait();
+  return g;
+}
+
 std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
     const std::vector<std::vector<int>>& ranks_per_subgroup, std::chrono::milliseconds timeout,
     const std::string& backend) {

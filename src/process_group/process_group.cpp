@@ -160,6 +160,11 @@ std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, const AllRe
   validate::all_reduce(*this, tensor, opts);
   return b.all_reduce(tensor, opts);
 }
+std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Tensor>& tensors,
+                                                         const AllReduceCoalescedOptions& opts) {
+  validate::all_reduce_coalesced(*this, tensors, opts);
+  return backend_for(tensors[0].device()).all_reduce_coalesced(tensors, opts);
+}
 Backend& ProcessGroup::any_backend() const {
   // Any backend can synchronise the group; prefer the CPU one (no device work).
   if (backends_.empty()) throw DistValueError("group " + options_.group_name + " has no backend on this process");

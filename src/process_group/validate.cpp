@@ -110,6 +110,21 @@ void all_reduce(const ProcessGroup& g, const Tensor& t, const AllReduceOptions& 
   timeout(g, "all_reduce", opts.timeout);
 }
 
+void all_reduce_coalesced(const ProcessGroup& g, const std::vector<Tensor>& tensors,
+                          const AllReduceCoalescedOptions& opts) {
+  const char* op = "all_reduce_coalesced";
+  if (tensors.empty()) invalid(g, op, "the tensor list is empty (at least one tensor is needed)");
+  // One dtype and device for all, as torch requires of the list.
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    tensor(g, tensors[i], op, tensors[0].device());
+    if (tensors[i].dtype() != tensors[0].dtype())
+      invalid(g, op, "tensors[" + std::to_string(i) + "] is " + tensors[i].str() + " and tensors[0] " +
+                         tensors[0].str() + ": the tensors must all have the same dtype");
+  }
+  check_reduce_op(opts.op, tensors[0].dtype(), op);
+  timeout(g, op, opts.timeout);
+}
+
 void reduce(const ProcessGroup& g, const Tensor& t, const ReduceOptions& opts) {
   tensor(g, t, "reduce", t.device());
   rank(g, opts.root, "reduce", "destination");

@@ -17,6 +17,8 @@ void point_to_point(const ProcessGroup& g, const Tensor& tensor, int peer, bool 
                     std::chrono::milliseconds timeout);
 void broadcast(const ProcessGroup& g, const Tensor& tensor, const BroadcastOptions& opts);
 void all_reduce(const ProcessGroup& g, const Tensor& tensor, const AllReduceOptions& opts);
+void all_reduce_coalesced(const ProcessGroup& g, const std::vector<Tensor>& tensors,
+                          const AllReduceCoalescedOptions& opts);
 void reduce(const ProcessGroup& g, const Tensor& tensor, const ReduceOptions& opts);
 void all_gather(const ProcessGroup& g, const std::vector<Tensor>& outputs, const Tensor& input,
                 const AllGatherOptions& opts);

@@ -85,4 +85,58 @@ std::shared_ptr<Future> Future::then(std::function<void(Future&)> callback) {
   return next;
 }
 
+const char* work_result_name(WorkResult result) {
+  switch (result) {
+    case WorkResult::SUCCESS: return "SUCCESS";
+    case WorkResult::TIMEOUT: return "TIMEOUT";
+    case WorkResult::COMM_ERROR: return "COMM_ERROR";
+    case WorkResult::UNKNOWN: return "UNKNOWN";
+  }
+  return "UNKNOWN";
+}
+
+bool WorkResultFuture::completed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+WorkResult WorkResultFuture::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  return result_;
+}
+
+void WorkResultFuture::mark_completed(WorkResult result) {
+  std::vector<std::function<void(WorkResult)>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) throw DistError("WorkResultFuture: completed twice");
+    done_ = true;
+    result_ = result;
+    callbacks.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& cb : callbacks) cb(result);
+}
+
+void WorkResultFuture::add_done_callback(std::function<void(WorkResult)> callback) {
+  auto safe = [callback = std::move(callback)](WorkResult r) {
+    try {
+      callback(r);
+    } catch (...) {
+      TDIST_LOG(LogLevel::Error, "a WorkResultFuture callback threw: " << error_message(std::current_exception()));
+    }
+  };
+  WorkResult r;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(safe));
+      return;
+    }
+    r = result_;
+  }
+  safe(r);
+}
+
 }  // namespace tdist

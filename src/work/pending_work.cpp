@@ -1,5 +1,7 @@
 #include "work/pending_work.h"
 
+#include <string_view>
+
 #include "tdist/errors.h"
 #include "util/deadline.h"
 #include "util/futex.h"
@@ -107,6 +109,29 @@ std::shared_ptr<Work> Work::completed(std::string op, uint64_t seq) {
   auto w = std::make_shared<PendingWork>(std::move(op), seq);
   w->finish_unshared();
   return w;
+}
+
+WorkResult Work::result_of(const std::exception_ptr& error) {
+  if (!error) return WorkResult::SUCCESS;
+  // An operation's deadline (transport, shared memory, monitored_barrier)
+  // fails with torch's phrase "Timed out" ("timed out in monitoredBarrier");
+  // the error types do not tell a timeout apart.
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    const std::string_view text(e.what());
+    const bool timed_out = text.find("Timed out") != std::string_view::npos ||
+                           text.find("timed out") != std::string_view::npos;
+    return timed_out ? WorkResult::TIMEOUT : WorkResult::COMM_ERROR;
+  } catch (...) {
+    return WorkResult::COMM_ERROR;
+  }
+}
+
+std::shared_ptr<WorkResultFuture> Work::get_future_result() {
+  auto out = std::make_shared<WorkResultFuture>();
+  get_future()->add_done_callback([out](Future& f) { out->mark_completed(result_of(f.exception())); });
+  return out;
 }
 
 }  // namespace tdist

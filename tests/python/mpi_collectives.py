@@ -17,6 +17,7 @@ def main():
     checks.check_broadcast_reduce(rank, size)
     checks.check_gathers(rank, size)
     checks.check_reduce_scatter_all_to_all(rank, size)
+    checks.check_all_reduce_coalesced(rank, size)  # Backend's default: one MPI all_reduce per tensor, one Work
     # async_op work: several in flight, waited in reverse order, and a future.
     arrays = [np.full(5, rank + i, np.float32) for i in range(4)]
     works = [dist.all_reduce(a, op=dist.ReduceOp.MAX, async_op=True) for a in arrays]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import tdist as dist
-from conftest import init, run_ranks
+from conftest import WAIT_S, init, run_ranks
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.uint8, np.int8, np.int16, np.float16, np.complex64,
           np.complex128, np.bool_]
@@ -205,3 +205,80 @@ def async_ops(rank, size):
 
 def test_async_work_and_futures():
     run_ranks(async_ops, 3)
+
+
+def check_all_reduce_coalesced(rank, size):
+    """all_reduce_coalesced: every tensor of the list reduced in place (sizes 0, 1, odd, and one
+    larger than the packing limit), every dtype and op, one Work with async_op whose future lists
+    the arrays; one array alone; mismatched dtypes are a ValueError before anything is sent."""
+    sizes = [7, 0, 1, 3, 70001]
+    for dtype in DTYPES:
+        for op in ops_for(dtype):
+            ts = [data(rank, n, dtype, salt=k) for k, n in enumerate(sizes)]
+            assert dist.all_reduce_coalesced(ts, op=op) is None
+            for k, n in enumerate(sizes):
+                want = expected_reduce([data(r, n, dtype, salt=k) for r in range(size)], op)
+                np.testing.assert_array_equal(ts[k], want, err_msg=f"{op} {np.dtype(dtype)} tensor {k} n={n}")
+    ts = [data(rank, n, np.float64, salt=k) for k, n in enumerate(sizes)]
+    work = dist.all_reduce_coalesced(ts, op=dist.ReduceOp.AVG, async_op=True)
+    assert isinstance(work, dist.Work) and work.wait()
+    value = work.get_future().value()
+    assert len(value) == len(ts) and all(v is t for v, t in zip(value, ts))
+    for k, n in enumerate(sizes):
+        np.testing.assert_allclose(ts[k], np.mean([data(r, n, np.float64, salt=k) for r in range(size)], axis=0))
+    one = np.full(5, rank + 1, np.int32)
+    dist.all_reduce_coalesced(one, op=dist.ReduceOp.MAX)
+    assert (one == size).all()
+    a, b = np.ones(3, np.float32), np.ones(3, np.float64)
+    with pytest.raises(ValueError, match="same dtype"):
+        dist.all_reduce_coalesced([a, b])
+    with pytest.raises(ValueError):
+        dist.all_reduce_coalesced([])
+    assert (a == 1).all() and (b == 1).all()
+    dist.all_reduce_coalesced([a, np.ones(2, np.float32)])  # the ranks still agree
+    assert (a == size).all()
+
+
+def coalesced(rank, size):
+    init()
+    check_all_reduce_coalesced(rank, size)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 8])
+def test_all_reduce_coalesced(world_size):
+    run_ranks(coalesced, world_size)
+
+
+def future_result(rank, size, flag):
+    """Work.get_future_result (torch 2.6): a Future that completes, never with an error, with a
+    WorkResult: SUCCESS for an operation that succeeded, TIMEOUT for one that failed at its
+    deadline."""
+    import os
+    import time
+    from datetime import timedelta
+
+    init()
+    t = np.ones(4, np.float32)
+    fut = dist.all_reduce(t, async_op=True).get_future_result()
+    assert fut.wait() == dist.WorkResult.SUCCESS and fut.value() == 0 and fut.done()
+    assert fut.then(lambda f: f.value().name).wait() == "SUCCESS"
+    fut = dist.all_reduce_coalesced([t, t.copy()], async_op=True).get_future_result()
+    assert fut.value() is dist.WorkResult.SUCCESS
+    # A group whose rank 1 never joins the all_reduce: TIMEOUT on rank 0 at the group's deadline.
+    g = dist.new_group([0, 1], timeout=timedelta(seconds=1))
+    if rank == 0:
+        work = dist.all_reduce(np.ones(3), group=g, async_op=True)
+        res = work.get_future_result()
+        assert res.wait() == dist.WorkResult.TIMEOUT, res.value()
+        assert not work.is_success() and "Timed out" in str(work.exception())
+        open(flag, "w").close()
+    else:
+        deadline = time.monotonic() + WAIT_S
+        while not os.path.exists(flag) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    os._exit(0)  # the failed group's connections are shared with the default group: skip its teardown
+
+
+def test_get_future_result(tmp_path):
+    run_ranks(future_result, 2, str(tmp_path / "rank0_saw_timeout"))

@@ -41,8 +41,8 @@ def groups(rank, size):
     init()
     evens = [r for r in range(size) if r % 2 == 0]
     g = dist.new_group(evens)
-    assert dist.get_process_group_ranks(g) == evens
     if rank in evens:
+        assert dist.get_process_group_ranks(g) == evens
         assert dist.get_rank(g) == evens.index(rank) and dist.get_world_size(g) == len(evens)
         assert dist.get_group_rank(g, rank) == evens.index(rank)
         assert dist.get_global_rank(g, 0) == 0
@@ -56,10 +56,12 @@ def groups(rank, size):
         dist.all_gather(outs, np.array([rank * 2.0]), group=g)
         assert [o[0] for o in outs] == [r * 2.0 for r in evens]
     else:
-        # Not a member: rank -1, and operations do nothing.
+        # Not a member: torch's NON_GROUP_MEMBER, rank -1, and operations do nothing.
+        assert g == dist.GroupMember.NON_GROUP_MEMBER
         assert dist.get_rank(g) == -1
         t = np.array([rank], np.float64)
-        dist.all_reduce(t, group=g)
+        with pytest.warns(UserWarning, match="does not belong to the given group"):
+            dist.all_reduce(t, group=g)
         assert t[0] == rank
     # Subgroups of 2 consecutive ranks, and by enumeration.
     cur, subs = dist.new_subgroups(group_size=2)
@@ -205,3 +207,133 @@ def ported_calls(rank, size):
 
 def test_ported_calls():
     run_ranks(ported_calls, 2)
+
+
+def non_members(rank, size):
+    """torch's semantics for a rank outside a group: new_group gives it GroupMember.NON_GROUP_MEMBER;
+    every collective and point-to-point call given that returns None (sync and async), warns, and
+    leaves the arrays alone; recv returns -1; the rank helpers answer -1 or raise ValueError."""
+    import warnings
+
+    init()
+    assert dist.GroupMember.WORLD is dist.group.WORLD or dist.GroupMember.WORLD.size() == size
+    assert dist.GroupMember.NON_GROUP_MEMBER == -100
+    members = [0, size - 1]
+    g = dist.new_group(members)
+    subs_cur, subs = dist.new_subgroups_by_enumeration([[0], [size - 1]])
+    inside = rank in members
+    if inside:
+        assert isinstance(g, dist.ProcessGroup)
+        t = np.array([rank + 1.0])
+        w = dist.all_reduce(t, group=g, async_op=True)
+        assert isinstance(w, dist.Work) and w.wait()
+        assert t[0] == 1 + size
+        assert isinstance(subs_cur, dist.ProcessGroup) and dist.get_process_group_ranks(subs_cur) == [rank]
+    else:
+        assert g == dist.GroupMember.NON_GROUP_MEMBER
+        # new_subgroups_by_enumeration: None for a rank in no subgroup, NON_GROUP_MEMBER in the list.
+        assert subs_cur is None and subs == [dist.GroupMember.NON_GROUP_MEMBER] * 2
+        a = np.arange(4, dtype=np.float32)
+        before = a.copy()
+        outs = [np.full(4, -1.0, np.float32) for _ in members]
+        calls = {
+            "broadcast": lambda asy: dist.broadcast(a, src=0, group=g, async_op=asy),
+            "all_reduce": lambda asy: dist.all_reduce(a, group=g, async_op=asy),
+            "all_reduce_coalesced": lambda asy: dist.all_reduce_coalesced([a, a.copy()], group=g, async_op=asy),
+            "reduce": lambda asy: dist.reduce(a, dst=0, group=g, async_op=asy),
+            "all_gather": lambda asy: dist.all_gather(outs, a, group=g, async_op=asy),
+            "all_gather_into_tensor":
+                lambda asy: dist.all_gather_into_tensor(np.zeros(8, np.float32), a, group=g, async_op=asy),
+            "gather": lambda asy: dist.gather(a, None, dst=0, group=g, async_op=asy),
+            "scatter": lambda asy: dist.scatter(a, None, src=0, group=g, async_op=asy),
+            "reduce_scatter": lambda asy: dist.reduce_scatter(a[:2], [a[:2], a[2:]], group=g, async_op=asy),
+            "reduce_scatter_tensor":
+                lambda asy: dist.reduce_scatter_tensor(a[:2], a, group=g, async_op=asy),
+            "all_to_all": lambda asy: dist.all_to_all(outs, [a, a], group=g, async_op=asy),
+            "all_to_all_single": lambda asy: dist.all_to_all_single(a.copy(), a, group=g, async_op=asy),
+            "barrier": lambda asy: dist.barrier(group=g, async_op=asy),
+        }
+        for name, call in calls.items():
+            for asy in (False, True):
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    assert call(asy) is None, f"{name} async_op={asy} returned something"
+                assert any(f"Running {name} on global rank {rank}" in str(c.message) for c in caught), \
+                    f"{name}: no warning in {[str(c.message) for c in caught]}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            assert dist.monitored_barrier(group=g) is None
+            assert dist.send(a, dst=0, group=g) is None
+            assert dist.recv(a, src=0, group=g) == -1
+            assert dist.isend(a, dst=0, group=g) is None and dist.irecv(a, src=0, group=g) is None
+            assert dist.batch_isend_irecv([dist.P2POp(dist.isend, a, 0, group=g)]) == []
+            assert dist.broadcast_object_list([None], src=0, group=g) is None
+            got = [None] * len(members)
+            assert dist.all_gather_object(got, rank, group=g) is None and got == [None, None]
+        np.testing.assert_array_equal(a, before)
+        assert all((o == -1).all() for o in outs)
+        assert dist.get_rank(g) == -1 and dist.get_world_size(g) == -1
+        for helper in (lambda: dist.get_backend(g), lambda: dist.get_process_group_ranks(g),
+                       lambda: dist.get_group_rank(g, 0), lambda: dist.get_global_rank(g, 0)):
+            with pytest.raises(ValueError):
+                helper()
+        with pytest.raises(TypeError):
+            dist.all_reduce(a, group=-1)  # only NON_GROUP_MEMBER stands for a group
+        dist.destroy_process_group(g)  # nothing to destroy, as torch
+    # The default group and the members' group still agree on what comes next.
+    t = np.ones(2, np.int64)
+    dist.all_reduce(t)
+    assert (t == size).all()
+    if inside:
+        dist.barrier(group=g)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world_size", [3, 5])
+def test_non_members(world_size):
+    run_ranks(non_members, world_size)
+
+
+def split(rank, size):
+    """split_group (torch 2.5+): every rank of the parent calls it with lists of the parent's ranks;
+    it returns this rank's group, or None in none; overlapping lists are a ValueError everywhere."""
+    init()
+    lists = [[r for r in range(size) if r % 2 == 0], [r for r in range(size) if r % 2 == 1 and r != size - 1]]
+    lists = [sorted(lst, reverse=True) for lst in lists if lst]
+    g = dist.split_group(split_ranks=lists)
+    mine = next((sorted(lst) for lst in lists if rank in lst), None)
+    if mine is None:
+        assert g is None
+    else:
+        assert isinstance(g, dist.ProcessGroup) and dist.get_process_group_ranks(g) == mine
+        assert dist.get_rank(g) == mine.index(rank) and dist.get_world_size(g) == len(mine)
+        t = np.array([rank + 1], np.int64)
+        w = dist.all_reduce(t, group=g, async_op=True)
+        w.wait()
+        assert t[0] == sum(r + 1 for r in mine)
+    with pytest.raises(ValueError, match="overlap"):
+        dist.split_group(split_ranks=[[0], [0]])
+    with pytest.raises(ValueError):
+        dist.split_group(split_ranks=None)
+    with pytest.raises(ValueError):
+        dist.split_group(split_ranks=[[size]])
+    # A split of a subgroup, in the parent's ranks: parent rank 0 alone.
+    if size > 1:
+        parent = dist.new_group(list(range(1, size)))
+        if rank > 0:
+            sub = dist.split_group(parent, [[0]], timeout=timedelta(seconds=WAIT_S), group_desc="first")
+            if rank == 1:
+                assert dist.get_process_group_ranks(sub) == [1]
+            else:
+                assert sub is None
+        else:
+            assert parent == dist.GroupMember.NON_GROUP_MEMBER
+            with pytest.raises(ValueError):
+                dist.split_group(parent, [[0]])
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 5])
+def test_split_group(world_size):
+    run_ranks(split, world_size)

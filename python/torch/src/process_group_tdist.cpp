@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include <ATen/ATen.h>
+#include <c10/util/StringUtil.h>
+
 #include "convert.h"
 #include "store_adapter.h"
 #include "tdist/errors.h"
@@ -100,8 +103,76 @@ WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10
   const char* name = "all_reduce";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
+  if (t.defined() && t.layout() == c10::kSparse) return allreduce_sparse(tensors, opts);
   auto w = pg_->all_reduce(to_view(t, op), {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLREDUCE, name, {w}, tensors);
+}
+
+// Gloo's sparse all_reduce: every rank's coalesced indices and values are
+// gathered (their counts first), summed as one sparse tensor, coalesced, and
+// copied into the caller's tensor. The gathered sizes decide the later
+// buffers, so this runs to completion before it returns (its Work is complete).
+WorkPtr ProcessGroupTdist::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const char* name = "all_reduce";
+  const std::string op = where(name) + " (sparse)";
+  at::Tensor& t = tensors.front();
+  if (opts.reduceOp != c10d::ReduceOp::SUM)
+    invalid(op, "sparse tensors are reduced with ReduceOp.SUM only (as Gloo)");
+  if (!t.device().is_cpu()) invalid(op, "tensor is on " + t.device().str() + "; the tdist backend serves CPU tensors");
+  const auto timeout = timeout_of(opts);
+  const at::Tensor input = t.coalesce();
+  const at::Tensor indices = input._indices().contiguous();
+  const at::Tensor values = input._values().contiguous();
+  to_dtype(values.scalar_type(), op);  // a dtype tdist carries, checked before anything is sent
+  const int64_t ndim = input.dim();
+
+  // Every rank's nnz, sparse and dense dimensions and shape: all ranks see the
+  // same table, so they all accept it or all fail alike.
+  at::Tensor header = at::tensor(std::vector<int64_t>{input._nnz(), input.sparse_dim(), input.dense_dim(), ndim});
+  at::Tensor headers = at::empty({size_ * 4}, at::kLong);
+  pg_->all_gather_into_tensor(to_view(headers, op), to_view(header, op), {.timeout = timeout, .async_op = false})
+      ->wait();
+  std::vector<int64_t> nnz(size_);
+  for (int r = 0; r < size_; ++r) {
+    nnz[r] = headers[r * 4].item<int64_t>();
+    for (int k = 1; k < 4; ++k)
+      if (headers[r * 4 + k].item<int64_t>() != header[k].item<int64_t>())
+        invalid(op, "rank " + std::to_string(r) + "'s sparse tensor has " +
+                        std::to_string(headers[r * 4 + 1].item<int64_t>()) + " sparse and " +
+                        std::to_string(headers[r * 4 + 2].item<int64_t>()) + " dense of " +
+                        std::to_string(headers[r * 4 + 3].item<int64_t>()) + " dimensions, this rank's " +
+                        std::to_string(input.sparse_dim()) + " and " + std::to_string(input.dense_dim()) + " of " +
+                        std::to_string(ndim));
+  }
+  at::Tensor shape = at::tensor(std::vector<int64_t>(input.sizes().begin(), input.sizes().end()), at::kLong);
+  at::Tensor shapes = at::empty({size_ * ndim}, at::kLong);
+  if (ndim > 0)
+    pg_->all_gather_into_tensor(to_view(shapes, op), to_view(shape, op), {.timeout = timeout, .async_op = false})
+        ->wait();
+  if (!shapes.view({size_, ndim}).eq(shape.view({1, ndim})).all().item<bool>())
+    invalid(op, "the ranks' sparse tensors differ in shape (this rank's is " + std::to_string(ndim) + "-d " +
+                    c10::str(input.sizes()) + ")");
+
+  // Their indices and values, of each rank's own length.
+  const int64_t sparse_dim = input.sparse_dim();
+  std::vector<at::Tensor> all_indices, all_values;
+  for (int r = 0; r < size_; ++r) {
+    all_indices.push_back(at::empty({sparse_dim, nnz[r]}, indices.options()));
+    std::vector<int64_t> value_shape(values.sizes().begin(), values.sizes().end());
+    value_shape[0] = nnz[r];
+    all_values.push_back(at::empty(value_shape, values.options()));
+  }
+  Works works;
+  works.push_back(pg_->all_gather(to_views(all_indices, op, "indices"), to_view(indices, op, "indices"),
+                                  {.timeout = timeout}));
+  works.push_back(pg_->all_gather(to_views(all_values, op, "values"), to_view(values, op, "values"),
+                                  {.timeout = timeout}));
+  for (auto& w : works) w->wait();
+  at::Tensor sum = at::sparse_coo_tensor(at::cat(all_indices, 1), at::cat(all_values, 0), input.sizes(),
+                                         input.options())
+                       .coalesce();
+  t.copy_(sum);
+  return track(c10d::OpType::ALLREDUCE, name, std::move(works), tensors);
 }
 
 WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -109,13 +180,14 @@ WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
   const char* name = "all_reduce_coalesced";
   const std::string op = where(name);
   if (tensors.empty()) invalid(op, "no tensors given");
-  auto reduce_op = to_reduce_op(opts.reduceOp, op);
-  auto views = to_views(tensors, op, "tensor");  // all checked before any is issued
-  // One all_reduce per tensor, issued back to back: the same result as
-  // Gloo's flattened buffer, without copying into one.
-  Works works;
-  for (auto& v : views) works.push_back(pg_->all_reduce(v, {.op = reduce_op, .timeout = timeout_of(opts)}));
-  return track(c10d::OpType::ALLREDUCE_COALESCED, name, std::move(works), tensors);
+  // As Gloo: one dtype for all (the front checks it too; this names the torch types).
+  for (size_t i = 1; i < tensors.size(); ++i)
+    if (tensors[i].defined() && tensors[0].defined() && tensors[i].scalar_type() != tensors[0].scalar_type())
+      invalid(op, "tensor " + std::to_string(i) + " is " + c10::toString(tensors[i].scalar_type()) + ", tensor 0 " +
+                      c10::toString(tensors[0].scalar_type()) + ": the tensors must all have the same dtype");
+  auto w = pg_->all_reduce_coalesced(to_views(tensors, op, "tensor"),
+                                     {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
+  return track(c10d::OpType::ALLREDUCE_COALESCED, name, {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
