@@ -10,6 +10,7 @@
 #                  one job of 6 ranks, node ranks 0, 1, 2 each given once
 #   restart        2 hosts x 2 workers, --max-restarts 2; rank 3 dies in the first
 #                  attempt: every host restarts and the job finishes
+#   worker_killed  as restart, but rank 1 is killed (SIGKILL) mid-training
 #   shrink         3 hosts with --nnodes 2:3 and --max-restarts 1; host 2's agent is
 #                  killed while training: hosts 0 and 1 finish as a job of 4 ranks
 #
@@ -73,6 +74,23 @@ case "$scenario" in
     cat "$work"/node*.log | grep -q "^tdistrun:     tdist::DistError: elastic_worker: rank 3 fails on purpose at step 4" ||
       fail "no summary shows rank 3's error file"
     grep -q "restarting the workers in a new round: rank " "$work/node0.log" || fail "host 0 did not restart"
+    ;;
+  worker_killed)
+    "$cluster" up "$name" 2 || fail "could not make the cluster"
+    endpoint=$("$cluster" addr "$name" 0):$port
+    for h in 0 1; do
+      agent "$h" --nnodes 2 --nproc-per-node 2 --rdzv-endpoint "$endpoint" --max-restarts 2 "$worker" "$work/out" 100 40
+    done
+    for _ in $(seq 600); do
+      [ "$(wc -l <"$work/out/progress.0" 2>/dev/null || echo 0)" -ge 12 ] && break
+      sleep 0.1
+    done
+    [ -s "$work/out/pid.1.0" ] || fail "rank 1 did not start"
+    kill -9 "$(cat "$work/out/pid.1.0")"
+    for h in 0 1; do finish "$h"; done
+    expect_done "world=4 restarts=1 steps=100 sum=1000"
+    cat "$work"/node*.log | grep -q "^tdistrun: rank 1 (local_rank 1, pid [0-9]*) failed first: killed by signal 9 (SIGKILL)" ||
+      fail "no summary names rank 1's SIGKILL"
     ;;
   shrink)
     "$cluster" up "$name" 3 || fail "could not make the cluster"

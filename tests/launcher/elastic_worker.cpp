@@ -4,8 +4,8 @@
 //
 //   elastic_worker OUT_DIR STEPS STEP_MS [FAIL_RANK FAIL_STEP]
 //
-// Each rank appends "progress" lines to OUT_DIR/progress.<restart> while it
-// trains; at the end, rank 0 writes OUT_DIR/done with "world=W restarts=R
+// Each rank writes its pid to OUT_DIR/pid.<rank>.<restart> and appends
+// "progress" lines to OUT_DIR/progress.<restart> while it trains; at the end, rank 0 writes OUT_DIR/done with "world=W restarts=R
 // steps=S sum=X". In the first attempt (TORCHELASTIC_RESTART_COUNT 0),
 // FAIL_RANK throws an uncaught tdist::DistError at FAIL_STEP: the library
 // writes it to TORCHELASTIC_ERROR_FILE and the worker ends with SIGABRT.
@@ -17,6 +17,8 @@
 #include <fstream>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 
 int main(int argc, char** argv) {
   if (argc < 4) {
@@ -34,6 +36,7 @@ int main(int argc, char** argv) {
   tdist::init_process_group("gloo");
   const int rank = tdist::get_rank();
   const int world = tdist::get_world_size();
+  std::ofstream(out + "/pid." + std::to_string(rank) + "." + std::to_string(restarts)) << getpid() << "\n";
   double total = 0;
   for (int step = 0; step < steps; ++step) {
     if (restarts == 0 && rank == fail_rank && step == fail_step) {
