@@ -103,7 +103,8 @@ std::string Store::queue_pop(const std::string& key, bool block, std::chrono::mi
                              ": the queue stayed empty");
       }
       try {
-        wait({item}, std::min(slice, deadline.remaining()));
+        // At least 1 ms: some stores read a zero timeout as "the default".
+        wait({item}, std::max(Millis(1), std::min(slice, deadline.remaining())));
       } catch (const DistStoreError&) {
         // Not there yet: has the head moved?
         std::string now = read_head();
