@@ -32,6 +32,13 @@ class DistStoreError : public DistError {
   using DistError::DistError;
 };
 
+// A non-blocking Store::queue_pop found the queue empty (torch's
+// DistQueueEmptyError; QueueEmptyError in Python).
+class DistQueueEmptyError : public DistStoreError {
+ public:
+  using DistStoreError::DistStoreError;
+};
+
 // A caller passed something invalid (bad rank, dtype/op combination, size).
 // Raised before anything is sent, so the group stays usable.
 class DistValueError : public DistError {

@@ -48,6 +48,20 @@ class Store {
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   virtual bool has_extended_api() const { return true; }
 
+  // Queues (torch's queue_push / queue_pop / queue_len): first in, first out
+  // under a key, safe with many pushers and poppers in many processes; every
+  // value is popped once. Queues are apart from the keys above. The default
+  // form is built from the operations above in keys under "<key>/.queue/";
+  // TCPStore keeps queues on its server; PrefixStore prefixes the key.
+  virtual void queue_push(const std::string& key, const std::string& value);
+  // Removes and returns the oldest value. block: waits up to `timeout` for
+  // one, then DistStoreError naming the key (a pop that timed out takes
+  // nothing); !block: DistQueueEmptyError naming the key when it is empty.
+  virtual std::string queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout);
+  std::string queue_pop(const std::string& key, bool block = true) { return queue_pop(key, block, timeout()); }
+  // The number of values in the queue (0 for a queue never pushed to).
+  virtual int64_t queue_len(const std::string& key);
+
   std::chrono::milliseconds timeout() const { return timeout_; }
   virtual void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
@@ -94,6 +108,10 @@ class PrefixStore : public Store {
   int64_t num_keys() override;
   std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  void queue_push(const std::string& key, const std::string& value) override;
+  using Store::queue_pop;
+  std::string queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) override;
+  int64_t queue_len(const std::string& key) override;
   void set_timeout(std::chrono::milliseconds timeout) override;
   const std::shared_ptr<Store>& underlying_store() const { return store_; }
   const std::string& prefix() const { return prefix_; }
@@ -142,6 +160,11 @@ struct TCPStoreOptions {
   std::chrono::milliseconds timeout = kDefaultStoreTimeout;
   bool wait_for_workers = true;
   bool multi_tenant = false;
+  // The master serves on this socket instead of binding one itself: a TCP
+  // socket the caller bound (to `port`, or port 0 given) and may have set
+  // listening, which the store takes over (closes when its server stops,
+  // also when the constructor throws). Only with is_master.
+  std::optional<int> master_listen_fd{};
 };
 
 // The server (is_master) holds the data in an event-loop thread; every
@@ -154,7 +177,7 @@ class TCPStore : public Store {
   // torch's positional form.
   TCPStore(std::string host, uint16_t port, std::optional<int> world_size, bool is_master,
            std::chrono::milliseconds timeout = kDefaultStoreTimeout, bool wait_for_workers = true,
-           bool multi_tenant = false);
+           bool multi_tenant = false, std::optional<int> master_listen_fd = std::nullopt);
   ~TCPStore() override;
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key) override;
@@ -169,6 +192,12 @@ class TCPStore : public Store {
   int64_t num_keys() override;
   std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  // Queues live on the server: a push or a pop is one request, a blocking
+  // pop is parked there until a value comes (longest-waiting pop first).
+  void queue_push(const std::string& key, const std::string& value) override;
+  using Store::queue_pop;
+  std::string queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) override;
+  int64_t queue_len(const std::string& key) override;
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }  // the bound port when constructed with port 0

@@ -18,3 +18,6 @@ void bind_objects(py::module_& m);       // objects.cpp: object collectives on b
 void bind_device_mesh(py::module_& m);   // device_mesh.cpp
 
 }  // namespace tdist_py
+
+// Before any use of shared_ptr<Store> from Python: its caster lives there.
+#include "py_store.h"

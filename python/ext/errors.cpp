@@ -1,7 +1,8 @@
 // C++ tdist::DistError and subclasses -> tdist.DistError (a RuntimeError, as in
 // torch) > DistBackendError, DistNetworkError, DistStoreError, and
 // DistValueError, which is also a ValueError so that `except ValueError` works
-// for bad arguments. Messages are passed through unchanged.
+// for bad arguments, and QueueEmptyError (torch.distributed.QueueEmptyError), a
+// DistStoreError. Messages are passed through unchanged.
 #include "errors.h"
 
 #include <tdist/errors.h>
@@ -15,6 +16,7 @@ PyObject* g_backend_error = nullptr;
 PyObject* g_network_error = nullptr;
 PyObject* g_store_error = nullptr;
 PyObject* g_value_error = nullptr;
+PyObject* g_queue_empty_error = nullptr;
 
 // The Python type for the C++ exception currently being handled (rethrown by the caller).
 PyObject* type_of(std::exception_ptr error, std::string* message) {
@@ -29,6 +31,9 @@ PyObject* type_of(std::exception_ptr error, std::string* message) {
   } catch (const tdist::DistNetworkError& e) {
     *message = e.what();
     return g_network_error;
+  } catch (const tdist::DistQueueEmptyError& e) {
+    *message = e.what();
+    return g_queue_empty_error;
   } catch (const tdist::DistStoreError& e) {
     *message = e.what();
     return g_store_error;
@@ -62,6 +67,17 @@ py::object exception_object(std::exception_ptr error) {
   return py::reinterpret_borrow<py::object>(type)(message);
 }
 
+void throw_as_cpp_if_dist_error(py::error_already_set& e) {
+  if (!g_dist_error || !e.matches(g_dist_error)) return;
+  std::string message = py::str(e.value()).cast<std::string>();
+  if (e.matches(g_queue_empty_error)) throw tdist::DistQueueEmptyError(message);
+  if (e.matches(g_store_error)) throw tdist::DistStoreError(message);
+  if (e.matches(g_value_error)) throw tdist::DistValueError(message);
+  if (e.matches(g_network_error)) throw tdist::DistNetworkError(message);
+  if (e.matches(g_backend_error)) throw tdist::DistBackendError(message);
+  throw tdist::DistError(message);
+}
+
 void bind_errors(py::module_& m) {
   g_dist_error = new_type(m, "DistError", PyExc_RuntimeError,
                           "Base of tdist's errors (torch.distributed.DistError); a RuntimeError.");
@@ -72,6 +88,10 @@ void bind_errors(py::module_& m) {
   g_network_error = new_type(m, "DistNetworkError", one.ptr(), "A connection could not be made, or broke.");
   g_store_error = new_type(m, "DistStoreError", one.ptr(),
                            "A key-value store operation failed (missing key after the timeout, ...).");
+  py::tuple store_base(1);
+  store_base[0] = py::handle(g_store_error);
+  g_queue_empty_error = new_type(m, "QueueEmptyError", store_base.ptr(),
+                                 "A non-blocking Store.queue_pop found the queue empty (a DistStoreError).");
   py::tuple two(2);
   two[0] = py::handle(g_dist_error);
   two[1] = py::handle(PyExc_ValueError);

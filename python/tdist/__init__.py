@@ -21,6 +21,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     DistNetworkError,
     DistStoreError,
     DistValueError,
+    QueueEmptyError,
     DeviceMesh,
     FileStore,
     Future,

@@ -16,6 +16,8 @@ void init_process_group(const InitOptions& options) {
   }
   // An unknown backend is reported before anyone waits for anyone.
   validate_backend_spec(options.backend);
+  // Not into the previous group's store, which rank 0 may not have closed yet.
+  await_previous_store_close(options.timeout);
   Rendezvous r = rendezvous(options);
   int generation;
   {

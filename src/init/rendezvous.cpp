@@ -281,6 +281,7 @@ void join_all_ranks(Store& store, const std::string& prefix, int rank, int world
   Deadline deadline = Deadline::after(timeout);
   const Millis slice = std::max<Millis>(timeout / 4, Millis(200));
   std::vector<int> missing;
+  bool counted = false;  // whether `missing` was ever read from the store
   std::string store_error;
   for (;;) {
     try {
@@ -294,12 +295,17 @@ void join_all_ranks(Store& store, const std::string& prefix, int rank, int world
       for (int i = 0; i < world_size; ++i)
         if (!store.check({keys[i]})) now.push_back(i);
       missing = now;
+      counted = true;
     } catch (const DistError& e) {
       store_error = e.what();
       break;  // the store is gone: report what was last seen
     }
     if (deadline.expired()) break;
   }
+  if (!counted)
+    throw DistError("init_process_group via " + where + ": rank " + std::to_string(rank) +
+                    " lost the store before it could see which of the " + std::to_string(world_size) +
+                    " ranks arrived: " + store_error);
   std::string list;
   for (size_t i = 0; i < missing.size(); ++i) list += (i ? ", " : "") + std::to_string(missing[i]);
   throw DistError("init_process_group via " + where + ": rank " + std::to_string(rank) + " waited up to " +

@@ -183,18 +183,25 @@ std::pair<Group, std::vector<Group>> new_subgroups(int group_size, std::chrono::
 
 namespace {
 
+constexpr std::chrono::milliseconds kLeaveWait{10000};
+
 // Leaving in order, when init made the store: rank 0, whose process serves
-// it, waits (bounded) until every rank has left, stops accepting, says so,
-// and closes it. A rank that goes on to init again on the same port then
-// never reaches the closing store, and no group handle keeps the port bound.
-void leave_store(Store& scoped, TCPStore* hosted, int rank, int size) {
-  constexpr std::chrono::milliseconds kLeaveWait{10000};
+// it, waits (kLeaveWait at most, and at most the group's timeout) until every
+// rank has left, stops accepting, says so, and closes it. A rank that goes on
+// to init again on the same port then never reaches the closing store, and no
+// group handle keeps the port bound.
+// Returns false when this rank left a TCPStore without seeing it closed (rank
+// 0 had not come to destroy it within that wait): the next init waits for
+// that (await_previous_store_close), or it could join the old server just
+// before rank 0 closes it.
+bool leave_store(Store& scoped, TCPStore* hosted, int rank, int size, std::chrono::milliseconds timeout) {
+  const std::chrono::milliseconds wait = std::min(kLeaveWait, timeout);
   try {
     if (rank == 0) {
       std::vector<std::string> keys;
       for (int r = 1; r < size; ++r) keys.push_back("left/" + std::to_string(r));
       try {
-        if (!keys.empty()) scoped.wait(keys, kLeaveWait);
+        if (!keys.empty()) scoped.wait(keys, wait);
       } catch (const DistError&) {
         // A rank that never left (exited, crashed) does not hold rank 0.
       }
@@ -203,14 +210,34 @@ void leave_store(Store& scoped, TCPStore* hosted, int rank, int size) {
       if (hosted) hosted->stop_server();
     } else {
       scoped.set("left/" + std::to_string(rank), "1");
-      scoped.wait({"closed"}, kLeaveWait);
+      try {
+        scoped.wait({"closed"}, wait);
+      } catch (const DistStoreError&) {
+        return false;  // still open (a network error, by contrast, says the server is gone)
+      }
     }
   } catch (const DistError&) {
     // Leaving never fails: the store may be gone already.
   }
+  return true;
 }
 
 }  // namespace
+
+void await_previous_store_close(std::chrono::milliseconds timeout) {
+  std::shared_ptr<Store> old;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    old = std::move(world().unclosed_store);
+    world().unclosed_store = nullptr;
+  }
+  if (!old) return;
+  try {
+    old->wait({"closed"}, timeout);
+  } catch (const DistError&) {
+    // Closed under us (a network error), or never said so: go on either way.
+  }
+}
 
 void destroy_process_group(const Group& group) {
   std::vector<Group> victims;
@@ -218,6 +245,7 @@ void destroy_process_group(const Group& group) {
   std::shared_ptr<void> mpi_hold;
   bool owns_store = false;
   int rank = 0, size = 1;
+  std::chrono::milliseconds timeout = kLeaveWait;
   {
     std::lock_guard<std::mutex> lock(world().mu);
     if (group && group != world().default_group) {
@@ -232,6 +260,7 @@ void destroy_process_group(const Group& group) {
       world().group_counts.clear();
       rank = world().default_group->rank();
       size = world().default_group->size();
+      timeout = world().default_group->timeout();
       store = std::move(world().store);
       scoped = std::move(world().scoped_store);
       owns_store = world().owns_store;
@@ -244,7 +273,11 @@ void destroy_process_group(const Group& group) {
     }
   }
   for (auto& g : victims) g->shutdown();
-  if (owns_store && scoped) leave_store(*scoped, dynamic_cast<TCPStore*>(store.get()), rank, size);
+  if (owns_store && scoped && !leave_store(*scoped, dynamic_cast<TCPStore*>(store.get()), rank, size, timeout) &&
+      dynamic_cast<TCPStore*>(store.get()) != nullptr) {
+    std::lock_guard<std::mutex> lock(world().mu);
+    world().unclosed_store = scoped;
+  }
   // Last: MPI is finalised here if tdist initialised it and no group holds it.
   if (mpi_hold) {
     mpi_hold.reset();

@@ -29,9 +29,18 @@ struct World {
   // MPI kept initialised for the default group (init took its world or found
   // the store through MPI); let go by destroy_process_group.
   std::shared_ptr<void> mpi_hold;                   // how many times init_process_group ran in this process
+  // The last default group's store (its namespace), when this process left it
+  // (destroy_process_group, rank > 0) before rank 0 said it closed it; see
+  // await_previous_store_close.
+  std::shared_ptr<Store> unclosed_store;
 };
 
 World& world();
+// For init_process_group, before it connects anywhere: when this process left
+// the previous default group's TCPStore before rank 0 closed it (rank 0 was
+// still busy; destroy waits only so long), waits up to `timeout` until rank 0
+// closes it, so the new group cannot reach that old server on a reused port.
+void await_previous_store_close(std::chrono::milliseconds timeout);
 // The group an operation acts on: `group`, or the default one (DistError naming
 // `op` when the package is not initialized).
 Group resolve_group(const Group& group, const char* op);

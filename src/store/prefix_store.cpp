@@ -37,6 +37,12 @@ std::vector<std::string> PrefixStore::multi_get(const std::vector<std::string>& 
 void PrefixStore::multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) {
   store_->multi_set(join(keys), values);
 }
+// The underlying store's queue under "prefix/key" (its native form, if any).
+void PrefixStore::queue_push(const std::string& key, const std::string& value) { store_->queue_push(join(key), value); }
+std::string PrefixStore::queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) {
+  return store_->queue_pop(join(key), block, timeout);
+}
+int64_t PrefixStore::queue_len(const std::string& key) { return store_->queue_len(join(key)); }
 // The timeout is the underlying store's: get/wait there use it.
 void PrefixStore::set_timeout(std::chrono::milliseconds timeout) {
   Store::set_timeout(timeout);

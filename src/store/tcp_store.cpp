@@ -264,11 +264,21 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
   if (options.world_size && *options.world_size < 1)
     throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): world_size must be at least 1, got " +
                          std::to_string(*options.world_size));
+  if (options.master_listen_fd && !options.is_master)
+    throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): master_listen_fd is for the master (is_master)");
   if (options.is_master) {
     try {
-      const std::string bind = bind_address_for(host_);
-      state_->server = options.multi_tenant ? TcpStoreServer::shared(bind, port_)
-                                            : std::make_shared<TcpStoreServer>(bind, port_);
+      if (options.master_listen_fd) {
+        Fd listen(*options.master_listen_fd);
+        state_->server = options.multi_tenant ? TcpStoreServer::shared(std::move(listen), port_)
+                                              : std::make_shared<TcpStoreServer>(std::move(listen), port_);
+      } else {
+        const std::string bind = bind_address_for(host_);
+        state_->server = options.multi_tenant ? TcpStoreServer::shared(bind, port_)
+                                              : std::make_shared<TcpStoreServer>(bind, port_);
+      }
+    } catch (const DistValueError& e) {
+      throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): " + e.what());
     } catch (const DistNetworkError& e) {
       throw DistNetworkError("TCPStore(" + endpoint(host_, port_) + "): cannot start the server: " + e.what());
     }
@@ -295,13 +305,15 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
 }
 
 TCPStore::TCPStore(std::string host, uint16_t port, std::optional<int> world_size, bool is_master,
-                   std::chrono::milliseconds timeout, bool wait_for_workers, bool multi_tenant)
+                   std::chrono::milliseconds timeout, bool wait_for_workers, bool multi_tenant,
+                   std::optional<int> master_listen_fd)
     : TCPStore(std::move(host), port,
                TCPStoreOptions{.world_size = world_size,
                                .is_master = is_master,
                                .timeout = timeout,
                                .wait_for_workers = wait_for_workers,
-                               .multi_tenant = multi_tenant}) {}
+                               .multi_tenant = multi_tenant,
+                               .master_listen_fd = master_listen_fd}) {}
 
 void TCPStore::stop_accepting() {
   if (state_->server) state_->server->stop_accepting();
@@ -383,6 +395,39 @@ void TCPStore::multi_set(const std::vector<std::string>& keys, const std::vector
   auto ks = pointers(keys);
   auto vs = pointers(values);
   state_->call(Command::kMultiSet, ks, vs, 0, timeout());
+}
+
+void TCPStore::queue_push(const std::string& key, const std::string& value) {
+  const std::string* k = &key;
+  const std::string* v = &value;
+  state_->call(Command::kQueuePush, {&k, 1}, {&v, 1}, 0, timeout());
+}
+
+std::string TCPStore::queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) {
+  const std::string* k = &key;
+  Response r;
+  if (!block) {
+    r = state_->call(Command::kQueuePop, {&k, 1}, {}, -1, this->timeout());
+    if (r.status == Status::kTimeout)
+      throw DistQueueEmptyError(state_->client->name() + ": queue_pop(key " + quote(key) +
+                                ", block=false): the queue is empty");
+  } else {
+    Deadline deadline = timeout >= kForever ? Deadline::never() : deadline_after(timeout + reply_margin(timeout));
+    r = state_->client->call(Command::kQueuePop, {&k, 1}, {}, timeout_arg(timeout), deadline);
+    if (r.status == Status::kError)
+      throw DistStoreError(state_->client->name() + ": queue_pop(key " + quote(key) + "): " +
+                           (r.values.empty() ? std::string("server error") : r.values[0]));
+    if (r.status == Status::kTimeout)
+      throw DistStoreError(state_->client->name() + ": queue_pop(key " + quote(key) + ") timed out after " +
+                           format_ms(timeout) + ": the queue stayed empty");
+  }
+  if (r.values.size() != 1) throw DistNetworkError(state_->client->name() + ": queue_pop: malformed response");
+  return std::move(r.values[0]);
+}
+
+int64_t TCPStore::queue_len(const std::string& key) {
+  const std::string* k = &key;
+  return state_->call(Command::kQueueLen, {&k, 1}, {}, 0, timeout()).num;
 }
 
 }  // namespace tdist

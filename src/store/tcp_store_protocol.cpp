@@ -20,6 +20,9 @@ const char* command_name(Command c) {
     case Command::kMultiSet: return "multi_set";
     case Command::kWaitCounter: return "wait_counter";
     case Command::kAuth: return "auth";
+    case Command::kQueuePush: return "queue_push";
+    case Command::kQueuePop: return "queue_pop";
+    case Command::kQueueLen: return "queue_len";
   }
   return "?";
 }
@@ -59,7 +62,7 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
            std::to_string(k) + " and " + std::to_string(v) + ")";
     return false;
   };
-  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kAuth)) {
+  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kQueueLen)) {
     *why = "unknown command byte " + std::to_string(command);
     return false;
   }
@@ -74,7 +77,10 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
     case Command::kNumKeys: return expect(0, 0);
     case Command::kSet:
     case Command::kAppend:
-    case Command::kWaitCounter: return expect(1, 1);
+    case Command::kWaitCounter:
+    case Command::kQueuePush: return expect(1, 1);
+    case Command::kQueuePop:
+    case Command::kQueueLen:
     case Command::kGet:
     case Command::kAdd:
     case Command::kDelete: return expect(1, 0);

@@ -25,6 +25,10 @@
 //   MULTI_SET 12  n       n              0            -
 //   WAIT_COUNTER 13 1     1 (u64 target) timeout ms   num = the counter's value
 //   AUTH      14  0       1 (proof)      0            -  (ERROR and the connection closed: wrong proof)
+//   QUEUE_PUSH 15 1 (queue) 1 (value)    0            -
+//   QUEUE_POP 16  1 (queue) 0            timeout ms   values = [the oldest value], removed from the queue
+//                                        (-1: do not wait; TIMEOUT at once when the queue is empty)
+//   QUEUE_LEN 17  1 (queue) 0            0            num = number of values in the queue
 //
 // Status: OK 0; TIMEOUT 1 (a waiting command's timeout expired on the server:
 // values = the keys still missing, num = the counter for WAIT_COUNTER);
@@ -43,6 +47,8 @@
 // only bytes that actually arrive, never an announced size up front.
 // GET/WAIT/MULTI_GET/WAIT_COUNTER on missing keys are parked on the server and
 // answered when the keys appear, or with TIMEOUT when `arg` ms have passed.
+// Queues are apart from the keys; a QUEUE_POP on an empty queue is parked
+// likewise, and a QUEUE_PUSH hands its value to the longest-parked pop.
 //
 // kWorkersKey (it starts with a NUL byte, so it cannot clash with a readable
 // key) counts the store users for wait_for_workers; NUM_KEYS does not count it.
@@ -76,6 +82,9 @@ enum class Command : uint8_t {
   kMultiSet = 12,
   kWaitCounter = 13,
   kAuth = 14,
+  kQueuePush = 15,
+  kQueuePop = 16,
+  kQueueLen = 17,
 };
 
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };

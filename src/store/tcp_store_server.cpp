@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <optional>
 #include <map>
 #include <mutex>
@@ -87,6 +88,11 @@ struct TcpStoreServer::Loop {
   std::unordered_map<uint64_t, Waiter> waiters;
   std::unordered_map<std::string, std::vector<uint64_t>> watchers;
   std::multimap<Clock::time_point, uint64_t> timers;
+  // Queues (QUEUE_PUSH/POP/LEN), apart from the table, and the pops parked
+  // on each empty one, oldest first. A queue with values has no parked pop.
+  std::unordered_map<std::string, std::deque<std::string>> queues;
+  std::unordered_map<std::string, std::deque<uint64_t>> queue_poppers;
+  size_t queue_bytes = 0;  // queue names and values held, counted against limits.max_bytes
   std::vector<uint64_t> to_close;  // dropped connections, erased at the end of an iteration
   std::vector<uint64_t> ready;     // connections whose next request may already be buffered
   std::vector<char> scratch = std::vector<char>(kReadChunk);  // every read lands here first
@@ -108,6 +114,7 @@ struct TcpStoreServer::Loop {
   std::optional<int64_t> counter(const std::string& key) const;
   void park(Conn& c, Request req);
   void notify(const std::string& key);
+  bool deliver(const std::string& queue, std::string& value);
   void complete(uint64_t waiter_id);
   void expire(Clock::time_point now);
   void remove_waiter(uint64_t waiter_id);
@@ -447,6 +454,18 @@ std::optional<std::string> TcpStoreServer::Loop::over_limit(const Request& req) 
     case Command::kCompareSet:
       grows = req.keys[0].size() + req.values[1].size();
       break;
+    case Command::kQueuePush:
+      grows = req.keys[0].size() + req.values[0].size();
+      break;
+    case Command::kQueuePop: {
+      auto it = queues.find(req.keys[0]);
+      const size_t answer = it == queues.end() || it->second.empty() ? 0 : it->second.front().size() + 8;
+      if (buffered + answer > limits.max_buffered_bytes)
+        return "answers of " + std::to_string(buffered) + " bytes wait to be sent to clients; " +
+               std::to_string(answer) + " more would pass the limit of " + std::to_string(limits.max_buffered_bytes) +
+               " (TDIST_STORE_MAX_BUFFERED_BYTES)";
+      return std::nullopt;
+    }
     case Command::kAppend: {
       const KvTable::Entry* e = table.find(req.keys[0]);
       size_t after = (e ? e->value.size() : 0) + req.values[0].size();
@@ -475,8 +494,8 @@ std::optional<std::string> TcpStoreServer::Loop::over_limit(const Request& req) 
     default:
       return std::nullopt;
   }
-  if (table.bytes() + grows > limits.max_bytes)
-    return "the store holds " + std::to_string(table.bytes()) + " bytes; " + std::to_string(grows) +
+  if (table.bytes() + queue_bytes + grows > limits.max_bytes)
+    return "the store holds " + std::to_string(table.bytes() + queue_bytes) + " bytes; " + std::to_string(grows) +
            " more would pass its limit of " + std::to_string(limits.max_bytes) + " (TDIST_STORE_MAX_BYTES)";
   return std::nullopt;
 }
@@ -545,6 +564,29 @@ void TcpStoreServer::Loop::serve(Conn& c, Request req) {
       if (!all_present(req.keys)) return park(c, std::move(req));
       if (req.command != Command::kWait) r.values = values_of(req.keys);
       break;
+    case Command::kQueuePush:
+      if (deliver(req.keys[0], req.values[0])) break;
+      queue_bytes += req.keys[0].size() + req.values[0].size();
+      queues[req.keys[0]].push_back(std::move(req.values[0]));
+      break;
+    case Command::kQueuePop: {
+      auto it = queues.find(req.keys[0]);
+      if (it == queues.end()) {
+        if (req.arg >= 0) return park(c, std::move(req));
+        r.status = Status::kTimeout;  // empty, and the client does not wait
+        break;
+      }
+      queue_bytes -= req.keys[0].size() + it->second.front().size();
+      r.values.push_back(std::move(it->second.front()));
+      it->second.pop_front();
+      if (it->second.empty()) queues.erase(it);  // an empty queue is no entry
+      break;
+    }
+    case Command::kQueueLen: {
+      auto it = queues.find(req.keys[0]);
+      r.num = it == queues.end() ? 0 : static_cast<int64_t>(it->second.size());
+      break;
+    }
     case Command::kWaitCounter: {
       if (req.values[0].size() != 8) return drop(c, LogLevel::Info, "wait_counter target is not 8 bytes");
       auto now = counter(req.keys[0]);
@@ -590,7 +632,9 @@ void TcpStoreServer::Loop::park(Conn& c, Request req) {
   w.conn = c.id;
   w.command = req.command;
   w.timeout_ms = std::max<int64_t>(req.arg, 0);
-  if (req.command == Command::kWaitCounter) {
+  if (req.command == Command::kQueuePop) {
+    queue_poppers[req.keys[0]].push_back(id);
+  } else if (req.command == Command::kWaitCounter) {
     w.target = static_cast<int64_t>(get_u64(req.values[0].data()));
     w.watched.push_back(req.keys[0]);
   } else {
@@ -639,6 +683,39 @@ void TcpStoreServer::Loop::notify(const std::string& key) {
   }
 }
 
+// Hands a pushed value to the longest-parked pop of the queue; false when
+// none takes it (the value is then still in `value`).
+bool TcpStoreServer::Loop::deliver(const std::string& queue, std::string& value) {
+  for (;;) {
+    auto it = queue_poppers.find(queue);
+    if (it == queue_poppers.end()) return false;
+    const uint64_t id = it->second.front();
+    const uint64_t conn_id = waiters.at(id).conn;
+    auto cit = conns.find(conn_id);
+    if (cit == conns.end() || cit->second->closing) {
+      remove_waiter(id);  // also from queue_poppers
+      continue;
+    }
+    Conn& c = *cit->second;
+    // A popper that died may not have been noticed yet (its hang-up still
+    // waits in epoll): look, or the value would go to a closed socket.
+    char byte;
+    ssize_t peeked = ::recv(c.fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      drop(c, LogLevel::Debug, "disconnected while its queue_pop was parked");  // removes the waiter
+      continue;
+    }
+    remove_waiter(id);
+    c.waiter = 0;
+    Response r;
+    r.values.push_back(std::move(value));
+    respond(c, r);
+    ready.push_back(conn_id);
+    if (!c.closing) return true;
+    value = std::move(r.values[0]);  // the send failed at once: the next pop gets it
+  }
+}
+
 void TcpStoreServer::Loop::complete(uint64_t waiter_id) {
   Waiter& w = waiters.at(waiter_id);
   Response r;
@@ -669,7 +746,7 @@ void TcpStoreServer::Loop::expire(Clock::time_point now) {
     Response r;
     r.status = Status::kTimeout;
     if (w.command == Command::kWaitCounter) r.num = counter(w.keys[0]).value_or(0);
-    else r.values = missing_keys(w.keys, [&](const std::string& k) { return table.contains(k); });
+    else if (w.command != Command::kQueuePop) r.values = missing_keys(w.keys, [&](const std::string& k) { return table.contains(k); });
     uint64_t conn_id = w.conn;
     remove_waiter(id);
     auto it = conns.find(conn_id);
@@ -690,6 +767,13 @@ void TcpStoreServer::Loop::remove_waiter(uint64_t waiter_id) {
     std::erase(it->second, waiter_id);
     if (it->second.empty()) watchers.erase(it);
   }
+  if (w.command == Command::kQueuePop) {
+    auto it = queue_poppers.find(w.keys[0]);
+    if (it != queue_poppers.end()) {
+      std::erase(it->second, waiter_id);
+      if (it->second.empty()) queue_poppers.erase(it);
+    }
+  }
   if (w.has_timer) timers.erase(w.timer);
   waiters.erase(wit);
 }
@@ -697,9 +781,37 @@ void TcpStoreServer::Loop::remove_waiter(uint64_t waiter_id) {
 // ---------------------------------------------------------------- server
 
 TcpStoreServer::TcpStoreServer(const std::string& bind_host, uint16_t port) : loop_(std::make_unique<Loop>()) {
+  start(listen_tcp(bind_host, port));
+}
+
+TcpStoreServer::TcpStoreServer(Fd listen, uint16_t expected_port) : loop_(std::make_unique<Loop>()) {
+  const std::string what = "master_listen_fd " + std::to_string(listen.get());
+  int type = 0;
+  socklen_t type_len = sizeof(type);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (!listen.valid() || ::getsockopt(listen.get(), SOL_SOCKET, SO_TYPE, &type, &type_len) != 0)
+    throw DistValueError(what + " is not a socket: " + errno_string(errno));
+  if (::getsockname(listen.get(), reinterpret_cast<sockaddr*>(&ss), &len) != 0 ||
+      (ss.ss_family != AF_INET && ss.ss_family != AF_INET6) || type != SOCK_STREAM)
+    throw DistValueError(what + " is not a TCP socket");
+  const uint16_t bound = local_port(listen.get());
+  if (bound == 0) throw DistValueError(what + " is not bound to a port (bind it before passing it)");
+  if (expected_port != 0 && bound != expected_port)
+    throw DistValueError(what + " is bound to port " + std::to_string(bound) + ", expected to be bound to port " +
+                         std::to_string(expected_port));
+  // Listening already, or not yet: listen() makes it so either way.
+  if (::listen(listen.get(), 1024) != 0)
+    throw DistNetworkError("cannot listen on " + what + " (" + local_address(listen.get()) + "): " +
+                           errno_string(errno));
+  set_cloexec(listen.get());
+  start(std::move(listen));
+}
+
+void TcpStoreServer::start(Fd listen) {
   loop_->token = auth::job_token();
   loop_->limits = StoreLimits::from_environment();
-  loop_->listen = listen_tcp(bind_host, port);
+  loop_->listen = std::move(listen);
   set_nonblocking(loop_->listen.get(), true);
   port_ = local_port(loop_->listen.get());
   loop_->name = "TCPStore server on " + local_address(loop_->listen.get());
@@ -742,18 +854,39 @@ TcpStoreServer::~TcpStoreServer() {
   TDIST_LOG(LogLevel::Debug, loop_->name << ": stopped");
 }
 
+namespace {
+
+// The servers of multi_tenant stores in this process, by port.
+struct SharedServers {
+  std::mutex mu;
+  std::map<uint16_t, std::weak_ptr<TcpStoreServer>> by_port;
+};
+SharedServers& shared_servers() {
+  static SharedServers s;
+  return s;
+}
+
+}  // namespace
+
 std::shared_ptr<TcpStoreServer> TcpStoreServer::shared(const std::string& bind_host, uint16_t port) {
-  static std::mutex mu;
-  static std::map<uint16_t, std::weak_ptr<TcpStoreServer>> servers;
-  std::lock_guard<std::mutex> lock(mu);
-  std::erase_if(servers, [](const auto& kv) { return kv.second.expired(); });
+  auto& reg = shared_servers();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  std::erase_if(reg.by_port, [](const auto& kv) { return kv.second.expired(); });
   if (port != 0) {
-    auto it = servers.find(port);
-    if (it != servers.end())
+    auto it = reg.by_port.find(port);
+    if (it != reg.by_port.end())
       if (auto s = it->second.lock()) return s;
   }
   auto s = std::make_shared<TcpStoreServer>(bind_host, port);
-  servers[s->port()] = s;
+  reg.by_port[s->port()] = s;
+  return s;
+}
+
+std::shared_ptr<TcpStoreServer> TcpStoreServer::shared(Fd listen_socket, uint16_t expected_port) {
+  auto s = std::make_shared<TcpStoreServer>(std::move(listen_socket), expected_port);
+  auto& reg = shared_servers();
+  std::lock_guard<std::mutex> lock(reg.mu);
+  reg.by_port[s->port()] = s;
   return s;
 }
 

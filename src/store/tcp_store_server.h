@@ -31,6 +31,10 @@ class TcpStoreServer {
   // picks one); throws DistNetworkError naming them when it cannot. Requires
   // the job token (util/job_token.h) from its clients when this process has one.
   TcpStoreServer(const std::string& bind_host, uint16_t port);
+  // Serves on a TCP socket the caller bound (and may have set listening),
+  // which it takes over: closed with the server, also when this throws.
+  // expected_port: 0, or the port it must be bound to (DistValueError else).
+  TcpStoreServer(Fd listen_socket, uint16_t expected_port);
   // Stops the loop and closes every connection (their clients then fail with
   // DistNetworkError).
   ~TcpStoreServer();
@@ -44,9 +48,12 @@ class TcpStoreServer {
   // The server shared by multi_tenant TCPStores of this process on `port`
   // (a new one when none is alive, registered under its bound port).
   static std::shared_ptr<TcpStoreServer> shared(const std::string& bind_host, uint16_t port);
+  // A new server on the given socket (as above), registered for sharing.
+  static std::shared_ptr<TcpStoreServer> shared(Fd listen_socket, uint16_t expected_port);
 
  private:
   struct Loop;
+  void start(Fd listen);
   uint16_t port_ = 0;
   Fd wake_;  // eventfd: written to stop the loop
   std::unique_ptr<Loop> loop_;

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "backends/process_world.h"
 #include "common/scoped_env.h"
@@ -314,6 +315,64 @@ TEST(Init, AGroupHandleKeptAfterDestroyDoesNotKeepTheStorePort) {
               std::string("the error does not say the group was destroyed: ") + e.what());
     }
   });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+// env:// on one port, init/destroy cycles while user code keeps a subgroup
+// handle of every cycle: each cycle gets a new store on the same port.
+TEST(Init, EnvCyclesOnOnePortKeepingSubgroupHandles) {
+  const int port = free_port();
+  auto results = run_in_processes(
+      3,
+      [&](int rank) {
+        clear_rank_env();
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+        setenv("RANK", std::to_string(rank).c_str(), 1);
+        setenv("WORLD_SIZE", "3", 1);
+        std::vector<Group> kept;
+        for (int cycle = 0; cycle < 8; ++cycle) {
+          init_process_group({.backend = "gloo", .timeout = milliseconds(20000)});
+          kept.push_back(new_group({0, 2}));
+          std::vector<int> v(3, rank + cycle);
+          all_reduce(v);
+          require(v[0] == 3 + 3 * cycle, "cycle " + std::to_string(cycle) + ": all_reduce gave " + std::to_string(v[0]));
+          destroy_process_group();
+        }
+      },
+      std::chrono::seconds(120));
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+// Rank 0 (whose process serves the store) comes to destroy_process_group
+// long after the others, who stop waiting for it (destroy waits at most the
+// group's timeout, 10 s at most) and init again at once on the same port:
+// they must not join the old store that rank 0 is about to close (which
+// failed as "0 of 2 ranks did not arrive: []"). With a subgroup handle kept.
+TEST(Init, ReinitOnOnePortAfterRank0DestroysLate) {
+  const int port = free_port();
+  constexpr milliseconds kTimeout{8000};
+  auto results = run_in_processes(
+      2,
+      [&](int rank) {
+        clear_rank_env();
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+        setenv("RANK", std::to_string(rank).c_str(), 1);
+        setenv("WORLD_SIZE", "2", 1);
+        std::vector<Group> kept;
+        for (int cycle = 0; cycle < 3; ++cycle) {
+          init_process_group({.backend = "gloo", .timeout = kTimeout});
+          kept.push_back(new_group({0, 1}));
+          std::vector<int> v(2, 1 + cycle);
+          all_reduce(v);
+          require(v[0] == 2 + 2 * cycle, "cycle " + std::to_string(cycle) + ": all_reduce gave " + std::to_string(v[0]));
+          // Rank 0 saves a checkpoint: past rank 1's wait in destroy, well within its next init's timeout.
+          if (rank == 0 && cycle == 0) std::this_thread::sleep_for(kTimeout + milliseconds(1500));
+          destroy_process_group();
+        }
+      },
+      std::chrono::seconds(120));
   EXPECT_EQ(describe_failures(results), "");
 }
 

@@ -1,6 +1,8 @@
 // TCPStore: processes, ports, connection failures, and a server that must
 // survive misbehaving clients.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -139,6 +141,89 @@ TEST(TCPStore, ServerPortInUseIsANetworkError) {
   } catch (const DistNetworkError& e) {
     EXPECT_TRUE(contains(e.what(), std::to_string(master->port()))) << e.what();
   }
+}
+
+// ---------------------------------------------------------------- master_listen_fd
+
+// A TCP socket bound to a port the kernel picks on 127.0.0.1, not listening.
+tdist::Fd bound_socket() {
+  tdist::Fd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  if (!fd.valid() || ::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
+    throw std::runtime_error("cannot bind a socket");
+  return fd;
+}
+
+bool fd_is_open(int fd) { return ::fcntl(fd, F_GETFD) != -1; }
+
+// The master serves on the socket it is given (bound, listening or not), and
+// closes it with the server: the port is free again afterwards.
+TEST(TCPStore, MasterListenFdServesOnTheGivenSocket) {
+  for (bool listening : {false, true}) {
+    SCOPED_TRACE(listening ? "listening socket" : "bound socket");
+    tdist::Fd sock = bound_socket();
+    if (listening) ASSERT_EQ(::listen(sock.get(), 16), 0);
+    const uint16_t port = tdist::local_port(sock.get());
+    const int fd = sock.release();
+    {
+      TCPStore master("127.0.0.1", port,
+                      TCPStoreOptions{.world_size = 2, .is_master = true, .timeout = 30s, .wait_for_workers = false, .master_listen_fd = fd});
+      EXPECT_EQ(master.port(), port);
+      auto client = make_client(port);
+      client->set("k", "from the client");
+      EXPECT_EQ(master.get("k"), "from the client");
+      client->queue_push("q", "v");
+      EXPECT_EQ(master.queue_pop("q"), "v");
+      EXPECT_TRUE(fd_is_open(fd));
+    }
+    EXPECT_FALSE(fd_is_open(fd)) << "the store did not close the socket it took over";
+    tdist::Fd again = tdist::listen_tcp("127.0.0.1", port);  // throws if still bound
+  }
+}
+
+TEST(TCPStore, MasterListenFdWithPortZeroReadsBackItsPort) {
+  tdist::Fd sock = bound_socket();
+  const uint16_t port = tdist::local_port(sock.get());
+  TCPStore master("127.0.0.1", 0, std::nullopt, true, 30s, false, false, sock.release());
+  EXPECT_EQ(master.port(), port);
+  auto client = make_client(port);
+  client->set("k", "v");
+  EXPECT_EQ(master.get("k"), "v");
+}
+
+TEST(TCPStore, MasterListenFdThatDoesNotFitIsAValueError) {
+  // Bound to another port than the one given.
+  tdist::Fd sock = bound_socket();
+  const uint16_t port = tdist::local_port(sock.get());
+  const uint16_t other = port == 65535 ? port - 1 : port + 1;
+  const int fd = sock.release();
+  try {
+    TCPStore master("127.0.0.1", other, TCPStoreOptions{.is_master = true, .timeout = 5s, .master_listen_fd = fd});
+    ADD_FAILURE() << "a socket bound to another port was accepted";
+  } catch (const tdist::DistValueError& e) {
+    EXPECT_TRUE(contains(e.what(), "bound to port " + std::to_string(port))) << e.what();
+    EXPECT_TRUE(contains(e.what(), "expected to be bound to port " + std::to_string(other))) << e.what();
+  }
+  EXPECT_FALSE(fd_is_open(fd)) << "the store takes the socket over, also when it refuses it";
+  // Not a socket.
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  ::close(pipe_fds[1]);
+  EXPECT_THROW(TCPStore("127.0.0.1", 0, TCPStoreOptions{.is_master = true, .timeout = 5s, .master_listen_fd = pipe_fds[0]}),
+               tdist::DistValueError);
+  // Not bound.
+  EXPECT_THROW(TCPStore("127.0.0.1", 0,
+                        TCPStoreOptions{.is_master = true, .timeout = 5s,
+                                        .master_listen_fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)}),
+               tdist::DistValueError);
+  // Only the master takes one.
+  tdist::Fd unused = bound_socket();
+  EXPECT_THROW(TCPStore("127.0.0.1", 1, TCPStoreOptions{.timeout = 5s, .master_listen_fd = unused.get()}),
+               tdist::DistValueError);
+  EXPECT_TRUE(fd_is_open(unused.get()));
 }
 
 TEST(TCPStore, WaitForWorkersTimeoutSaysHowManyArrived) {
