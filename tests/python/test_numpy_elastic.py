@@ -7,6 +7,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import tdist
 
@@ -114,3 +115,18 @@ def test_cpp_under_torchruns_store_says_why(tmp_path):
     assert r.returncode != 0
     assert "speaks torch's TCPStore protocol" in r.stderr, r.stderr
     assert "tdistrun" in r.stderr
+
+
+def test_env_init_under_torchruns_store():
+    # torchrun (static rendezvous; torch 2.x for c10d too) hosts torch's TCPStore on MASTER_PORT and
+    # sets TORCHELASTIC_USE_AGENT_STORE=True: Python tdist programs reach it through torch's own client,
+    # under torch's prefix /worker/attempt_<restart count>.
+    torch_dist = pytest.importorskip("torch.distributed")
+    from datetime import timedelta
+    server = torch_dist.TCPStore("127.0.0.1", 0, 3, True, timedelta(seconds=60), wait_for_workers=False)
+    results = _run_workers(_TRAIN, dict(MASTER_PORT=str(server.port), TORCHELASTIC_USE_AGENT_STORE="True",
+                                        TORCHELASTIC_RESTART_COUNT="2"))
+    for code, out, err in results:
+        assert code == 0, err
+    attempt = torch_dist.PrefixStore("/worker/attempt_2", server)
+    attempt.wait(["tdist/init0/joined/0", "tdist/init0/joined/1"], timedelta(seconds=1))
