@@ -135,6 +135,26 @@ TEST(LauncherElastic, NodeThatDiesLeavesASmallerJobThatFinishes) {
   EXPECT_EQ(done_line(dir), "world=4 restarts=1 steps=150 sum=1500");
 }
 
+TEST(LauncherElastic, RelaunchedNodeRejoinsAStaticJob) {
+  ScratchDir dir;
+  const std::string port = std::to_string(free_port());
+  auto args = [&](const std::string& node) {
+    return std::vector<std::string>{"--nnodes=2", "--node-rank=" + node, "--nproc-per-node=2", "--master-port=" + port,
+                                    "--max-restarts=1", elastic_worker(), dir.path(), "150", "40"};
+  };
+  Launcher node0(dir, args("0"), kToken, "node0");
+  auto node1 = std::make_unique<Launcher>(dir, args("1"), kToken, "node1");
+  ASSERT_TRUE(wait_until([&] { return count_lines(dir.file("progress.0")) >= 4u * 3u; }, std::chrono::seconds(60)));
+  node1->signal(SIGKILL);  // node 1 dies with its workers; node 0's fail and wait in the next round
+  node1->wait();
+  Launcher again(dir, args("1"), kToken, "again");  // the user starts node 1 again
+  Result r_again = again.wait(std::chrono::seconds(150));
+  Result r0 = node0.wait(std::chrono::seconds(150));
+  ASSERT_TRUE(r0.exited() && r0.code() == 0) << r0.describe();
+  ASSERT_TRUE(r_again.exited() && r_again.code() == 0) << r_again.describe();
+  EXPECT_EQ(done_line(dir), "world=4 restarts=1 steps=150 sum=1500");
+}
+
 TEST(LauncherElastic, LateNodeIsAdmittedAtTheNextRound) {
   ScratchDir dir;
   const std::string endpoint = "127.0.0.1:" + std::to_string(free_port());

@@ -91,12 +91,8 @@ AgentRendezvous::Joined AgentRendezvous::join(int local_nproc, Placement* placem
     int node_rank = 0;
     while (true) {
       if (store_->check({key("finished")})) return Joined::kJobFinished;
-      if (opt_.rdzv.dynamic) {
-        node_rank = join_dynamic(&round);
-        if (node_rank < 0) continue;  // this round closed without us: the next one
-      } else {
-        node_rank = join_static(round);
-      }
+      node_rank = opt_.rdzv.dynamic ? join_dynamic(&round) : join_static(&round);
+      if (node_rank < 0) continue;  // this round formed without us: the next one
       break;
     }
     round_ = round;
@@ -133,9 +129,16 @@ AgentRendezvous::Joined AgentRendezvous::join(int local_nproc, Placement* placem
   }
 }
 
-int AgentRendezvous::join_static(int round) {
+// This node's rank, or -1 when the round had formed before (this node's
+// tdistrun was started again after it died) and *round moved to the next.
+int AgentRendezvous::join_static(int* round_ptr) {
+  const int round = *round_ptr;
   const std::string me = std::to_string(opt_.node_rank);
   if (store_->add(round_key(round, "claim/" + me), 1) > 1) {
+    if (store_->add(round_key(round, "joined"), 0) >= opt_.nnodes) {
+      *round_ptr += 1;
+      return -1;
+    }
     throw RendezvousError("rendezvous round " + std::to_string(round) + ": node rank " + me +
                           " joined twice: two nodes were given the same --node-rank");
   }

@@ -92,7 +92,7 @@ class AgentRendezvous {
  private:
   std::string key(const std::string& name) const;
   std::string round_key(int round, const std::string& name) const;
-  int join_static(int round);
+  int join_static(int* round);
   int join_dynamic(int* round);
   void heartbeat();
   void pause();  // between two looks at the store; throws RendezvousInterrupted
