@@ -75,6 +75,8 @@ TEST(TraceCli, GarbageEmptyAndDeepDumps) {
   expect_refused("{\"version\": 1, \"rank\": 99999999999999999999999, \"groups\": []}", ":1:24: the number");
   expect_refused("{\"version\": 1, \"rank\": 99999999, \"groups\": []}", ":1: the dump: 'rank' is 99999999, outside 0 .. 1048575");
   expect_refused("{\"version\": 1, \"rank\": 2}", ":1: the dump: 'groups' is missing");
+  expect_refused("{\"version\": \"2.4\", \"pg_config\": {}, \"entries\": []}",
+                 ":1: the dump: 'version' is the string \"2.4\": a dump of PyTorch's own flight recorder?");
   expect_refused("{\"version\": 1, \"rank\": 1, \"groups\": []}", ": the dump is rank 1's, but its name says rank 2");
 }
 
@@ -103,6 +105,31 @@ TEST(TraceCli, HostileTextNeverReachesTheTerminalRaw) {
   const ttrace::JsonValue report = parse(j.out);  // valid JSON, with the full text
   EXPECT_TRUE(contains(j.out, "\\u001b]0;pwned\\u0007")) << j.out.substr(0, 2000);
   EXPECT_GT(j.out.size(), 5000u);
+}
+
+TEST(TraceCli, ExtremeTimesAndOffsetsDoNotOverflow) {
+  // Times at the largest allowed value, clock offsets at both ends: read and compared without
+  // overflow (the sanitized build aborts on one); a bigger offset is refused.
+  SJob job = healthy_job(3, 6);
+  const int64_t max_time = int64_t{1} << 62, max_offset = int64_t{1} << 60;
+  job.rank(1).clock_offset_us = -max_offset;
+  job.rank(2).clock_offset_us = max_offset;
+  for (SEntry& e : job.rank(1).group().entries) e.queued_us = e.started_us = e.ended_us = max_time;
+  job.rank(1).dump_time_us = max_time;
+  job.rank(2).group().entries.back().state = "started";
+  TempDir dir;
+  job.write_dumps(dir.path());
+  job.write_traces(dir.path());
+  ToolResult r = run_tool({dir.path()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  r = run_tool({"--timeline", dir.path(), "-o", dir.file("t.json"), "--queued"});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_NO_THROW(parse(read_text(dir.file("t.json"))));
+  job.rank(2).clock_offset_us = max_offset + 1;
+  job.write_dumps(dir.path());
+  r = run_tool({dir.path()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(contains(r.err, "'clock_offset_us' is 1152921504606846977, outside")) << r.err;
 }
 
 TEST(TraceCli, EmptyFolderAndNonDumpFilesAreIgnored) {

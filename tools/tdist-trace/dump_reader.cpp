@@ -18,11 +18,17 @@ RankInfo read_rank_info(const Fields& f) {
     f.fail("'rank' " + std::to_string(info.rank) + " is not below 'world_size' " + std::to_string(info.world_size));
   info.host = f.text_or("host", "");
   info.pid = f.integer_or("pid", 0, 0, kMaxTime);
-  info.clock_offset_us = f.integer_or("clock_offset_us", 0, -kMaxTime, kMaxTime);
+  info.clock_offset_us = f.integer_or("clock_offset_us", 0, -kMaxClockOffset, kMaxClockOffset);
   return info;
 }
 
-void check_version(const Fields& f) {
+void check_version(const Fields& f, const JsonValue& root) {
+  const JsonValue* v = root.find("version");
+  if (v != nullptr && v->is_string())
+    f.fail("'version' is the string \"" + printable(v->as_string(), 20) +
+               "\": a dump of PyTorch's own flight recorder? tdist-trace reads tdist's dumps (version 1); "
+               "torch's analyzer (fr_trace) reads torch's",
+           v);
   const int64_t version = f.integer("version", 0, kMaxTime);
   if (version != kDumpVersion)
     f.fail("'version' is " + std::to_string(version) + "; this tdist-trace reads version " +
@@ -80,7 +86,7 @@ Dump parse_dump(const std::string& path, const std::string& text) {
     throw InputError(path + ":" + std::to_string(e.line()) + ":" + std::to_string(e.column()) + ": " + e.what());
   }
   const Fields f(root, path, "the dump");
-  check_version(f);
+  check_version(f, root);
   Dump dump;
   dump.path = path;
   dump.info = read_rank_info(f);

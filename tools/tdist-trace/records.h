@@ -12,6 +12,9 @@ namespace ttrace {
 // Bounds on what a file may claim (beyond them the file is refused as bad input).
 inline constexpr int64_t kMaxRanks = int64_t{1} << 20;
 inline constexpr int64_t kMaxTime = int64_t{1} << 62;  // microseconds, and sizes in bytes
+// Clock offsets stay far enough inside int64 that a time minus an offset minus another time
+// cannot overflow.
+inline constexpr int64_t kMaxClockOffset = int64_t{1} << 60;
 inline constexpr size_t kMaxShapeDims = 32;
 
 enum class State { kQueued, kStarted, kCompleted, kFailed };

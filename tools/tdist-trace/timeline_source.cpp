@@ -44,7 +44,7 @@ class TraceFile : public TimelineSource {
     info_.world_size = f.integer_or("world_size", 0, 1, kMaxRanks);
     info_.host = f.text_or("host", "");
     info_.pid = f.integer_or("pid", 0, 0, kMaxTime);
-    info_.clock_offset_us = f.integer_or("clock_offset_us", 0, -kMaxTime, kMaxTime);
+    info_.clock_offset_us = f.integer_or("clock_offset_us", 0, -kMaxClockOffset, kMaxClockOffset);
     if (expected_rank >= 0 && info_.rank != expected_rank)
       f.fail("'rank' is " + std::to_string(info_.rank) + " but the file name says " + std::to_string(expected_rank));
   }
