@@ -5,7 +5,8 @@
 #
 # installs
 #   lib/libtdist.so.0.1.0 (+ .so.0, .so)           component Runtime (namelink: Development)
-#   bin/tdistrun, bin/tdist-bench (when built)     component Runtime
+#   bin/tdistrun, bin/tdist-bench, bin/tdist-trace (when built)
+#                                                  component Runtime
 #   include/tdist/*.h                              component Development
 #   lib/cmake/tdist/tdist{Config,ConfigVersion,Targets}.cmake
 #                                                  component Development
@@ -33,9 +34,10 @@ if(TDIST_SANITIZE)
   set(TDIST_PC_EXTRA_LIBS " -fsanitize=address,undefined")
 endif()
 
-# The programs find libtdist next to them after installation: <prefix>/bin -> <prefix>/lib.
+# The programs find libtdist next to them after installation: <prefix>/bin -> <prefix>/lib
+# (tdist-trace does not use it: it only reads files).
 set(TDIST_INSTALLED_PROGRAMS "")
-foreach(tool IN ITEMS tdistrun tdist-bench)
+foreach(tool IN ITEMS tdistrun tdist-bench tdist-trace)
   if(TARGET ${tool})
     list(APPEND TDIST_INSTALLED_PROGRAMS ${tool})
   endif()
@@ -65,7 +67,8 @@ install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/tdist
   FILES_MATCHING PATTERN "*.h")
 
 # ---------------------------------------------------------------------------------------------
-# CMake package: find_package(tdist) -> tdist::tdist (and tdist::tdistrun, tdist::tdist-bench).
+# CMake package: find_package(tdist) -> tdist::tdist (and tdist::tdistrun, tdist::tdist-bench,
+# tdist::tdist-trace).
 # Version 0.x promises nothing across minor versions; from 1.0 on, within a major version.
 if(PROJECT_VERSION_MAJOR EQUAL 0)
   set(_tdist_compat SameMinorVersion)
