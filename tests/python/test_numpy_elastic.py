@@ -130,3 +130,56 @@ def test_env_init_under_torchruns_store():
         assert code == 0, err
     attempt = torch_dist.PrefixStore("/worker/attempt_2", server)
     attempt.wait(["tdist/init0/joined/0", "tdist/init0/joined/1"], timedelta(seconds=1))
+
+
+def test_breakpoint_under_tdistrun_gets_the_terminal(tmp_path):
+    # The chosen rank's pdb talks to the terminal (tdistrun gives workers pipes and their own
+    # process groups); the other rank waits at the barrier. A pseudo-terminal plays the user.
+    import pty
+    import select
+    import time
+
+    script = _script(tmp_path, """
+        import tdist
+        tdist.init_process_group("gloo")
+        x = 40 + tdist.get_rank()
+        tdist.breakpoint(rank=1)
+        print("after", tdist.get_rank(), flush=True)
+        tdist.destroy_process_group()
+    """)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: a session whose controlling terminal is the pty
+        os.execve(PYTHON, [PYTHON, "-m", "tdist.run", "--standalone", "--nproc-per-node", "2", script], env)
+    out = b""
+
+    def read_until(text, bound_s=60):
+        nonlocal out
+        end = time.monotonic() + bound_s
+        while text not in out and time.monotonic() < end:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    out += os.read(fd, 4096)
+                except OSError:  # the pty closed: everyone exited
+                    break
+        return text in out
+
+    try:
+        assert read_until(b"(Pdb) "), out.decode(errors="replace")
+        os.write(fd, b"up\n")
+        assert read_until(b"tdist.breakpoint(rank=1)"), out.decode(errors="replace")
+        os.write(fd, b"p x\n")
+        assert read_until(b"41"), out.decode(errors="replace")
+        os.write(fd, b"c\n")
+        assert read_until(b"[rank0]: after 0") and read_until(b"[rank1]: after 1"), out.decode(errors="replace")
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, out.decode(errors="replace")
+    finally:
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+        os.close(fd)
