@@ -23,6 +23,8 @@ except ImportError as e:  # built only where libtorch-dev was found
                       "it is built when Debian's libtorch-dev, python3-torch and pybind11-dev are installed"
                       % (e,)) from e
 
+from tdist.forwarding_store import ForwardingStore  # noqa: E402  (after the extension's check)
+
 ProcessGroupTdist = _tdist_torch.ProcessGroupTdist
 
 BACKEND_NAME = "tdist"
@@ -52,42 +54,8 @@ def _register():
     _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True)
 
 
-class _TdistStoreForTorch(_dist.Store):
+class _TdistStoreForTorch(ForwardingStore, _dist.Store):
     """A torch Store over a tdist store: torch's rendezvous and its groups use tdistrun's store."""
-
-    def __init__(self, store):
-        super().__init__()
-        self._store = store
-
-    def set(self, key, value):
-        self._store.set(key, value)
-
-    def get(self, key):
-        return self._store.get(key)
-
-    def add(self, key, value):
-        return self._store.add(key, value)
-
-    def compare_set(self, key, expected, desired):
-        return self._store.compare_set(key, expected, desired)
-
-    def delete_key(self, key):
-        return self._store.delete_key(key)
-
-    def check(self, keys):
-        return self._store.check(keys)
-
-    def num_keys(self):
-        return self._store.num_keys()
-
-    def wait(self, keys, timeout=None):
-        if timeout is None:
-            self._store.wait(keys)
-        else:
-            self._store.wait(keys, timeout)
-
-    def set_timeout(self, timeout):
-        self._store.set_timeout(timeout)
 
 
 _stores_in_use = []

@@ -9,6 +9,7 @@ import os
 from datetime import timedelta
 
 from . import _tdist
+from .forwarding_store import ForwardingStore
 
 
 def torchrun_hosts_the_store():
@@ -16,24 +17,8 @@ def torchrun_hosts_the_store():
             and not os.environ.get("TDIST_AGENT_STORE_PREFIX"))
 
 
-class TorchStore(_tdist.Store):
+class TorchStore(ForwardingStore, _tdist.Store):
     """A tdist Store over a torch.distributed Store."""
-
-    def __init__(self, store):
-        super().__init__()
-        self._store = store
-
-    def set(self, key, value):
-        self._store.set(key, value)
-
-    def get(self, key):
-        return self._store.get(key)
-
-    def add(self, key, amount):
-        return self._store.add(key, amount)
-
-    def compare_set(self, key, expected, desired):
-        return self._store.compare_set(key, expected, desired)
 
     def check(self, keys):
         # torch 1.13's Python Store has no check(): a wait that gives up at once answers it.
@@ -44,16 +29,9 @@ class TorchStore(_tdist.Store):
             return False
 
     def wait(self, keys, timeout=None):
-        if timeout is None:
-            self._store.wait(list(keys))
-        else:
-            self._store.wait(list(keys), timeout if isinstance(timeout, timedelta) else timedelta(seconds=timeout))
-
-    def delete_key(self, key):
-        return self._store.delete_key(key)
-
-    def num_keys(self):
-        return self._store.num_keys()
+        if timeout is not None and not isinstance(timeout, timedelta):
+            timeout = timedelta(seconds=timeout)
+        super().wait(list(keys), timeout)
 
 
 def torchrun_store(timeout):
