@@ -30,16 +30,22 @@ std::string endpoint_text(const std::string& host, int port) {
   return (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }
 
-// The store may hold only numbers we wrote; anything else is a broken job.
-long long to_number(const std::string& text, const std::string& what) {
+// The store may hold only numbers the agents wrote, in [lo, hi]; anything
+// else (a broken job, or a stranger where the job has no token) stops this one.
+long long to_number(const std::string& text, const std::string& what, long long lo, long long hi) {
   try {
     size_t used = 0;
     long long v = std::stoll(text, &used);
-    if (used == text.size()) return v;
+    if (used == text.size() && v >= lo && v <= hi) return v;
   } catch (const std::exception&) {
   }
-  throw RendezvousError("the rendezvous store holds '" + text + "' for " + what + ", not a number");
+  throw RendezvousError("the rendezvous store holds '" + text.substr(0, 64) + "' for " + what +
+                        ", not a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
+
+constexpr long long kMaxRound = 1'000'000'000;
+constexpr long long kMaxWorkersPerNode = 1'000'000;  // as --nproc-per-node
+constexpr long long kMaxWorld = 2'147'483'647;       // ranks are ints
 
 }  // namespace
 
@@ -87,7 +93,9 @@ std::string AgentRendezvous::round_key(int round, const std::string& name) const
 AgentRendezvous::Joined AgentRendezvous::join(int local_nproc, Placement* placement) {
   try {
     int round = round_ + 1;
-    if (round_ < 0 && store_->check({key("current")})) round = static_cast<int>(to_number(store_->get(key("current")), "the current round"));
+    if (round_ < 0 && store_->check({key("current")})) {
+      round = static_cast<int>(to_number(store_->get(key("current")), "the current round", 0, kMaxRound));
+    }
     int node_rank = 0;
     while (true) {
       if (store_->check({key("finished")})) return Joined::kJobFinished;
@@ -113,9 +121,14 @@ AgentRendezvous::Joined AgentRendezvous::join(int local_nproc, Placement* placem
     p.nnodes = nnodes_;
     p.world_size = 0;
     for (int i = 0; i < nnodes_; ++i) {
-      long long n = to_number(counts[static_cast<size_t>(i)], "node " + std::to_string(i) + "'s workers");
+      long long n = to_number(counts[static_cast<size_t>(i)], "node " + std::to_string(i) + "'s workers", 1,
+                              kMaxWorkersPerNode);
       if (i < node_rank) p.rank_offset += n;
       p.world_size += n;
+    }
+    if (p.world_size > kMaxWorld) {
+      throw RendezvousError("rendezvous round " + std::to_string(round) + ": the nodes' workers add up to " +
+                            std::to_string(p.world_size) + " ranks, more than a rank number can hold");
     }
     p.restart_count = static_cast<int>(store_->add(key("failures"), 0));
     p.store_prefix = "/tdistrun/" + opt_.rdzv_id + "/workers_" + std::to_string(round) + "/";
@@ -172,7 +185,7 @@ int AgentRendezvous::join_dynamic(int* round) {
   long long size = 0;
   while (true) {
     if (store_->check({closed})) {
-      size = to_number(store_->get(closed), "the size of round " + std::to_string(*round));
+      size = to_number(store_->get(closed), "the size of round " + std::to_string(*round), 1, r.max_nodes);
       break;
     }
     if (store_->check({key("finished")})) return -1;
