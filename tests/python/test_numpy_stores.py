@@ -140,7 +140,8 @@ def test_queues_on_every_store(tmp_path):
         with pytest.raises(dist.DistStoreError, match="'(p/)?q'.*timed out") as e:
             store.queue_pop("q", timeout=timedelta(milliseconds=200))
         assert not isinstance(e.value, dist.QueueEmptyError), name
-        assert time.monotonic() - start >= 0.2, name
+        # It waited (a lower bound only: a coarse clock may end it a few ms early).
+        assert time.monotonic() - start >= 0.15, name
         # The pop that timed out took nothing: the next value goes to the next pop.
         other.queue_push("q", "after")
         assert store.queue_pop("q", True) == b"after" and store.queue_len("q") == 0, name
