@@ -12,6 +12,10 @@
 
 namespace tdist {
 
+namespace trace {
+class FlightRecorder;
+}
+
 class ProcessGroup;
 
 struct ProcessGroupOptions {
@@ -146,6 +150,10 @@ class ProcessGroup {
   int size_;
   ProcessGroupOptions options_;
   std::string backend_spec_{};
+  // The group's flight recorder (null: TDIST_FLIGHT_RECORDER_ENTRIES=0, or not
+  // a member). Before the backends: they may still end its entries while they
+  // shut down.
+  std::shared_ptr<trace::FlightRecorder> recorder_;
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;
   Backend* cpu_backend_ = nullptr;  // backends_[CPU], found without a map lookup on every call
 };

@@ -30,6 +30,10 @@ struct OpEvent {
   std::string state;                            // "queued", "started", "completed", "failed"
   std::string error;                            // the failure's message when state is "failed"
   int64_t queued_us = 0, started_us = 0, ended_us = 0;
+  // How coarse these times are: 0 to the microsecond, else the resolution of
+  // the coarse clock (small blocking operations, where nobody watches: a
+  // precise clock read would cost them more than the recorder may).
+  int64_t time_resolution_us = 0;
 };
 
 // Called on the thread that finished the operation, once per operation of

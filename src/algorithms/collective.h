@@ -45,6 +45,9 @@ struct CollectiveContext {
   // after one among hosts): a shared-memory wait spins only briefly before
   // it sleeps, leaving the cores to the ranks that work.
   bool patient = false;
+  // The algorithm that ran, for the flight recorder: static text set by
+  // whoever picked it (select_algorithm, an engine), "" if nobody said.
+  mutable const char* algorithm = "";
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   void send(int peer, uint32_t step, const void* data, size_t n) {

@@ -33,7 +33,10 @@ Fn select_algorithm(const CollectiveContext& ctx, OpCode code, const Algorithm<F
   const std::string& forced = ctx.forced ? (*ctx.forced)[static_cast<size_t>(code)] : read_now;
   std::string_view want = forced.empty() || forced == "shm" ? automatic : std::string_view(forced);
   for (const auto& a : table)
-    if (a.name == want) return a.run;
+    if (a.name == want) {
+      ctx.algorithm = a.name.data();  // the table's names are literals
+      return a.run;
+    }
   std::string valid;
   for (const auto& a : table) valid += (valid.empty() ? "" : ", ") + std::string(a.name);
   throw_unknown_algorithm(collective, forced, valid + ", shm");

@@ -8,6 +8,7 @@
 #include "algorithms/scratch.h"
 #include "backends/registry.h"
 #include "tensor/split.h"
+#include "trace/flight_recorder.h"
 #include "reduce/reduce.h"
 #include "transport/communicator.h"
 #include "transport/tcp/tcp_transport.h"
@@ -36,17 +37,22 @@ std::string p2p_context(const TdistBackend::State& state, bool is_send, uint64_t
 class P2PWork final : public PendingWork {
  public:
   P2PWork(bool is_send, uint64_t seq, const Tensor& tensor, int peer, int tag, uint64_t wire_tag,
-          std::shared_ptr<TdistBackend::State> state, Deadline deadline)
+          std::shared_ptr<TdistBackend::State> state, Deadline deadline, trace::FlightMark mark)
       : PendingWork(is_send ? "send" : "recv", seq), is_send_(is_send), tensor_(tensor), peer_(peer), tag_(tag),
         request_(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, wire_tag, tensor.data(), tensor.nbytes()),
-        state_(std::move(state)), deadline_(deadline) {}
+        state_(std::move(state)), deadline_(deadline), mark_(mark), recorder_(mark.hold()) {}
 
   // Hands the request to the transport; `self` is this Work.
   static void post(const std::shared_ptr<P2PWork>& self) {
+    self->mark_.started_inline(now_ticks());
     self->state_->transport->post(std::shared_ptr<Request>(self, &self->request_));
   }
 
-  bool is_completed() const override { return request_.done(); }
+  bool is_completed() const override {
+    if (!request_.done()) return false;
+    note_end();
+    return true;
+  }
   bool is_success() const override { return request_.done() && !request_.error(); }
   std::exception_ptr exception() const override {
     if (!request_.done() || !request_.error()) return nullptr;
@@ -73,12 +79,18 @@ class P2PWork final : public PendingWork {
       // message, so the ranks no longer agree on what was exchanged.
       auto e = with_context(std::current_exception(), context());
       state_->record_failure(e);
+      note_end();
       std::rethrow_exception(e);
     }
+    note_end();
     return true;
   }
 
  private:
+  // The flight recorder learns of the end when the caller does (a test or a wait).
+  void note_end() const {
+    if (mark_ && !end_noted_.exchange(true, std::memory_order_relaxed)) mark_.ended(exception());
+  }
   std::string context() const { return p2p_context(*state_, is_send_, sequence_number(), tensor_, peer_, tag_); }
 
   const bool is_send_;
@@ -88,6 +100,9 @@ class P2PWork final : public PendingWork {
   Request request_;
   std::shared_ptr<TdistBackend::State> state_;
   Deadline deadline_;
+  trace::FlightMark mark_;
+  std::shared_ptr<trace::FlightRecorder> recorder_;  // mark_'s, alive as long as this work
+  mutable std::atomic<bool> end_noted_{false};
 };
 
 }  // namespace
@@ -285,18 +300,34 @@ void TdistBackend::shutdown() {
 
 namespace {
 
+// Starts `mark` and makes the operation's deadline with one clock read: the
+// counter where the entry wants a precise time or ran from the queue, else
+// the coarse clock that a deadline reads anyway (trace/flight_recorder.h).
+Deadline start_clock(const trace::FlightMark& mark, Millis timeout, bool inline_start) {
+  if (mark && (mark.precise() || !inline_start)) {
+    const uint64_t now = now_ticks();
+    inline_start ? mark.started_inline(now) : mark.started(now);
+    return Deadline::after_ticks(now, timeout);
+  }
+  int64_t coarse_ns;
+  const Deadline deadline = Deadline::after_coarse(timeout, coarse_ns);
+  mark.started_inline_coarse(coarse_ns);
+  return deadline;
+}
+
 // Runs one collective on whichever thread enqueue() chose and finishes its
 // Work; `unshared`: the caller's thread, before the Work is returned.
 template <typename Body>
 void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCall call, uint64_t seq, Millis timeout,
-                    const Body& body, const std::string& signature, bool unshared) {
+                    const Body& body, const std::string& signature, bool unshared, const trace::FlightMark& mark) {
   auto finish = [&](std::exception_ptr e) { unshared ? work.finish_unshared(std::move(e)) : work.finish(std::move(e)); };
   if (auto failed = state.failure_of(work.op_name().c_str(), seq)) {
+    mark.ended(failed);
     finish(failed);
     return;
   }
+  const Deadline deadline = start_clock(mark, timeout, unshared);
   try {
-    Deadline deadline = Deadline::after_coarse(timeout);
     if (!signature.empty()) {
       // TDIST_DEBUG=DETAIL: every rank first checks that all called the same collective with
       // the same arguments, and names the ones that did not.
@@ -306,15 +337,26 @@ void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCal
     CollectiveContext ctx{*state.transport, collective_tag(call.code, seq, call.signature), deadline, &state.forced,
                           &state.placement};
     body(ctx);
+    mark.ended(nullptr, ctx.algorithm);
     finish(nullptr);
   } catch (...) {
     // The message prefix is built only on failure: nothing extra on the hot path.
     auto e = with_context(std::current_exception(),
                           state.label + ": " + work.op_name() + " #" + std::to_string(seq) + " failed: ");
     state.record_failure(e);
+    mark.ended(e);
     finish(e);
   }
 }
+
+// The engine a collective's arguments name, for the flight recorder: by
+// address (a virtual call to ask its name costs more, on every operation).
+inline void note_engine(trace::FlightMark& mark, const GroupEngines& engines, Engine* engine) {
+  mark.engine(engine == engines.shm ? uint8_t{2} : engine == engines.hierarchical ? uint8_t{3} : uint8_t{1});
+  static_assert(sizeof(uint8_t) == 1);
+}
+template <typename T>
+void note_engine(trace::FlightMark&, const GroupEngines&, const T&) {}
 
 }  // namespace
 
@@ -328,7 +370,10 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
   const uint64_t seq = seq_ + 1;
   seq_ += static_cast<uint64_t>(call_opts.seqs);
   auto work = spare_.take(op, seq, result, blocking, state_->shared_label);
+  trace::FlightMark mark = trace::claim_mark();
+  if (mark) (note_engine(mark, engines_, args), ...);
   if (auto failed = state_->failure_of(op, seq)) {
+    mark.ended(failed);
     work->finish_unshared(failed);
     return work;
   }
@@ -338,13 +383,14 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
     // The arguments are used where they are: no copies, no std::function. A
     // blocking call's latency is mostly this path.
     run_collective(*state_, *work, code, seq, timeout,
-                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true);
+                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true, mark);
     queue_.release_inline();
   } else {
+    mark.queued(mark ? now_ticks() : 0);
     queue_.push(work, [work, state = state_, code, seq, timeout, signature = std::move(signature),
-                       body, saved = std::make_tuple(args...)] {
+                       body, saved = std::make_tuple(args...), mark, recorder = mark.hold()] {
       auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
-      run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false);
+      run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark);
     });
   }
   return work;
@@ -361,7 +407,7 @@ std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& t
                                                   Millis timeout) {
   const uint64_t seq = start_point_to_point(is_send);
   auto work = std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, p2p_tag(tag), state_,
-                                       Deadline::after_coarse(timeout_of(timeout)));
+                                       Deadline::after_coarse(timeout_of(timeout)), trace::claim_mark());
   P2PWork::post(work);
   return work;
 }
@@ -373,9 +419,10 @@ std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& t
 // whichever thread, completes every request).
 int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout) {
   const uint64_t seq = start_point_to_point(is_send);
+  const trace::FlightMark mark = trace::claim_mark();
+  const Deadline deadline = start_clock(mark, timeout_of(timeout), /*inline_start=*/true);
   Request request(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, p2p_tag(tag), tensor.data(),
                   tensor.nbytes());
-  const Deadline deadline = Deadline::after_coarse(timeout_of(timeout));
   Transport& transport = *state_->transport;
   transport.post(std::shared_ptr<Request>(std::shared_ptr<void>(), &request));
   try {
@@ -384,8 +431,10 @@ int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, in
     if (!request.done()) request.wait_until(Deadline::never());  // the abort under way completes it
     auto e = with_context(std::current_exception(), p2p_context(*state_, is_send, seq, tensor, peer, tag));
     state_->record_failure(e);  // as P2PWork::wait
+    mark.ended(e);
     std::rethrow_exception(e);
   }
+  mark.ended(nullptr);
   return request.source();
 }
 

@@ -1,8 +1,10 @@
 #include "tdist/distributed.h"
 #include "tdist/errors.h"
+#include "init/clock_offset.h"
 #include "init/rendezvous.h"
 #include "process_group/backend_spec.h"
 #include "process_group/world.h"
+#include "trace/registry.h"
 #include "util/env.h"
 
 namespace tdist {
@@ -33,7 +35,9 @@ void init_process_group(const InitOptions& options) {
   pg.backend = options.backend;
   pg.timeout = options.timeout;
   pg.group_name = options.group_name.empty() ? "default_pg" : options.group_name;
+  trace::set_identity(r.rank, r.world_size);
   auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);
+  measure_clock_offset_if_traced(*scoped, r.rank, r.world_size, options.timeout);
   std::lock_guard<std::mutex> lock(world().mu);
   world().default_group = std::move(group);
   world().default_version.fetch_add(1, std::memory_order_release);

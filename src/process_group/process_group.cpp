@@ -3,12 +3,16 @@
 #include <algorithm>
 #include <cctype>
 #include <numeric>
+#include <span>
+#include <type_traits>
 #include <sstream>
 
 #include "tdist/errors.h"
 #include "backends/registry.h"
 #include "process_group/backend_spec.h"
 #include "process_group/validate.h"
+#include "trace/flight_recorder.h"
+#include "trace/registry.h"
 
 namespace tdist {
 
@@ -46,6 +50,58 @@ std::string spec_as_given(const std::string& spec) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
   if (s.find(':') == std::string::npos) lookup_backend(s);
   return s;
+}
+
+std::span<const Tensor> one(const Tensor& t) { return {&t, 1}; }
+
+// Issues one operation through `call` with its flight recorder entry (none
+// when the group has no recorder): the backend takes the entry from this
+// thread to mark its start and end, or the work says how it ended.
+template <typename Call>
+std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const trace::OpInfo& info,
+                               std::span<const Tensor> inputs, std::span<const Tensor> outputs, Call&& call) {
+  if (!recorder || trace::g_paused.load(std::memory_order_relaxed)) return call();
+  trace::FlightScope scope(recorder->begin(info, inputs, outputs, recorder->backend_stamps() ? 0 : now_ticks()));
+  std::shared_ptr<Work> work;
+  try {
+    work = call();
+  } catch (...) {
+    scope.threw(std::current_exception());
+    throw;
+  }
+  if (scope.claimed()) {
+    if (!recorder->backend_stamps()) recorder->note_backend_stamps();
+  } else {
+    scope.returned(*work);
+  }
+  return work;
+}
+
+// The same for a call that returns no Work: over when it returns.
+template <typename Call>
+auto recorded_blocking(trace::FlightRecorder* recorder, const trace::OpInfo& info, const Tensor& tensor, Call&& call) {
+  if (!recorder || trace::g_paused.load(std::memory_order_relaxed)) return call();
+  trace::FlightScope scope(recorder->begin(info, one(tensor), {}, recorder->backend_stamps() ? 0 : now_ticks()));
+  const auto over = [&] {
+    if (scope.claimed()) {
+      if (!recorder->backend_stamps()) recorder->note_backend_stamps();
+    } else {
+      scope.returned_ok();
+    }
+  };
+  try {
+    if constexpr (std::is_void_v<decltype(call())>) {
+      call();
+      over();
+    } else {
+      auto result = call();
+      over();
+      return result;
+    }
+  } catch (...) {
+    scope.threw(std::current_exception());
+    throw;
+  }
 }
 
 }  // namespace
@@ -87,6 +143,11 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   }
   if (auto it = backends_.find(DeviceType::CPU); it != backends_.end()) cpu_backend_ = it->second.get();
   options_.parent.reset();
+  // The first group of a process names it in dumps until init_process_group does.
+  if (!trace::identity_set()) trace::set_identity(options_.global_ranks[rank_], size_);
+  if (size_t capacity = trace::recorder_capacity())
+    recorder_ = std::make_shared<trace::FlightRecorder>(options_.group_name, backend_spec_, options_.global_ranks,
+                                                        rank_, capacity);
 }
 
 ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessGroupOptions options)
@@ -133,37 +194,45 @@ Backend& ProcessGroup::backend_for(Device device) const {
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, dst, true, opts.timeout);
-  return b.send(tensor, dst, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Send, .p2p = true, .peer = dst}, one(tensor), {},
+                  [&] { return b.send(tensor, dst, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, src, false, opts.timeout);
-  return b.recv(tensor, src, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Recv, .p2p = true, .peer = src}, one(tensor), {},
+                  [&] { return b.recv(tensor, src, opts); });
 }
 void ProcessGroup::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, dst, true, opts.timeout);
-  b.blocking_send(tensor, dst, opts);
+  recorded_blocking(recorder_.get(), {.op = trace::OpKind::Send, .p2p = true, .peer = dst}, tensor,
+                    [&] { b.blocking_send(tensor, dst, opts); });
 }
 int ProcessGroup::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, src, false, opts.timeout);
-  return b.blocking_recv(tensor, src, opts);
+  return recorded_blocking(recorder_.get(), {.op = trace::OpKind::Recv, .p2p = true, .peer = src}, tensor,
+                           [&] { return b.blocking_recv(tensor, src, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::broadcast(*this, tensor, opts);
-  return b.broadcast(tensor, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Broadcast, .root = opts.root}, one(tensor), {},
+                  [&] { return b.broadcast(tensor, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::all_reduce(*this, tensor, opts);
-  return b.all_reduce(tensor, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::AllReduce, .reduce = trace::reduce_code(opts.op)}, one(tensor), {},
+                  [&] { return b.all_reduce(tensor, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Tensor>& tensors,
                                                          const AllReduceCoalescedOptions& opts) {
   validate::all_reduce_coalesced(*this, tensors, opts);
-  return backend_for(tensors[0].device()).all_reduce_coalesced(tensors, opts);
+  Backend& b = backend_for(tensors[0].device());
+  return recorded(recorder_.get(), {.op = trace::OpKind::AllReduceCoalesced, .reduce = trace::reduce_code(opts.op)}, tensors, {},
+                  [&] { return b.all_reduce_coalesced(tensors, opts); });
 }
 Backend& ProcessGroup::any_backend() const {
   // Any backend can synchronise the group; prefer the CPU one (no device work).
@@ -175,7 +244,7 @@ Backend& ProcessGroup::any_backend() const {
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& opts) {
   Backend& b = any_backend();
   validate::timeout(*this, "barrier", opts.timeout);
-  return b.barrier(opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Barrier}, {}, {}, [&] { return b.barrier(opts); });
 }
 std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOptions& opts) {
   Backend& b = any_backend();
@@ -185,61 +254,70 @@ std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOpti
     throw DistValueError("group " + options_.group_name + ": monitored_barrier: timeout " +
                          std::to_string(o.timeout.count()) + " ms is negative (0: no time at all; kGroupTimeout: "
                          "the group's)");
-  return b.monitored_barrier(o);
+  return recorded(recorder_.get(), {.op = trace::OpKind::MonitoredBarrier}, {}, {}, [&] { return b.monitored_barrier(o); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::reduce(*this, tensor, opts);
-  return b.reduce(tensor, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Reduce, .root = opts.root, .reduce = trace::reduce_code(opts.op)},
+                  one(tensor), {}, [&] { return b.reduce(tensor, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                                const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_gather(*this, outputs, input, opts);
-  return b.all_gather(outputs, input, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::AllGather}, one(input), outputs,
+                  [&] { return b.all_gather(outputs, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input,
                                                            const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_gather_into_tensor(*this, output, input, opts);
-  return b.all_gather_into_tensor(output, input, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::AllGatherIntoTensor}, one(input), one(output),
+                  [&] { return b.all_gather_into_tensor(output, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                            const GatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::gather(*this, outputs, input, opts);
-  return b.gather(outputs, input, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Gather, .root = opts.root}, one(input), outputs,
+                  [&] { return b.gather(outputs, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                             const ScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::scatter(*this, output, inputs, opts);
-  return b.scatter(output, inputs, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::Scatter, .root = opts.root}, inputs, one(output),
+                  [&] { return b.scatter(output, inputs, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                    const ReduceScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::reduce_scatter(*this, output, inputs, opts);
-  return b.reduce_scatter(output, inputs, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::ReduceScatter, .reduce = trace::reduce_code(opts.op)}, inputs, one(output),
+                  [&] { return b.reduce_scatter(output, inputs, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
                                                           const ReduceScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::reduce_scatter_tensor(*this, output, input, opts);
-  return b.reduce_scatter_tensor(output, input, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::ReduceScatterTensor, .reduce = trace::reduce_code(opts.op)}, one(input),
+                  one(output), [&] { return b.reduce_scatter_tensor(output, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                                const AllToAllOptions& opts) {
   if (inputs.empty()) throw DistValueError("all_to_all: empty input list");
   Backend& b = backend_for(inputs[0].device());
   validate::all_to_all(*this, outputs, inputs, opts);
-  return b.all_to_all(outputs, inputs, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::AllToAll}, inputs, outputs,
+                  [&] { return b.all_to_all(outputs, inputs, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Tensor& output, const Tensor& input,
                                                       const AllToAllOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_to_all_single(*this, output, input, opts);
-  return b.all_to_all_single(output, input, opts);
+  return recorded(recorder_.get(), {.op = trace::OpKind::AllToAllSingle}, one(input), one(output),
+                  [&] { return b.all_to_all_single(output, input, opts); });
 }
 
 }  // namespace tdist

@@ -4,7 +4,11 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <ctime>
+#include <string>
+
+#include "util/tick_clock.h"
 
 namespace tdist {
 
@@ -19,11 +23,20 @@ class Deadline {
   // and Clock::now() costs tens of ns in a VM, a tenth of a small
   // shared-memory collective. The deadline may fall up to one tick early.
   static Deadline after_coarse(Millis timeout) {
+    int64_t unused;
+    return after_coarse(timeout, unused);
+  }
+  // The same, saying what the coarse clock read (ns of CLOCK_MONOTONIC).
+  static Deadline after_coarse(Millis timeout, int64_t& now_ns) {
     timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);  // Clock (steady_clock) counts CLOCK_MONOTONIC
-    const Clock::time_point now(std::chrono::duration_cast<Clock::duration>(std::chrono::seconds(ts.tv_sec) +
-                                                                            std::chrono::nanoseconds(ts.tv_nsec)));
-    return Deadline(now + timeout, timeout);
+    now_ns = static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+    return Deadline(Clock::time_point(std::chrono::nanoseconds(now_ns)) + timeout, timeout);
+  }
+  // From a time-stamp counter reading the caller has (util/tick_clock.h):
+  // exact, and cheaper than either clock.
+  static Deadline after_ticks(uint64_t ticks, Millis timeout) {
+    return Deadline(Clock::time_point(std::chrono::nanoseconds(steady_ns_from_ticks(ticks))) + timeout, timeout);
   }
   static Deadline never() { return Deadline(Clock::time_point::max(), Millis::max()); }
 

@@ -11,31 +11,10 @@
 #include <typeinfo>
 
 #include "util/env.h"
+#include "util/json_text.h"
 
 namespace tdist {
 namespace {
-
-void append_json_string(std::string& out, const std::string& text) {
-  out.push_back('"');
-  for (unsigned char c : text) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
-    }
-  }
-  out.push_back('"');
-}
 
 std::string demangled(const char* name) {
   int status = 0;

@@ -83,6 +83,20 @@ constexpr std::array kSettings{
                 "util"},
     SettingInfo{"TDIST_LOG_LEVEL", "ERROR, WARN, INFO, DEBUG", "WARN", "TORCH_CPP_LOG_LEVEL",
                 "The least severe log lines written to stderr (torch's WARNING and FATAL are accepted too).", "util"},
+    SettingInfo{"TDIST_FLIGHT_RECORDER_ENTRIES", "int", "2000", "TORCH_FR_BUFFER_SIZE",
+                "Operations each group's flight recorder keeps (0 turns it off, but TDIST_TRACE keeps 64 for its timeline; at most 2^20).", "trace"},
+    SettingInfo{"TDIST_FLIGHT_RECORDER_DIR", "path", "unset", nullptr,
+                "Folder of the flight recorder dumps (tdist_fr_<rank>.json), written when an operation fails "
+                "or times out, on SIGUSR1 and by dump_flight_recorder(). Unset: no automatic dumps, SIGUSR1 "
+                "keeps its default action.",
+                "trace"},
+    SettingInfo{"TORCH_FR_DUMP_TEMP_FILE", "path prefix", "unset", nullptr,
+                "torch's name: dumps go to <prefix><rank>.json instead (it wins over TDIST_FLIGHT_RECORDER_DIR).",
+                "trace"},
+    SettingInfo{"TDIST_TRACE", "path", "unset", nullptr,
+                "Folder where each rank writes its timeline, tdist_trace_<rank>.jsonl, one line per finished "
+                "operation (merge with tdist-trace --timeline).",
+                "trace"},
 
     // Store (rank 0's TCPStore server).
     SettingInfo{"TDIST_STORE_MAX_BYTES", "bytes", "2 GiB", nullptr,

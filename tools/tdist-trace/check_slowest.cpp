@@ -1,5 +1,6 @@
 // (d) Which member entered last (the others waited for it), over the collectives that every
-// member that dumped recorded as completed; entry times put on rank 0's clock.
+// member that dumped recorded as completed with times to the microsecond; entry times put on
+// rank 0's clock.
 #include <algorithm>
 #include <map>
 
@@ -23,7 +24,8 @@ void check_slowest(const GroupView& g, double slow_ms, GroupSummary& summary, st
     bool complete = true;
     for (const MemberView& m : g.dumped) {
       const Entry* e = m.at(seq);
-      if (e == nullptr || e->state != State::kCompleted || e->entered_us() == 0) {
+      // Coarse times (the flight recorder's for small operations) cannot say who came last.
+      if (e == nullptr || e->state != State::kCompleted || e->entered_us() == 0 || e->time_resolution_us > 1) {
         complete = false;
         break;
       }

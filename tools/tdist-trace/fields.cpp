@@ -128,6 +128,7 @@ void read_entry(const Fields& f, const JsonValue& object, Entry& e) {
   e.queued_us = f.integer_or("queued_us", 0, 0, kMaxTime);
   e.started_us = f.integer_or("started_us", 0, 0, kMaxTime);
   e.ended_us = f.integer_or("ended_us", 0, 0, kMaxTime);
+  e.time_resolution_us = f.integer_or("time_resolution_us", 0, 0, kMaxTime);
   e.error = f.text_or("error", "");
 }
 

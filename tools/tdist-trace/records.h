@@ -40,6 +40,7 @@ struct Entry {
   int64_t queued_us = 0;
   int64_t started_us = 0;  // 0: not started
   int64_t ended_us = 0;    // 0: not ended
+  int64_t time_resolution_us = 0;  // how coarse its times are (0: to the microsecond)
   std::string error;
   int line = 0;  // where it is in its file
 

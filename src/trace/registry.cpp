@@ -1,0 +1,266 @@
+#include "trace/registry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "tdist/errors.h"
+#include "trace/flight_recorder.h"
+#include "trace/json_writer.h"
+#include "util/tick_clock.h"
+#include "trace/timeline.h"
+#include "util/env.h"
+#include "util/host_id.h"
+#include "util/logging.h"
+
+namespace tdist::trace {
+
+namespace {
+
+constexpr size_t kDefaultCapacity = 2000;  // torch's default for its NCCL flight recorder
+constexpr long long kMaxCapacity = 1 << 20;
+constexpr size_t kTimelineOnlyCapacity = 64;
+
+using Observers = std::vector<std::pair<int, std::shared_ptr<const OpObserver>>>;
+
+struct Registry {
+  std::mutex mu;  // everything below
+  Identity who;
+  bool identity_set = false;
+  std::vector<FlightRecorder*> recorders;
+  std::shared_ptr<const Observers> observers = std::make_shared<Observers>();
+  int next_handle = 1;
+  bool started = false;  // the first recorder set up the timeline and the signal
+  std::mutex dump_mu;    // one dump at a time (they share a file)
+};
+
+Registry& registry() {
+  static Registry* r = new Registry;  // never destroyed: recorders may outlive static destruction
+  return *r;
+}
+
+// SIGUSR1 wakes a thread that dumps (a handler may only write to a pipe).
+int g_signal_pipe[2] = {-1, -1};
+
+void on_sigusr1(int) {
+  const int saved = errno;
+  char byte = 1;
+  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+void install_signal_dump() {
+  struct sigaction old {};
+  if (sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;  // the program's own
+  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
+  fcntl(g_signal_pipe[0], F_SETFL, 0);  // the thread blocks; the handler must not
+  std::thread([] {
+    for (;;) {
+      char byte;
+      ssize_t n = read(g_signal_pipe[0], &byte, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return;
+      const std::string path = dump_destination(identity().rank);
+      try {
+        write_dump(path, "signal", "");
+        TDIST_LOG(LogLevel::Warn, "flight recorder: dumped on SIGUSR1 to " << path);
+      } catch (const std::exception& e) {
+        TDIST_LOG(LogLevel::Error, "flight recorder: the dump on SIGUSR1 failed: " << e.what());
+      }
+    }
+  }).detach();
+  struct sigaction sa {};
+  sa.sa_handler = on_sigusr1;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGUSR1, &sa, nullptr);
+}
+
+std::string dump_document(const std::string& reason, const std::string& detail) {
+  Registry& r = registry();
+  TickConversion clock;
+  JsonWriter w;
+  std::lock_guard<std::mutex> lock(r.mu);  // no recorder goes away meanwhile
+  w.begin_object();
+  w.key("version").value(1);
+  w.key("rank").value(r.who.rank);
+  w.key("world_size").value(r.who.world_size);
+  w.key("host").value(hostname());
+  w.key("pid").value(static_cast<int64_t>(getpid()));
+  w.key("reason").value(reason);
+  w.key("detail").value(detail);
+  w.key("dump_time_us").value(realtime_us_now());
+  w.key("clock_offset_us").value(r.who.clock_offset_us);
+  if (r.who.clock_error_us >= 0) w.key("clock_error_us").value(r.who.clock_error_us);
+  w.key("groups").begin_array();
+  for (FlightRecorder* rec : r.recorders) w.raw(rec->dump_json(clock));
+  w.end_array();
+  w.end_object();
+  std::string out = w.take();
+  out.push_back('\n');
+  return out;
+}
+
+}  // namespace
+
+size_t recorder_capacity() {
+  auto n = get_env_int("TDIST_FLIGHT_RECORDER_ENTRIES");
+  if (!n) return kDefaultCapacity;
+  if (*n < 0 || *n > kMaxCapacity)
+    throw DistValueError("TDIST_FLIGHT_RECORDER_ENTRIES=" + std::to_string(*n) + " is outside [0, " +
+                         std::to_string(kMaxCapacity) + "] (0 turns the flight recorder off)");
+  // The timeline is written from the recorder's entries: it keeps a few (the
+  // operations in flight) even where the recorder is off.
+  if (*n == 0 && get_env("TDIST_TRACE")) return kTimelineOnlyCapacity;
+  return static_cast<size_t>(*n);
+}
+
+void set_identity(int rank, int world_size) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.who.rank = rank;
+  r.who.world_size = world_size;
+  r.identity_set = true;
+}
+
+bool identity_set() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.identity_set;
+}
+
+void set_clock_offset(int64_t offset_us, int64_t error_us) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.who.clock_offset_us = offset_us;
+  r.who.clock_error_us = error_us;
+}
+
+Identity identity() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.who;
+}
+
+void register_recorder(FlightRecorder* recorder) {
+  Registry& r = registry();
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.recorders.push_back(recorder);
+    first = !std::exchange(r.started, true);
+  }
+  if (!first) return;
+  if (!dump_destination(0).empty()) install_signal_dump();
+  start_timeline_from_env();
+}
+
+void unregister_recorder(FlightRecorder* recorder) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.recorders.erase(std::remove(r.recorders.begin(), r.recorders.end(), recorder), r.recorders.end());
+}
+
+void notify_observers(const OpEvent& event) {
+  std::shared_ptr<const Observers> observers;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    observers = r.observers;
+  }
+  for (const auto& [handle, fn] : *observers) {
+    try {
+      (*fn)(event);
+    } catch (const std::exception& e) {
+      TDIST_LOG(LogLevel::Error, "an operation observer threw (ignored): " << e.what());
+    } catch (...) {
+      TDIST_LOG(LogLevel::Error, "an operation observer threw (ignored)");
+    }
+  }
+}
+
+std::string dump_destination(int rank) {
+  if (auto prefix = get_env("TORCH_FR_DUMP_TEMP_FILE"); prefix && !prefix->empty())
+    return *prefix + std::to_string(rank) + ".json";
+  if (auto dir = get_env("TDIST_FLIGHT_RECORDER_DIR"); dir && !dir->empty())
+    return *dir + "/tdist_fr_" + std::to_string(rank) + ".json";
+  return "";
+}
+
+std::string write_dump(const std::string& path, const std::string& reason, const std::string& detail) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> dump_lock(r.dump_mu);
+  const std::string document = dump_document(reason, detail);
+  // Readers never see half a file: a temporary name, then a rename.
+  const std::string tmp = path + ".tmp" + std::to_string(getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "w");
+  if (!f) throw DistError("flight recorder: cannot write " + tmp + ": " + std::strerror(errno));
+  const bool ok = std::fwrite(document.data(), 1, document.size(), f) == document.size();
+  const bool closed = std::fclose(f) == 0;
+  if (!ok || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw DistError("flight recorder: cannot write " + path + ": " + why);
+  }
+  return path;
+}
+
+void dump_after_failure(const std::string& reason, const std::string& detail) {
+  const std::string path = dump_destination(identity().rank);
+  if (path.empty()) return;
+  try {
+    write_dump(path, reason, detail);
+    TDIST_LOG(LogLevel::Warn, "flight recorder: dumped after a " << reason << " to " << path
+                                                                 << " (tdist-trace reads it)");
+  } catch (const std::exception& e) {
+    TDIST_LOG(LogLevel::Error, "flight recorder: the dump after a " << reason << " failed: " << e.what());
+  }
+}
+
+}  // namespace tdist::trace
+
+namespace tdist {
+
+int add_op_observer(OpObserver observer) {
+  if (!observer) throw DistValueError("add_op_observer: no function given");
+  auto& r = trace::registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto next = std::make_shared<trace::Observers>(*r.observers);
+  const int handle = r.next_handle++;
+  next->emplace_back(handle, std::make_shared<const OpObserver>(std::move(observer)));
+  r.observers = std::move(next);
+  trace::g_observed.store(true, std::memory_order_relaxed);
+  return handle;
+}
+
+void remove_op_observer(int handle) {
+  auto& r = trace::registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto next = std::make_shared<trace::Observers>(*r.observers);
+  next->erase(std::remove_if(next->begin(), next->end(), [&](const auto& o) { return o.first == handle; }),
+              next->end());
+  trace::g_observed.store(!next->empty(), std::memory_order_relaxed);
+  r.observers = std::move(next);
+}
+
+std::string dump_flight_recorder(const std::string& path) {
+  std::string where = path.empty() ? trace::dump_destination(trace::identity().rank) : path;
+  if (where.empty())
+    throw DistValueError("dump_flight_recorder: no path given, and neither TDIST_FLIGHT_RECORDER_DIR nor "
+                         "TORCH_FR_DUMP_TEMP_FILE says where dumps go");
+  return trace::write_dump(where, "request", "");
+}
+
+std::string flight_recorder_json(const std::string& reason) { return trace::dump_document(reason, ""); }
+
+}  // namespace tdist

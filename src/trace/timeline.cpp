@@ -1,0 +1,103 @@
+#include "trace/timeline.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "tdist/errors.h"
+#include "tdist/trace.h"
+#include "trace/json_writer.h"
+#include "trace/registry.h"
+#include "util/env.h"
+#include "util/host_id.h"
+#include "util/logging.h"
+
+namespace tdist::trace {
+
+namespace {
+
+// Lines are buffered and written out at most this long after they were made:
+// a killed rank loses at most that much, and a busy rank makes no write per operation.
+constexpr auto kFlushInterval = std::chrono::milliseconds(100);
+
+struct Timeline {
+  std::mutex mu;
+  std::string dir;
+  std::FILE* file = nullptr;
+  bool failed = false;  // could not open: said once, then silent
+  std::chrono::steady_clock::time_point last_flush{};
+};
+
+Timeline& timeline() {
+  static Timeline* t = new Timeline;  // observers may run during static destruction
+  return *t;
+}
+
+// Opened at the first line, when the process knows its rank.
+bool open_locked(Timeline& t) {
+  if (t.file) return true;
+  if (t.failed) return false;
+  const Identity who = identity();
+  const std::string path = t.dir + "/tdist_trace_" + std::to_string(who.rank) + ".jsonl";
+  t.file = std::fopen(path.c_str(), "w");
+  if (!t.file) {
+    t.failed = true;
+    TDIST_LOG(LogLevel::Error, "TDIST_TRACE: cannot write " << path << ": " << std::strerror(errno)
+                                                           << "; no timeline for this rank");
+    return false;
+  }
+  JsonWriter w;
+  w.begin_object();
+  w.key("version").value(1);
+  w.key("rank").value(who.rank);
+  w.key("world_size").value(who.world_size);
+  w.key("host").value(hostname());
+  w.key("pid").value(static_cast<int64_t>(getpid()));
+  w.key("clock_offset_us").value(who.clock_offset_us);
+  if (who.clock_error_us >= 0) w.key("clock_error_us").value(who.clock_error_us);
+  w.end_object();
+  std::string line = w.take();
+  line.push_back('\n');
+  std::fwrite(line.data(), 1, line.size(), t.file);
+  return true;
+}
+
+void write_line(const OpEvent& e) {
+  JsonWriter w;
+  write_event(w, e, /*with_group=*/true);
+  std::string line = w.take();
+  line.push_back('\n');
+  Timeline& t = timeline();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!open_locked(t)) return;
+  std::fwrite(line.data(), 1, line.size(), t.file);
+  const auto now = std::chrono::steady_clock::now();
+  if (now - t.last_flush >= kFlushInterval) {
+    std::fflush(t.file);
+    t.last_flush = now;
+  }
+}
+
+}  // namespace
+
+void flush_timeline() {
+  Timeline& t = timeline();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (t.file) std::fflush(t.file);
+}
+
+void start_timeline_from_env() {
+  auto dir = get_env("TDIST_TRACE");
+  if (!dir || dir->empty()) return;
+  timeline().dir = *dir;
+  add_op_observer(write_line);
+  std::atexit(flush_timeline);
+}
+
+}  // namespace tdist::trace
