@@ -11,7 +11,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$repo/build}
-rounds=${2:-30}
+rounds=${2:-100}
 probe=$(mktemp /tmp/tdist-recorder-overhead.XXXXXX)
 trap 'rm -f "$probe"' EXIT
 g++ -std=c++20 -O2 "$repo/bench/recorder_overhead.cpp" -I"$repo/include" -I"$repo/src" -L"$build/lib" -ltdist \
