@@ -54,11 +54,11 @@ std::string spec_as_given(const std::string& spec) {
 
 std::span<const Tensor> one(const Tensor& t) { return {&t, 1}; }
 
-// Issues one operation through `call` with its flight recorder entry (none
-// when the group has no recorder): the backend takes the entry from this
-// thread to mark its start and end, or the work says how it ended.
+// Issues one operation through `call` to `backend` with its flight recorder
+// entry (none when the group has no recorder): the backend takes the entry
+// from this thread to stamp its start and end, or the work says how it ended.
 template <typename Call>
-std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const trace::OpInfo& info,
+std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const Backend& backend, const trace::OpInfo& info,
                                std::span<const Tensor> inputs, std::span<const Tensor> outputs, Call&& call) {
   if (!recorder || trace::g_paused.load(std::memory_order_relaxed)) return call();
   trace::FlightScope scope(recorder->begin(info, inputs, outputs, recorder->backend_stamps() ? 0 : now_ticks()));
@@ -72,7 +72,7 @@ std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const trace::OpI
   if (scope.claimed()) {
     if (!recorder->backend_stamps()) recorder->note_backend_stamps();
   } else {
-    scope.returned(*work);
+    scope.returned(*work, backend.name());
   }
   return work;
 }
@@ -194,13 +194,13 @@ Backend& ProcessGroup::backend_for(Device device) const {
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, dst, true, opts.timeout);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Send, .p2p = true, .peer = dst}, one(tensor), {},
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Send, .p2p = true, .peer = dst}, one(tensor), {},
                   [&] { return b.send(tensor, dst, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, src, false, opts.timeout);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Recv, .p2p = true, .peer = src}, one(tensor), {},
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Recv, .p2p = true, .peer = src}, one(tensor), {},
                   [&] { return b.recv(tensor, src, opts); });
 }
 void ProcessGroup::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
@@ -218,20 +218,20 @@ int ProcessGroup::blocking_recv(const Tensor& tensor, int src, const RecvOptions
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::broadcast(*this, tensor, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Broadcast, .root = opts.root}, one(tensor), {},
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Broadcast, .root = opts.root}, one(tensor), {},
                   [&] { return b.broadcast(tensor, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::all_reduce(*this, tensor, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::AllReduce, .reduce = trace::reduce_code(opts.op)}, one(tensor), {},
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllReduce, .reduce = trace::reduce_code(opts.op)}, one(tensor), {},
                   [&] { return b.all_reduce(tensor, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Tensor>& tensors,
                                                          const AllReduceCoalescedOptions& opts) {
   validate::all_reduce_coalesced(*this, tensors, opts);
   Backend& b = backend_for(tensors[0].device());
-  return recorded(recorder_.get(), {.op = trace::OpKind::AllReduceCoalesced, .reduce = trace::reduce_code(opts.op)}, tensors, {},
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllReduceCoalesced, .reduce = trace::reduce_code(opts.op)}, tensors, {},
                   [&] { return b.all_reduce_coalesced(tensors, opts); });
 }
 Backend& ProcessGroup::any_backend() const {
@@ -244,7 +244,7 @@ Backend& ProcessGroup::any_backend() const {
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& opts) {
   Backend& b = any_backend();
   validate::timeout(*this, "barrier", opts.timeout);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Barrier}, {}, {}, [&] { return b.barrier(opts); });
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Barrier}, {}, {}, [&] { return b.barrier(opts); });
 }
 std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOptions& opts) {
   Backend& b = any_backend();
@@ -254,54 +254,54 @@ std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOpti
     throw DistValueError("group " + options_.group_name + ": monitored_barrier: timeout " +
                          std::to_string(o.timeout.count()) + " ms is negative (0: no time at all; kGroupTimeout: "
                          "the group's)");
-  return recorded(recorder_.get(), {.op = trace::OpKind::MonitoredBarrier}, {}, {}, [&] { return b.monitored_barrier(o); });
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::MonitoredBarrier}, {}, {}, [&] { return b.monitored_barrier(o); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::reduce(*this, tensor, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Reduce, .root = opts.root, .reduce = trace::reduce_code(opts.op)},
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Reduce, .root = opts.root, .reduce = trace::reduce_code(opts.op)},
                   one(tensor), {}, [&] { return b.reduce(tensor, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                                const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_gather(*this, outputs, input, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::AllGather}, one(input), outputs,
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllGather}, one(input), outputs,
                   [&] { return b.all_gather(outputs, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input,
                                                            const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_gather_into_tensor(*this, output, input, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::AllGatherIntoTensor}, one(input), one(output),
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllGatherIntoTensor}, one(input), one(output),
                   [&] { return b.all_gather_into_tensor(output, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                            const GatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::gather(*this, outputs, input, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Gather, .root = opts.root}, one(input), outputs,
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Gather, .root = opts.root}, one(input), outputs,
                   [&] { return b.gather(outputs, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                             const ScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::scatter(*this, output, inputs, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::Scatter, .root = opts.root}, inputs, one(output),
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::Scatter, .root = opts.root}, inputs, one(output),
                   [&] { return b.scatter(output, inputs, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                    const ReduceScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::reduce_scatter(*this, output, inputs, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::ReduceScatter, .reduce = trace::reduce_code(opts.op)}, inputs, one(output),
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::ReduceScatter, .reduce = trace::reduce_code(opts.op)}, inputs, one(output),
                   [&] { return b.reduce_scatter(output, inputs, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
                                                           const ReduceScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::reduce_scatter_tensor(*this, output, input, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::ReduceScatterTensor, .reduce = trace::reduce_code(opts.op)}, one(input),
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::ReduceScatterTensor, .reduce = trace::reduce_code(opts.op)}, one(input),
                   one(output), [&] { return b.reduce_scatter_tensor(output, input, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -309,14 +309,14 @@ std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& output
   if (inputs.empty()) throw DistValueError("all_to_all: empty input list");
   Backend& b = backend_for(inputs[0].device());
   validate::all_to_all(*this, outputs, inputs, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::AllToAll}, inputs, outputs,
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllToAll}, inputs, outputs,
                   [&] { return b.all_to_all(outputs, inputs, opts); });
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Tensor& output, const Tensor& input,
                                                       const AllToAllOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_to_all_single(*this, output, input, opts);
-  return recorded(recorder_.get(), {.op = trace::OpKind::AllToAllSingle}, one(input), one(output),
+  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllToAllSingle}, one(input), one(output),
                   [&] { return b.all_to_all_single(output, input, opts); });
 }
 

@@ -98,8 +98,11 @@ std::shared_ptr<FlightRecorder> FlightMark::hold() const {
   return recorder_ ? recorder_->shared_from_this() : nullptr;
 }
 
-void FlightScope::returned(const Work& work) {
+void FlightScope::returned(const Work& work, const std::string& backend) {
   if (claimed_ || !mark_) return;
+  // Only the names of engines count: another backend's name says nothing of how it ran.
+  for (uint8_t i = 1; i < std::size(kEngines); ++i)
+    if (backend == kEngines[i]) mark_.engine(i);
   // A backend that does not mark its operations: what the work says now is
   // all there is (a blocking call is over; an async one stays queued).
   if (work.is_completed()) mark_.ended(work.exception());

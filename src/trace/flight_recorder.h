@@ -193,9 +193,10 @@ class FlightScope {
   FlightScope(const FlightScope&) = delete;
   FlightScope& operator=(const FlightScope&) = delete;
   bool claimed() const { return claimed_; }
-  // The call returned this work: a backend that did not take the mark is
-  // taken to have run the operation before returning, when the work says so.
-  void returned(const Work& work);
+  // The call returned this work: a backend that did not take the mark (its
+  // name says which engine) is taken to have run the operation before
+  // returning, when the work says so.
+  void returned(const Work& work, const std::string& backend);
   void returned_ok() {  // a call with no Work (blocking send)
     if (!claimed_) mark_.ended(nullptr);
   }

@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <mutex>
 #include <numeric>
 #include <thread>
 
@@ -18,6 +19,7 @@
 #include "common/reduce_check.h"
 #include "tdist/device_mesh.h"
 #include "tdist/tdist.h"
+#include "tdist/trace.h"
 
 namespace tdist::testing {
 namespace {
@@ -218,6 +220,37 @@ TEST(MpiBackend, AsyncOperationsOverlapAndComplete) {
     std::vector<double> avg(3, static_cast<double>(get_rank()));
     all_reduce(Tensor(avg.data(), 3), ReduceOp::AVG, nullptr, true)->wait();
     matrix::require(avg[0] == (n - 1) / 2.0, "an async AVG all_reduce gave " + std::to_string(avg[0]));
+  });
+}
+
+// The flight recorder is the front's: the mpi backend's operations are in it
+// too, seen ending by the front when a blocking call returns.
+TEST(MpiBackend, TheFlightRecorderAndObserversSeeItsOperations) {
+  run_checks([] {
+    std::vector<OpEvent> seen;
+    std::mutex mu;
+    const int handle = add_op_observer([&](const OpEvent& e) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen.push_back(e);
+    });
+    std::vector<float> x(3, 1.0f);
+    all_reduce(Tensor(x.data(), 3), ReduceOp::MAX);
+    broadcast(Tensor(x.data(), 3), 0);
+    remove_op_observer(handle);
+    std::lock_guard<std::mutex> lock(mu);
+    matrix::require(seen.size() == 2, "observers saw " + std::to_string(seen.size()) + " operations, not 2");
+    matrix::require(seen[0].op == "all_reduce" && seen[1].op == "broadcast" && seen[1].seq == seen[0].seq + 1,
+                    "observers saw " + seen[0].op + " #" + std::to_string(seen[0].seq) + " then " + seen[1].op +
+                        " #" + std::to_string(seen[1].seq));
+    for (const OpEvent& e : seen) {
+      matrix::require(e.engine == "mpi" && e.state == "completed" && e.dtype == "float32" &&
+                          e.shapes == std::vector<std::vector<int64_t>>{{3}} && e.bytes == 12,
+                      e.op + ": engine '" + e.engine + "', state " + e.state + ", dtype " + e.dtype);
+      matrix::require(e.queued_us > 0 && e.queued_us <= e.ended_us, e.op + ": times out of order");
+    }
+    matrix::require(seen[0].reduce_op == "max" && seen[1].root == 0, "the arguments are not recorded");
+    matrix::require(flight_recorder_json().find("\"backend\": \"mpi\"") != std::string::npos,
+                    "the dump does not name the mpi backend");
   });
 }
 

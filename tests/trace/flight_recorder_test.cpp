@@ -344,6 +344,14 @@ TEST(Timeline, EveryRankWritesItsOperationsAndTheyMerge) {
     const std::string text = trace_test::read_text(dir.file("tdist_trace_" + std::to_string(r) + ".jsonl"));
     const size_t lines = std::count(text.begin(), text.end(), '\n');
     EXPECT_EQ(lines, r == 2 ? 7u : 8u) << text;  // the header and every operation
+    // The ranks share this host's clock: the offset measured through the store is 0 within its
+    // error bound (half the exchange's round trip, which brackets rank 0's reading).
+    const auto header = trace_test::parse(text.substr(0, text.find('\n')));
+    ASSERT_NE(header.find("clock_error_us"), nullptr) << text.substr(0, 200);
+    const int64_t offset = header.find("clock_offset_us")->as_int();
+    const int64_t error = header.find("clock_error_us")->as_int();
+    EXPECT_LE(std::abs(offset), error + 1) << "rank " << r;
+    if (r == 0) EXPECT_EQ(offset, 0);
   }
   const std::string merged = dir.file("merged.json");
   const auto r = trace_test::run_tool({"--timeline", dir.path(), "-o", merged});
