@@ -352,8 +352,9 @@ void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCal
 // The engine a collective's arguments name, for the flight recorder: by
 // address (a virtual call to ask its name costs more, on every operation).
 inline void note_engine(trace::FlightMark& mark, const GroupEngines& engines, Engine* engine) {
-  mark.engine(engine == engines.shm ? uint8_t{2} : engine == engines.hierarchical ? uint8_t{3} : uint8_t{1});
-  static_assert(sizeof(uint8_t) == 1);
+  mark.engine(engine == engines.shm            ? trace::kEngineShm
+              : engine == engines.hierarchical ? trace::kEngineHierarchical
+                                               : trace::kEngineTransport);
 }
 template <typename T>
 void note_engine(trace::FlightMark&, const GroupEngines&, const T&) {}

@@ -36,7 +36,7 @@ const char* op_name(OpKind op) {
 }
 
 namespace {
-constexpr const char* kEngines[] = {"", "transport", "shm", "hierarchical", "mpi"};
+constexpr const char* kEngines[] = {"", "transport", "shm", "hierarchical", "mpi"};  // by EngineCode
 constexpr const char* kReduceNames[] = {"", "sum", "avg", "product", "min", "max", "band", "bor", "bxor", "premul_sum"};
 }  // namespace
 
@@ -101,7 +101,7 @@ std::shared_ptr<FlightRecorder> FlightMark::hold() const {
 void FlightScope::returned(const Work& work, const std::string& backend) {
   if (claimed_ || !mark_) return;
   // Only the names of engines count: another backend's name says nothing of how it ran.
-  for (uint8_t i = 1; i < std::size(kEngines); ++i)
+  for (uint8_t i = kEngineTransport; i < std::size(kEngines); ++i)
     if (backend == kEngines[i]) mark_.engine(i);
   // A backend that does not mark its operations: what the work says now is
   // all there is (a blocking call is over; an async one stays queued).

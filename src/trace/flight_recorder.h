@@ -58,15 +58,16 @@ enum class OpKind : uint8_t {
   AllGatherIntoTensor, Gather, Scatter, ReduceScatter, ReduceScatterTensor, AllToAll, AllToAllSingle,
 };
 const char* op_name(OpKind op);
-// The engines the backends name (Engine::name()), as a byte: by the first
-// letter, on the path of every operation.
+// The engines the backends name (Engine::name()), as a byte.
+enum EngineCode : uint8_t { kEngineUnknown, kEngineTransport, kEngineShm, kEngineHierarchical, kEngineMpi };
+// By the first letter: on the path of every operation.
 inline uint8_t engine_code(const char* name) {
   switch (name[0]) {
-    case 't': return 1;  // transport
-    case 's': return 2;  // shm
-    case 'h': return 3;  // hierarchical
-    case 'm': return 4;  // mpi
-    default: return 0;
+    case 't': return kEngineTransport;
+    case 's': return kEngineShm;
+    case 'h': return kEngineHierarchical;
+    case 'm': return kEngineMpi;
+    default: return kEngineUnknown;
   }
 }
 const char* engine_name(uint8_t code);
