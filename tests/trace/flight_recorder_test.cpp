@@ -328,6 +328,31 @@ TEST(FlightRecorderFaults, ARankThatLeftIsNamed) {
   EXPECT_NE(trace_test::run_tool({dir.path()}).out.find("rank 1"), std::string::npos);
 }
 
+TEST(FlightRecorderFaults, ASlowRankIsNamed) {
+  TempDir dir;
+  ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
+  run_ranks(3, [&](int me) {
+    // Large enough for the counter's times (kPreciseElements); rank 1 arrives 30 ms late every time.
+    std::vector<float> a(8192, 1.0f);
+    for (int k = 0; k < 8; ++k) {
+      if (me == 1) std::this_thread::sleep_for(milliseconds(30));
+      tdist::all_reduce(Tensor(a.data(), DType::Float32, {8192}));
+    }
+    tdist::dump_flight_recorder();
+  });
+  const auto r = trace_test::run_tool({"--json", dir.path()});
+  EXPECT_EQ(r.exit_code, 1) << r.all();
+  const auto report = trace_test::parse(r.out);
+  const auto slow = findings(report, "slow_rank");
+  ASSERT_EQ(slow.size(), 1u) << r.out;
+  const auto* groups = report.find("groups");
+  ASSERT_NE(groups, nullptr);
+  const auto* slowest = groups->items().at(0).find("slowest");
+  ASSERT_NE(slowest, nullptr) << r.out;
+  EXPECT_EQ(slowest->find("rank")->as_int(), 1) << r.out;
+  EXPECT_GE(slowest->find("median_behind_first_us")->as_int(), 10000) << r.out;
+}
+
 // --- the timeline -------------------------------------------------------------------
 
 TEST(Timeline, EveryRankWritesItsOperationsAndTheyMerge) {
