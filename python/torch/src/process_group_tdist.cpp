@@ -48,10 +48,12 @@ ProcessGroupTdist::~ProcessGroupTdist() {
   pg_->shutdown();
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTdist::track(c10d::OpType type, const char* op, Works works,
+c10::intrusive_ptr<c10d::Work> ProcessGroupTdist::track(c10d::OpType type, const char* op,
+                                                        std::shared_ptr<ProfilerSpan> span, Works works,
                                                         std::vector<at::Tensor> outputs,
                                                         std::vector<at::Tensor> inputs) {
-  auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs), std::move(inputs));
+  auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs), std::move(inputs),
+                                             std::move(span));
   std::lock_guard<std::mutex> lock(mu_);
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](auto& w) { return w->isCompleted(); }),
                    in_flight_.end());
@@ -95,24 +97,28 @@ WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
-  auto w = pg_->broadcast(to_view(t, op), {.root = root(opts.rootRank, op, "source"), .timeout = timeout_of(opts)});
-  return track(c10d::OpType::BROADCAST, name, {w}, tensors);
+  const int r = root(opts.rootRank, op, "source");
+  auto span = ProfilerSpan::open(name, tensors);
+  auto w = pg_->broadcast(to_view(t, op), {.root = r, .timeout = timeout_of(opts)});
+  return track(c10d::OpType::BROADCAST, name, std::move(span), {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
   const char* name = "all_reduce";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  if (t.defined() && t.layout() == c10::kSparse) return allreduce_sparse(tensors, opts);
+  auto span = ProfilerSpan::open(name, tensors);
+  if (t.defined() && t.layout() == c10::kSparse) return allreduce_sparse(tensors, opts, std::move(span));
   auto w = pg_->all_reduce(to_view(t, op), {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLREDUCE, name, {w}, tensors);
+  return track(c10d::OpType::ALLREDUCE, name, std::move(span), {w}, tensors);
 }
 
 // Gloo's sparse all_reduce: every rank's coalesced indices and values are
 // gathered (their counts first), summed as one sparse tensor, coalesced, and
 // copied into the caller's tensor. The gathered sizes decide the later
 // buffers, so this runs to completion before it returns (its Work is complete).
-WorkPtr ProcessGroupTdist::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+WorkPtr ProcessGroupTdist::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts,
+                                            std::shared_ptr<ProfilerSpan> span) {
   const char* name = "all_reduce";
   const std::string op = where(name) + " (sparse)";
   at::Tensor& t = tensors.front();
@@ -172,7 +178,7 @@ WorkPtr ProcessGroupTdist::allreduce_sparse(std::vector<at::Tensor>& tensors, co
                                          input.options())
                        .coalesce();
   t.copy_(sum);
-  return track(c10d::OpType::ALLREDUCE, name, std::move(works), tensors);
+  return track(c10d::OpType::ALLREDUCE, name, std::move(span), std::move(works), tensors);
 }
 
 WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
@@ -185,9 +191,10 @@ WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
     if (tensors[i].defined() && tensors[0].defined() && tensors[i].scalar_type() != tensors[0].scalar_type())
       invalid(op, "tensor " + std::to_string(i) + " is " + c10::toString(tensors[i].scalar_type()) + ", tensor 0 " +
                       c10::toString(tensors[0].scalar_type()) + ": the tensors must all have the same dtype");
-  auto w = pg_->all_reduce_coalesced(to_views(tensors, op, "tensor"),
-                                     {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLREDUCE_COALESCED, name, {w}, tensors);
+  auto views = to_views(tensors, op, "tensor");
+  auto span = ProfilerSpan::open(name, tensors);
+  auto w = pg_->all_reduce_coalesced(views, {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
+  return track(c10d::OpType::ALLREDUCE_COALESCED, name, std::move(span), {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) {
@@ -195,10 +202,12 @@ WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
-  auto w = pg_->reduce(to_view(t, op), {.root = root(opts.rootRank, op, "destination"),
-                                        .op = to_reduce_op(opts.reduceOp, op),
-                                        .timeout = timeout_of(opts)});
-  return track(c10d::OpType::REDUCE, name, {w}, tensors);
+  const tdist::ReduceOptions options{.root = root(opts.rootRank, op, "destination"),
+                                     .op = to_reduce_op(opts.reduceOp, op),
+                                     .timeout = timeout_of(opts)};
+  auto span = ProfilerSpan::open(name, tensors);
+  auto w = pg_->reduce(to_view(t, op), options);
+  return track(c10d::OpType::REDUCE, name, std::move(span), {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -208,17 +217,21 @@ WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outpu
   const at::Tensor& in = single(inputs, op, "input tensor");
   if (outputs.size() != 1)
     invalid(op, "expects exactly one output list per process, got " + std::to_string(outputs.size()));
-  auto w = pg_->all_gather(to_views(outputs[0], op, "output tensor"), to_view(in, op, "input tensor"),
-                           {.timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLGATHER, name, {w}, outputs[0], inputs);
+  auto out_views = to_views(outputs[0], op, "output tensor");
+  auto in_view = to_view(in, op, "input tensor");
+  auto span = ProfilerSpan::open(name, inputs);
+  auto w = pg_->all_gather(out_views, in_view, {.timeout = timeout_of(opts)});
+  return track(c10d::OpType::ALLGATHER, name, std::move(span), {w}, outputs[0], inputs);
 }
 
 WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather_into_tensor";
   const std::string op = where(name);
-  auto w = pg_->all_gather_into_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
-                                       {.timeout = timeout_of(opts)});
-  return track(c10d::OpType::_ALLGATHER_BASE, name, {w}, {output}, {input});
+  auto out_view = to_view(output, op, "output tensor");
+  auto in_view = to_view(input, op, "input tensor");
+  auto span = ProfilerSpan::open(name, input);
+  auto w = pg_->all_gather_into_tensor(out_view, in_view, {.timeout = timeout_of(opts)});
+  return track(c10d::OpType::_ALLGATHER_BASE, name, std::move(span), {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
@@ -239,12 +252,13 @@ WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tenso
           to_view(output_lists[r][j], op, "output tensor [" + std::to_string(r) + "][" + std::to_string(j) + "]"));
   }
   auto in_views = to_views(inputs, op, "input tensor");
+  auto span = ProfilerSpan::open(name, inputs);
   Works works;
   for (size_t j = 0; j < inputs.size(); ++j)
     works.push_back(pg_->all_gather(per_input[j], in_views[j], {.timeout = timeout_of(opts)}));
   std::vector<at::Tensor> outputs;
   for (auto& list : output_lists) outputs.insert(outputs.end(), list.begin(), list.end());
-  return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(works), std::move(outputs), inputs);
+  return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(span), std::move(works), std::move(outputs), inputs);
 }
 
 WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -261,9 +275,11 @@ WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs,
   } else if (!outputs.empty() && !outputs[0].empty()) {
     invalid(op, "only the destination (rank " + std::to_string(r) + ") passes an output list");
   }
-  auto w = pg_->gather(to_views(out, op, "output tensor"), to_view(in, op, "input tensor"),
-                       {.root = r, .timeout = timeout_of(opts)});
-  return track(c10d::OpType::GATHER, name, {w}, out, inputs);
+  auto out_views = to_views(out, op, "output tensor");
+  auto in_view = to_view(in, op, "input tensor");
+  auto span = ProfilerSpan::open(name, inputs);
+  auto w = pg_->gather(out_views, in_view, {.root = r, .timeout = timeout_of(opts)});
+  return track(c10d::OpType::GATHER, name, std::move(span), {w}, out, inputs);
 }
 
 WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -280,9 +296,11 @@ WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector
   } else if (!inputs.empty() && !inputs[0].empty()) {
     invalid(op, "only the source (rank " + std::to_string(r) + ") passes an input list");
   }
-  auto w = pg_->scatter(to_view(out, op, "output tensor"), to_views(in, op, "input tensor"),
-                        {.root = r, .timeout = timeout_of(opts)});
-  return track(c10d::OpType::SCATTER, name, {w}, outputs, in);
+  auto out_view = to_view(out, op, "output tensor");
+  auto in_views = to_views(in, op, "input tensor");
+  auto span = ProfilerSpan::open(name, in);  // the source's tensors; none elsewhere (as Gloo)
+  auto w = pg_->scatter(out_view, in_views, {.root = r, .timeout = timeout_of(opts)});
+  return track(c10d::OpType::SCATTER, name, std::move(span), {w}, outputs, in);
 }
 
 WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
@@ -293,69 +311,90 @@ WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
   const at::Tensor& out = single(outputs, op, "output tensor");
   if (inputs.size() != 1)
     invalid(op, "expects exactly one input list per process, got " + std::to_string(inputs.size()));
-  auto w = pg_->reduce_scatter(to_view(out, op, "output tensor"), to_views(inputs[0], op, "input tensor"),
-                               {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
-  return track(c10d::OpType::REDUCE_SCATTER, name, {w}, outputs, inputs[0]);
+  auto out_view = to_view(out, op, "output tensor");
+  auto in_views = to_views(inputs[0], op, "input tensor");
+  const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  auto span = ProfilerSpan::open(name, inputs[0]);
+  auto w = pg_->reduce_scatter(out_view, in_views, options);
+  return track(c10d::OpType::REDUCE_SCATTER, name, std::move(span), {w}, outputs, inputs[0]);
 }
 
 WorkPtr ProcessGroupTdist::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                 const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor";
   const std::string op = where(name);
-  auto w = pg_->reduce_scatter_tensor(to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
-                                      {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
-  return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, {w}, {output}, {input});
+  auto out_view = to_view(output, op, "output tensor");
+  auto in_view = to_view(input, op, "input tensor");
+  const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  auto span = ProfilerSpan::open(name, input);
+  auto w = pg_->reduce_scatter_tensor(out_view, in_view, options);
+  return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, std::move(span), {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
                                          std::vector<int64_t>& input_splits, const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all_single";
   const std::string op = where(name);
+  auto out_view = to_view(output, op, "output tensor");
+  auto in_view = to_view(input, op, "input tensor");
+  auto span = ProfilerSpan::open(name, input);
   auto w = pg_->all_to_all_single(
-      to_view(output, op, "output tensor"), to_view(input, op, "input tensor"),
+      out_view, in_view,
       {.output_split_sizes = output_splits, .input_split_sizes = input_splits, .timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLTOALL_BASE, name, {w}, {output}, {input});
+  return track(c10d::OpType::ALLTOALL_BASE, name, std::move(span), {w}, {output}, {input});
 }
 
 WorkPtr ProcessGroupTdist::alltoall(std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
                                     const c10d::AllToAllOptions& opts) {
   const char* name = "all_to_all";
   const std::string op = where(name);
-  auto w = pg_->all_to_all(to_views(outputs, op, "output tensor"), to_views(inputs, op, "input tensor"),
-                           {.timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLTOALL, name, {w}, outputs, inputs);
+  auto out_views = to_views(outputs, op, "output tensor");
+  auto in_views = to_views(inputs, op, "input tensor");
+  auto span = ProfilerSpan::open(name, inputs);
+  auto w = pg_->all_to_all(out_views, in_views, {.timeout = timeout_of(opts)});
+  return track(c10d::OpType::ALLTOALL, name, std::move(span), {w}, outputs, inputs);
 }
 
 WorkPtr ProcessGroupTdist::send(std::vector<at::Tensor>& tensors, int dst, int tag) {
   const char* name = "send";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  auto w = pg_->send(to_view(t, op), root(dst, op, "destination"), tag);
-  return track(c10d::OpType::SEND, name, {w}, {}, tensors);
+  auto view = to_view(t, op);
+  const int peer = root(dst, op, "destination");
+  auto span = ProfilerSpan::open(name, tensors);
+  auto w = pg_->send(view, peer, tag);
+  return track(c10d::OpType::SEND, name, std::move(span), {w}, {}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::recv(std::vector<at::Tensor>& tensors, int src, int tag) {
   const char* name = "recv";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  auto w = pg_->recv(to_view(t, op), root(src, op, "source"), tag);
-  return track(c10d::OpType::RECV, name, {w}, tensors);
+  auto view = to_view(t, op);
+  const int peer = root(src, op, "source");
+  auto span = ProfilerSpan::open(name, tensors);
+  auto w = pg_->recv(view, peer, tag);
+  return track(c10d::OpType::RECV, name, std::move(span), {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
   const char* name = "recv";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
-  auto w = pg_->recv(to_view(t, op), tdist::kAnySource, tag);
-  return track(c10d::OpType::RECVANYSOURCE, name, {w}, tensors);
+  auto view = to_view(t, op);
+  auto span = ProfilerSpan::open(name, tensors);
+  auto w = pg_->recv(view, tdist::kAnySource, tag);
+  return track(c10d::OpType::RECVANYSOURCE, name, std::move(span), {w}, tensors);
 }
 
 WorkPtr ProcessGroupTdist::barrier(const c10d::BarrierOptions& opts) {
-  return track(c10d::OpType::BARRIER, "barrier", {pg_->barrier({.timeout = timeout_of(opts)})}, {});
+  auto span = ProfilerSpan::open("barrier", {});
+  return track(c10d::OpType::BARRIER, "barrier", std::move(span), {pg_->barrier({.timeout = timeout_of(opts)})}, {});
 }
 
 void ProcessGroupTdist::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
-  auto work = track(c10d::OpType::BARRIER, "monitored_barrier",
+  auto span = ProfilerSpan::open("monitored_barrier", {});
+  auto work = track(c10d::OpType::BARRIER, "monitored_barrier", std::move(span),
                     {pg_->monitored_barrier({.timeout = timeout_of(opts), .wait_all_ranks = wait_all_ranks})}, {});
   work->wait(c10d::Store::kNoTimeout);
 }

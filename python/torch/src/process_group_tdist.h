@@ -73,12 +73,15 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
  private:
   // Wraps the tdist Works of one operation, remembers it until it completes
   // (so its tensors outlive a dropped handle), and counts collectives.
-  c10::intrusive_ptr<c10d::Work> track(c10d::OpType type, const char* op,
+  // `span`: the operation's torch.profiler span (ProfilerSpan::open, called
+  // before the operation was issued; null when no profiler runs).
+  c10::intrusive_ptr<c10d::Work> track(c10d::OpType type, const char* op, std::shared_ptr<ProfilerSpan> span,
                                        std::vector<std::shared_ptr<tdist::Work>> works, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> inputs = {});
   // all_reduce of a sparse COO tensor, as Gloo does it (SUM only).
   c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
-                                                  const c10d::AllreduceOptions& opts);
+                                                  const c10d::AllreduceOptions& opts,
+                                                  std::shared_ptr<ProfilerSpan> span);
   // The one tensor of `tensors` (torch passes lists; CPU backends take one per process).
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& op, const char* what) const;
   int root(int64_t rank, const std::string& op, const char* what) const;

@@ -3,23 +3,92 @@
 #include <atomic>
 #include <chrono>
 
+#include <ATen/ThreadLocalState.h>
 #include <ATen/core/jit_type.h>
 
 #include "tdist/errors.h"
 
 namespace tdist_torch {
 
+std::shared_ptr<ProfilerSpan> ProfilerSpan::open(const char* op, c10::ArrayRef<at::Tensor> inputs) {
+  // USER_SCOPE, as c10d::Work's spans: what torch.profiler and
+  // record_function observe. The common case, nobody observing, ends here.
+  auto callbacks = at::getStepCallbacksUnlessEmpty(at::RecordScope::USER_SCOPE);
+  if (!callbacks) return nullptr;
+  auto span = std::make_shared<ProfilerSpan>();
+  span->record_ = std::make_unique<at::RecordFunction>(std::move(*callbacks));
+  at::RecordFunction& record = *span->record_;
+  record._setAsync();  // it may end on another thread than the one that began it
+  std::string title = std::string("tdist:") + op;
+  if (record.needsInputs()) {
+    span->inputs_.assign(inputs.begin(), inputs.end());
+    record.before(std::move(title), c10::ArrayRef<const c10::IValue>(span->inputs_.data(), span->inputs_.size()));
+  } else {
+    record.before(std::move(title));
+  }
+  // The profiler finds its state in thread-locals of the thread that began
+  // the span; whichever thread ends it runs with a copy of them (as
+  // c10d::Work's end callback does).
+  span->end_ = at::wrapPropagateTLSState([&record] { record.end(); });
+  return span;
+}
+
+void ProfilerSpan::close() {
+  std::function<void()> end;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end.swap(end_);
+  }
+  if (end) end();
+}
+
 WorkTdist::WorkTdist(int rank, c10d::OpType type, std::string op, std::vector<std::shared_ptr<tdist::Work>> works,
-                     std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs)
+                     std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
+                     std::shared_ptr<ProfilerSpan> span)
     : c10d::Work(rank, type),
       op_(std::move(op)),
       works_(std::move(works)),
       outputs_(std::move(outputs)),
-      inputs_(std::move(inputs)) {}
+      inputs_(std::move(inputs)),
+      span_(std::move(span)) {
+  if (!span_) return;
+  // A collective's span ends on the thread that completes its last part
+  // (tdist's progress thread for an async one), as a Gloo work's does on its
+  // worker. Point-to-point works have no future (as with Gloo): their span
+  // ends when the program sees them complete (wait, is_completed), or when
+  // the group lets go of them, which it does only once they have completed.
+  if (works_.empty() || all_completed()) {
+    span_->close();
+    return;
+  }
+  if (is_point_to_point()) return;
+  auto left = std::make_shared<std::atomic<size_t>>(works_.size());
+  for (auto& w : works_) {
+    std::shared_ptr<tdist::Future> future;
+    try {
+      future = w->get_future();
+    } catch (const tdist::DistError&) {
+      return;  // a part without a future: closed as a point-to-point span
+    }
+    future->add_done_callback([span = span_, left](tdist::Future&) {
+      if (left->fetch_sub(1) == 1) span->close();
+    });
+  }
+}
 
-bool WorkTdist::isCompleted() {
+bool WorkTdist::all_completed() const {
   for (auto& w : works_)
     if (!w->is_completed()) return false;
+  return true;
+}
+
+void WorkTdist::close_span_if_completed() {
+  if (span_ && all_completed()) span_->close();
+}
+
+bool WorkTdist::isCompleted() {
+  if (!all_completed()) return false;
+  if (span_) span_->close();
   return true;
 }
 
@@ -46,16 +115,25 @@ std::vector<at::Tensor> WorkTdist::result() { return outputs_; }
 
 bool WorkTdist::wait(std::chrono::milliseconds timeout) {
   using clock = std::chrono::steady_clock;
-  if (timeout <= std::chrono::milliseconds(0)) {
-    for (auto& w : works_) w->wait();
-    return true;
+  // The span ends before wait returns, even where the completing thread has
+  // yet to run its callbacks: a program that stops its profiler right after
+  // waiting must find the span closed. A wait that timed out leaves it open.
+  try {
+    if (timeout <= std::chrono::milliseconds(0)) {
+      for (auto& w : works_) w->wait();
+    } else {
+      const auto deadline = clock::now() + timeout;
+      for (auto& w : works_) {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+        // tdist's wait names the operation when it is not done in time.
+        w->wait(std::max(left, std::chrono::milliseconds(1)));
+      }
+    }
+  } catch (...) {
+    close_span_if_completed();
+    throw;
   }
-  const auto deadline = clock::now() + timeout;
-  for (auto& w : works_) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-    // tdist's wait names the operation when it is not done in time.
-    w->wait(std::max(left, std::chrono::milliseconds(1)));
-  }
+  close_span_if_completed();
   return true;
 }
 

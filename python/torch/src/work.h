@@ -4,24 +4,54 @@
 // at::Tensors whose memory the operation reads and writes.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <ATen/core/ivalue.h>
+#include <ATen/record_function.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include "tdist/work.h"
 
 namespace tdist_torch {
 
+// The torch.profiler span of one operation: named as torch's ProcessGroups
+// name theirs ("tdist:all_reduce" beside Gloo's "gloo:all_reduce") and given
+// the input tensors, so that record_shapes shows their sizes and dtypes.
+// c10d::Work opens such a span in its constructor (its profilingTitle); ours
+// is opened before the operation is issued instead, because the Work is made
+// after, when a small operation may be over already. It is an async event
+// (it may end on another thread), closed once the operation completes.
+class ProfilerSpan {
+ public:
+  // Null unless a profiler (a RecordFunction callback) is active: then an
+  // operation pays for one check of the callback lists and nothing else.
+  static std::shared_ptr<ProfilerSpan> open(const char* op, c10::ArrayRef<at::Tensor> inputs);
+  ProfilerSpan() = default;
+  ProfilerSpan(const ProfilerSpan&) = delete;
+  ProfilerSpan& operator=(const ProfilerSpan&) = delete;
+  ~ProfilerSpan() { close(); }
+  // Ends the span; the first call counts, from any thread.
+  void close();
+
+ private:
+  std::vector<c10::IValue> inputs_;  // what record_shapes reads: alive as long as the span
+  std::unique_ptr<at::RecordFunction> record_;
+  std::mutex mu_;
+  std::function<void()> end_;  // empty once closed
+};
+
 class WorkTdist final : public c10d::Work {
  public:
   // `outputs`: what result() and the future hold; `inputs`: other tensors the
-  // operation reads, kept alive until it completes.
+  // operation reads, kept alive until it completes; `span`: its profiler
+  // span or null, closed when every part has completed.
   WorkTdist(int rank, c10d::OpType type, std::string op, std::vector<std::shared_ptr<tdist::Work>> works,
-            std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs = {});
+            std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs = {},
+            std::shared_ptr<ProfilerSpan> span = nullptr);
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -39,10 +69,13 @@ class WorkTdist final : public c10d::Work {
 
  private:
   bool is_point_to_point() const;
+  bool all_completed() const;
+  void close_span_if_completed();
   const std::string op_;
   const std::vector<std::shared_ptr<tdist::Work>> works_;
   const std::vector<at::Tensor> outputs_;
   const std::vector<at::Tensor> inputs_;
+  const std::shared_ptr<ProfilerSpan> span_;
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
