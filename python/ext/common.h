@@ -16,6 +16,7 @@ void bind_p2p(py::module_& m);           // p2p.cpp
 void bind_collectives(py::module_& m);   // collectives.cpp
 void bind_objects(py::module_& m);       // objects.cpp: object collectives on bytes
 void bind_device_mesh(py::module_& m);   // device_mesh.cpp
+void bind_trace(py::module_& m);         // trace.cpp: flight recorder, operation observers
 
 }  // namespace tdist_py
 

@@ -15,4 +15,5 @@ PYBIND11_MODULE(_tdist, m) {
   tdist_py::bind_collectives(m);
   tdist_py::bind_objects(m);
   tdist_py::bind_device_mesh(m);
+  tdist_py::bind_trace(m);
 }

@@ -88,6 +88,7 @@ from .objects import (  # noqa: F401
     send_object_list,
 )
 from .spawn import ProcessContext, ProcessExitedException, ProcessRaisedException, spawn  # noqa: F401
+from .trace import OpSpan, dump_flight_recorder, flight_recorder, flight_recorder_json, op_spans  # noqa: F401
 
 
 
