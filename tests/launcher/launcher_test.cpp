@@ -425,6 +425,23 @@ TEST(LauncherSignals, SigtermReachesWorkersAndExits143) {
   EXPECT_NE(r.err.find("received SIGTERM"), std::string::npos) << r.err;
 }
 
+// SIGUSR1 asks tdist workers for their flight recorders (docs/tracing.md): it
+// reaches every worker and stops nothing.
+TEST(LauncherSignals, Sigusr1ReachesWorkersAndTheJobGoesOn) {
+  ScratchDir dir;
+  Launcher l(dir, {"--nproc-per-node=2", worker_path(), "trap", dir.path()});
+  ASSERT_TRUE(wait_until([&] { return exists(dir.file("ready0")) && exists(dir.file("ready1")); }));
+  l.signal(SIGUSR1);
+  EXPECT_TRUE(wait_until([&] { return exists(dir.file("usr10")) && exists(dir.file("usr11")); }))
+      << "SIGUSR1 did not reach both workers";
+  EXPECT_FALSE(exists(dir.file("term0")) || exists(dir.file("term1"))) << "a worker was stopped";
+  l.signal(SIGTERM);  // still running: it ends as any job does
+  Result r = l.wait(std::chrono::seconds(45));
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_EQ(r.code(), 128 + SIGTERM) << r.describe();
+  EXPECT_NE(r.err.find("received SIGUSR1; passed it to 2 running worker(s)"), std::string::npos) << r.err;
+}
+
 TEST(LauncherSignals, SigintForwardedAsSigint) {
   ScratchDir dir;
   Launcher l(dir, {"--nproc-per-node=2", worker_path(), "trap", dir.path()});

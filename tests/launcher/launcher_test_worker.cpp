@@ -70,6 +70,14 @@ void on_term(int sig) {
   _exit(0);
 }
 
+// SIGUSR1 (passed on by the launcher, for a flight recorder dump): noted in
+// usr1<rank>, and the worker goes on.
+char g_usr1_path[4096];
+void on_usr1(int) {
+  int fd = open(g_usr1_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) close(fd);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -125,6 +133,12 @@ int main(int argc, char** argv) {
       sigemptyset(&sa.sa_mask);
       sigaction(SIGTERM, &sa, nullptr);
       sigaction(SIGINT, &sa, nullptr);
+      std::snprintf(g_usr1_path, sizeof g_usr1_path, "%s/usr1%s", g_dir.c_str(), g_rank.c_str());
+      struct sigaction usr1 {};
+      usr1.sa_handler = on_usr1;
+      sigemptyset(&usr1.sa_mask);
+      usr1.sa_flags = SA_RESTART;
+      sigaction(SIGUSR1, &usr1, nullptr);
     } else if (mode == "ignore-term") {
       signal(SIGTERM, SIG_IGN);
     }

@@ -16,11 +16,14 @@ constexpr int kCount = 4;
 int g_pipe[2] = {-1, -1};
 volatile sig_atomic_t g_pending[kCount] = {0, 0, 0, 0};
 volatile sig_atomic_t g_child = 0;
+volatile sig_atomic_t g_usr1 = 0;
 
 void on_signal(int sig) {
   int saved = errno;
   if (sig == SIGCHLD) {
     g_child = 1;
+  } else if (sig == SIGUSR1) {
+    g_usr1 = 1;
   } else {
     for (int i = 0; i < kCount; ++i) {
       if (kTermination[i] == sig) g_pending[i] = 1;
@@ -82,6 +85,7 @@ void SignalEvents::install() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
   for (int sig : kTermination) sigaction(sig, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   sigaction(SIGCHLD, &sa, nullptr);
   struct sigaction ign {};
@@ -112,6 +116,12 @@ std::vector<int> SignalEvents::take_termination_signals() {
   return out;
 }
 
+bool SignalEvents::take_usr1() {
+  if (!g_usr1) return false;
+  g_usr1 = 0;
+  return true;
+}
+
 bool SignalEvents::take_child_exited() {
   if (!g_child) return false;
   g_child = 0;
@@ -123,6 +133,7 @@ sigset_t SignalEvents::handled_set() {
   sigemptyset(&set);
   for (int sig : kTermination) sigaddset(&set, sig);
   sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGUSR1);
   return set;
 }
 
@@ -132,6 +143,7 @@ void SignalEvents::reset_in_child() {
   sigemptyset(&dfl.sa_mask);
   for (int sig : kTermination) sigaction(sig, &dfl, nullptr);
   sigaction(SIGCHLD, &dfl, nullptr);
+  sigaction(SIGUSR1, &dfl, nullptr);
   sigaction(SIGPIPE, &dfl, nullptr);
 }
 

@@ -1,6 +1,7 @@
 // Signals seen by the launcher, turned into poll()-able events (self-pipe):
 // SIGINT, SIGTERM, SIGHUP and SIGQUIT are to be forwarded to the workers
-// (the ones torchrun handles); SIGCHLD says
+// (the ones torchrun handles); SIGUSR1 too, without stopping anything (a
+// tdist worker dumps its flight recorder on it: docs/tracing.md); SIGCHLD says
 // a worker may have exited. SIGPIPE is ignored (a closed stdout must not kill
 // the launcher while workers still run).
 #pragma once
@@ -27,6 +28,8 @@ class SignalEvents {
   static std::vector<int> take_termination_signals();
   // True once after one or more SIGCHLD.
   static bool take_child_exited();
+  // True once after one or more SIGUSR1.
+  static bool take_usr1();
 
   // The signals the launcher handles; block them around fork() so a child
   // never runs the launcher's handlers, then restore the old mask.

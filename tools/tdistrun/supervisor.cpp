@@ -196,6 +196,14 @@ void Supervisor::monitor() {
 }
 
 void Supervisor::handle_signals() {
+  if (SignalEvents::take_usr1()) {
+    int passed = 0;
+    for (const auto& w : workers_)
+      if (w.running && kill(w.end.pid, SIGUSR1) == 0) ++passed;
+    stderr_sink_.write("tdistrun: received SIGUSR1; passed it to " + std::to_string(passed) +
+                       " running worker(s) (tdist workers dump their flight recorder where "
+                       "TDIST_FLIGHT_RECORDER_DIR is set)\n");
+  }
   for (int sig : SignalEvents::take_termination_signals()) {
     int running = 0;
     for (const auto& w : workers_) running += w.running ? 1 : 0;

@@ -131,6 +131,9 @@ Signals:
   worker (and to the processes in its process group); workers still running
   after --kill-timeout seconds get SIGKILL. tdistrun then exits with 128 +
   the signal number (130 for SIGINT, 143 for SIGTERM).
+  SIGUSR1 is passed to every worker and nothing stops: a tdist program with
+  TDIST_FLIGHT_RECORDER_DIR set writes its flight recorder there (read it
+  with tdist-trace); a program without a handler for it dies of it.
 
 Failures:
   When a worker exits non-zero or is killed by a signal, tdistrun sends
