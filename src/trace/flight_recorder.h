@@ -26,7 +26,9 @@
 //   (util/tick_clock.h). The end time is read only where someone watches the
 //   ends (a timeline, an observer) or the operation failed.
 // Shapes of more than one tensor, or that do not fit two words, take the
-// recorder's mutex and an allocation: those calls allocate anyway.
+// recorder's mutex and an allocation: those calls allocate anyway. A slot
+// reused while its operation is still in flight (more than N operations in
+// flight at once) may show the later entry as queued: the stamps disagree.
 #pragma once
 
 #include <atomic>
