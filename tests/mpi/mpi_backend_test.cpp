@@ -224,7 +224,7 @@ TEST(MpiBackend, AsyncOperationsOverlapAndComplete) {
 }
 
 // The flight recorder is the front's: the mpi backend's operations are in it
-// too, seen ending by the front when a blocking call returns.
+// too, stamped by the backend on whichever thread runs them.
 TEST(MpiBackend, TheFlightRecorderAndObserversSeeItsOperations) {
   run_checks([] {
     std::vector<OpEvent> seen;
@@ -236,9 +236,12 @@ TEST(MpiBackend, TheFlightRecorderAndObserversSeeItsOperations) {
     std::vector<float> x(3, 1.0f);
     all_reduce(Tensor(x.data(), 3), ReduceOp::MAX);
     broadcast(Tensor(x.data(), 3), 0);
+    all_reduce(Tensor(x.data(), 3), ReduceOp::SUM, nullptr, /*async_op=*/true)->wait();  // on the MPI thread
     remove_op_observer(handle);
     std::lock_guard<std::mutex> lock(mu);
-    matrix::require(seen.size() == 2, "observers saw " + std::to_string(seen.size()) + " operations, not 2");
+    matrix::require(seen.size() == 3, "observers saw " + std::to_string(seen.size()) + " operations, not 3");
+    matrix::require(seen[2].op == "all_reduce" && seen[2].seq == seen[1].seq + 1 && seen[2].started_us > 0,
+                    "the async all_reduce was not seen starting and ending");
     matrix::require(seen[0].op == "all_reduce" && seen[1].op == "broadcast" && seen[1].seq == seen[0].seq + 1,
                     "observers saw " + seen[0].op + " #" + std::to_string(seen[0].seq) + " then " + seen[1].op +
                         " #" + std::to_string(seen[1].seq));

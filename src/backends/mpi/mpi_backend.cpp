@@ -14,6 +14,7 @@
 #include "backends/registry.h"
 #include "reduce/reduce.h"
 #include "tensor/split.h"
+#include "trace/flight_recorder.h"
 #include "util/error_context.h"
 
 namespace tdist::mpi {
@@ -194,11 +195,17 @@ std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std:
   const uint64_t seq = ++seq_;
   State* st = state_.get();
   auto work = spare_.take(op, seq, result, !async_op, st->shared_label);
+  // The flight recorder's entry (trace/flight_recorder.h): stamped here as
+  // the tdist backend stamps its own, on whichever thread gets that far.
+  trace::FlightMark mark = trace::claim_mark();
+  mark.engine(trace::kEngineMpi);
   if (auto e = st->failed_before(op, seq)) {
+    mark.ended(e);
     work->finish_unshared(e);
     return work;
   }
   if (!async_op) {
+    mark.started_inline(now_ticks());
     int rc = MPI_SUCCESS;
     st->runtime->call([&] { rc = blocking(st->comm); });
     std::exception_ptr error;
@@ -212,34 +219,41 @@ std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std:
         error = with_context(std::current_exception(), st->label + ": " + op + " #" + std::to_string(seq) + ": ");
       }
     }
+    mark.ended(error);
     work->finish_unshared(error);
     return work;
   }
   std::shared_ptr<State> shared = state_;
+  mark.queued(now_ticks());
   st->runtime->post([shared, work, op, mpi_name, seq, start = std::function<int(MPI_Comm, MPI_Request*)>(start),
-                     after = std::move(after), keep = std::move(keep)]() mutable {
+                     after = std::move(after), keep = std::move(keep), mark, recorder = mark.hold()]() mutable {
     MPI_Request request = MPI_REQUEST_NULL;
+    mark.started(now_ticks());
     const int rc = start(shared->comm, &request);
     if (rc != MPI_SUCCESS) {
       auto error = shared->mpi_error(op, seq, mpi_name, rc);
       shared->record(error);
+      mark.ended(error);
       work->finish(error);
       return;
     }
     shared->runtime->track(request, [shared, work, op, mpi_name, seq, after = std::move(after),
-                                     keep = std::move(keep)](int err, const MPI_Status&) {
+                                     keep = std::move(keep), mark, recorder](int err, const MPI_Status&) {
       if (err != MPI_SUCCESS) {
         auto error = shared->mpi_error(op, seq, mpi_name, err);
         shared->record(error);
+        mark.ended(error);
         work->finish(error);
         return;
       }
+      std::exception_ptr error;
       try {
         if (after) after();
-        work->finish();
       } catch (...) {
-        work->finish(std::current_exception());
+        error = std::current_exception();
       }
+      mark.ended(error);
+      work->finish(error);
     });
   });
   return work;
@@ -270,8 +284,13 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
                            " bytes exceed what one MPI message carries here (2^31-1)");
   const int count = static_cast<int>(bytes);
   const int mpi_peer = peer == kAnySource ? MPI_ANY_SOURCE : peer;
+  // The flight recorder's entry, once the call is sure to run (until here,
+  // the front ends it from what this returns or throws).
+  trace::FlightMark mark = trace::claim_mark();
+  mark.engine(trace::kEngineMpi);
   // The received message's size and source; an error, or null.
-  auto finish = [st, what, count, is_send](int rc, const MPI_Status& status, PendingWork& w, bool shared) {
+  auto finish = [st, what, count, is_send, mark, recorder = mark.hold()](int rc, const MPI_Status& status,
+                                                                       PendingWork& w, bool shared) {
     std::exception_ptr error;
     if (rc == kExpired) {
       error = std::make_exception_ptr(DistBackendError(st->label + ": " + what + ": Timed out"));
@@ -288,12 +307,14 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
             st->label + ": " + what + " failed: rank " + std::to_string(status.MPI_SOURCE) + " sent " +
             std::to_string(got) + " bytes where the tensor holds " + std::to_string(count)));
     }
+    mark.ended(error);
     if (shared)
       w.finish(error);
     else
       w.finish_unshared(error);
   };
   void* data = tensor.data();
+  mark.started_inline(now_ticks());  // issued now, on whichever thread MPI then runs it
   if (async_op) {
     st->runtime->post([st, work, finish, is_send, data, count, mpi_peer, tag] {
       MPI_Request request = MPI_REQUEST_NULL;
@@ -327,6 +348,7 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
         st->label + ": " + what + ": Timed out after " + format_ms(deadline.timeout()) +
         (is_send ? " (MPI cannot withdraw a send: the tensor may still be read until " + peer_name + " receives it)"
                  : std::string())));
+    mark.ended(error);
     work->finish_unshared(error);
     if (is_send) st->runtime->track(requests[0], [](int, const MPI_Status&) {});
     return work;
