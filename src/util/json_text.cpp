@@ -4,13 +4,10 @@
 
 namespace tdist {
 
-namespace {
-
-// The length of the valid UTF-8 sequence at text[i] (RFC 3629: no overlong
-// forms, no surrogates, nothing past U+10FFFF), or 0.
-size_t utf8_sequence(std::string_view text, size_t i) {
+size_t utf8_sequence_length(std::string_view text, size_t i) {
   const auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
   const unsigned char c = byte(i);
+  if (c < 0x80) return 1;
   size_t n;
   unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
   if (c >= 0xC2 && c <= 0xDF) {
@@ -33,16 +30,30 @@ size_t utf8_sequence(std::string_view text, size_t i) {
   return n;
 }
 
-}  // namespace
+std::string valid_utf8(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const size_t n = utf8_sequence_length(text, i);
+    if (n == 0) {
+      out += "\xEF\xBF\xBD";
+      ++i;
+    } else {
+      out.append(text.substr(i, n));
+      i += n;
+    }
+  }
+  return out;
+}
 
 void append_json_string(std::string& out, std::string_view text) {
   out.push_back('"');
   for (size_t i = 0; i < text.size();) {
     const unsigned char c = static_cast<unsigned char>(text[i]);
     if (c >= 0x80) {
-      const size_t n = utf8_sequence(text, i);
+      const size_t n = utf8_sequence_length(text, i);
       if (n == 0) {
-        out += "\xEF\xBF\xBD";
+        out += "\\ufffd";
         ++i;
       } else {
         out.append(text.substr(i, n));

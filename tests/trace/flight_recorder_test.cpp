@@ -15,34 +15,17 @@
 
 #include "tdist/tdist.h"
 #include "tdist/trace.h"
-#include "backends/process_world.h"
-#include "common/collective_matrix.h"
 #include "common/harness.h"
 #include "common/scoped_env.h"
 #include "dump_reader.h"
+#include "process_group/process_util.h"
 #include "trace_test_util.h"
 
 namespace tdist::testing {
 namespace {
 
 using std::chrono::milliseconds;
-using matrix::require;
 using trace_test::TempDir;
-
-// Forks n ranks over a TCPStore with a short group timeout; the test fails
-// with every rank's outcome unless all succeed.
-void run_ranks(int n, const std::function<void(int)>& body, milliseconds timeout = milliseconds(30000)) {
-  Shared<PortBoard> board;
-  auto results = run_in_processes(
-      n,
-      [&](int rank) {
-        init_process_world(*board, rank, n, timeout);
-        body(rank);
-        tdist::destroy_process_group();
-      },
-      std::chrono::seconds(120));
-  EXPECT_EQ(describe_failures(results), "");
-}
 
 ttrace::Dump read_rank(const TempDir& dir, int rank) {
   return ttrace::read_dump(dir.file("tdist_fr_" + std::to_string(rank) + ".json"));
@@ -59,7 +42,7 @@ std::vector<float> filled(size_t n, float v) { return std::vector<float>(n, v); 
 TEST(FlightRecorder, RecordsEveryOperationWithItsArguments) {
   TempDir dir;
   ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
-  run_ranks(2, [&](int me) {
+  run_world(2, [&](int me) {
     auto a = filled(15, 1.0f);
     tdist::all_reduce(Tensor(a.data(), DType::Float32, {3, 5}), ReduceOp::MAX);
     std::vector<double> b(7, me);
@@ -112,16 +95,17 @@ TEST(FlightRecorder, RecordsEveryOperationWithItsArguments) {
     // Small blocking operations carry the coarse clock's times (and say so); the others the counter's.
     EXPECT_GT(e[0].time_resolution_us, 0);
     EXPECT_EQ(e[2].time_resolution_us, 0);  // async: it went through the queue
-    int64_t previous = 0, previous_resolution = 0;
+    int64_t previous = 0;  // the last time read with the counter
     for (const auto& x : e) {
       EXPECT_EQ(x.state, ttrace::State::kCompleted) << x.op;
       EXPECT_GT(x.queued_us, 0) << x.op;
       EXPECT_LE(x.queued_us, x.started_us) << x.op;
-      // A coarse reading lags the true time by up to a tick, a little more where the kernel updated it late.
-      EXPECT_LE(previous, x.queued_us + 2 * std::max(previous_resolution, x.time_resolution_us))
-          << x.op << ": issued before the previous one was issued";
-      previous = x.queued_us;
-      previous_resolution = x.time_resolution_us;
+      // Coarse readings lag by a tick or more (the kernel may update them late): only precise
+      // times are compared with each other.
+      if (x.time_resolution_us == 0) {
+        EXPECT_LE(previous, x.queued_us) << x.op << ": issued before the previous one was issued";
+        previous = x.queued_us;
+      }
       // Where nobody watches the ends, a completed operation's end is not read (docs/tracing.md).
       EXPECT_EQ(x.ended_us, 0) << x.op;
       EXPECT_LE(x.started_us, d.dump_time_us) << x.op;
@@ -133,7 +117,7 @@ TEST(FlightRecorder, KeepsTheLastEntriesAndCountsTheDropped) {
   TempDir dir;
   ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
   ScopedEnv entries("TDIST_FLIGHT_RECORDER_ENTRIES", "4");
-  run_ranks(2, [&](int) {
+  run_world(2, [&](int) {
     float x = 1;
     for (int k = 0; k < 10; ++k) tdist::all_reduce(Tensor(&x, DType::Float32, {1}));
     tdist::dump_flight_recorder();
@@ -149,7 +133,7 @@ TEST(FlightRecorder, KeepsTheLastEntriesAndCountsTheDropped) {
 TEST(FlightRecorder, ZeroEntriesTurnsItOff) {
   TempDir dir;
   ScopedEnv entries("TDIST_FLIGHT_RECORDER_ENTRIES", "0");
-  run_ranks(2, [&](int me) {
+  run_world(2, [&](int me) {
     float x = 1;
     tdist::all_reduce(Tensor(&x, DType::Float32, {1}));
     tdist::dump_flight_recorder(dir.file("off_" + std::to_string(me) + ".json"));
@@ -172,7 +156,7 @@ TEST(FlightRecorder, RequestWithoutDestinationSaysWhatToSet) {
 TEST(FlightRecorder, TorchPrefixNamesTheFiles) {
   TempDir dir;
   ScopedEnv prefix("TORCH_FR_DUMP_TEMP_FILE", dir.file("nccl_trace_rank_"));
-  run_ranks(2, [&](int) {
+  run_world(2, [&](int) {
     float x = 1;
     tdist::all_reduce(Tensor(&x, DType::Float32, {1}));
     tdist::dump_flight_recorder();
@@ -184,7 +168,7 @@ TEST(FlightRecorder, TorchPrefixNamesTheFiles) {
 TEST(FlightRecorder, SubgroupsHaveTheirOwnRecords) {
   TempDir dir;
   ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
-  run_ranks(3, [&](int me) {
+  run_world(3, [&](int me) {
     Group odd = tdist::new_group({0, 2});
     float x = 1;
     if (me != 1) tdist::all_reduce(Tensor(&x, DType::Float32, {1}), ReduceOp::SUM, odd);
@@ -283,7 +267,7 @@ TEST(FlightRecorderFaults, ARankThatNeverEntersIsNamed) {
   TempDir dir;
   ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
   Shared<std::atomic<int>> timed_out;
-  run_faulty(3, milliseconds(2000), [&](int me) {
+  run_faulty(3, milliseconds(5000), [&](int me) {
     float x = 1;
     for (int k = 0; k < 2; ++k) tdist::all_reduce(Tensor(&x, DType::Float32, {1}));
     if (me == 2) {
@@ -331,12 +315,20 @@ TEST(FlightRecorderFaults, ARankThatLeftIsNamed) {
 TEST(FlightRecorderFaults, ASlowRankIsNamed) {
   TempDir dir;
   ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
-  run_ranks(3, [&](int me) {
-    // Large enough for the counter's times (kPreciseElements); rank 1 arrives 50 ms late every time
-    // (far beyond what a loaded machine delays the others by).
+  Shared<std::atomic<int>> entering;
+  run_world(3, [&](int me) {
+    // Large enough for the counter's times (kPreciseElements). Rank 1 enters each collective only
+    // after the others said they are entering it, and 50 ms later still: last whatever the load.
     std::vector<float> a(8192, 1.0f);
     for (int k = 0; k < 8; ++k) {
-      if (me == 1) std::this_thread::sleep_for(milliseconds(50));
+      if (me == 1) {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (entering->load() < 2 * (k + 1) && std::chrono::steady_clock::now() < end)
+          std::this_thread::sleep_for(milliseconds(1));
+        std::this_thread::sleep_for(milliseconds(50));
+      } else {
+        entering->fetch_add(1);
+      }
       tdist::all_reduce(Tensor(a.data(), DType::Float32, {8192}));
     }
     tdist::dump_flight_recorder();
@@ -359,7 +351,7 @@ TEST(FlightRecorderFaults, ASlowRankIsNamed) {
 TEST(Timeline, EveryRankWritesItsOperationsAndTheyMerge) {
   TempDir dir;
   ScopedEnv trace("TDIST_TRACE", dir.path());
-  run_ranks(3, [&](int me) {
+  run_world(3, [&](int me) {
     std::vector<float> a(1000, 1.0f);
     for (int k = 0; k < 5; ++k) tdist::all_reduce(Tensor(a.data(), DType::Float32, {1000}));
     tdist::broadcast(Tensor(a.data(), DType::Float32, {1000}), 2);

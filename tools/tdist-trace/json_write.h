@@ -6,17 +6,16 @@
 #include <string_view>
 
 #include "json.h"
+#include "util/json_text.h"
 
 namespace ttrace {
 
-// Appends s as a quoted JSON string.
-void append_json_string(std::string& out, std::string_view s);
+// Strings as the library writes them (src/util/json_text.h, compiled in).
+using tdist::append_json_string;
+using tdist::valid_utf8;
 
 // Appends v; indent < 0 writes one line, indent >= 0 pretty-prints at that starting depth
 // (two spaces a level).
 void append_json(std::string& out, const JsonValue& v, int indent = -1);
-
-// s with every invalid UTF-8 sequence replaced by U+FFFD.
-std::string valid_utf8(std::string_view s);
 
 }  // namespace ttrace
