@@ -91,15 +91,21 @@ int64_t TickConversion::realtime_us_of_steady(int64_t steady_ns) const {
 }
 
 TickConversion::TickConversion() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  while (!refresh_locked()) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      if (refresh_locked()) {
+        ticks_ = g_last.ticks;
+        steady_ns_ = g_last.steady_ns;
+        realtime_ns_ = g_last.realtime_ns;
+        ns_per_tick_ = g_last_rate;
+        return;
+      }
+    }
+    // Not holding g_mu: deadlines made meanwhile read the clock instead (steady_ns_slow).
     const int64_t elapsed = clock_ns(CLOCK_MONOTONIC) - g_load.steady_ns;
     std::this_thread::sleep_for(std::chrono::nanoseconds(std::max<int64_t>(kMinCalibrationNs - elapsed, 1000000)));
   }
-  ticks_ = g_last.ticks;
-  steady_ns_ = g_last.steady_ns;
-  realtime_ns_ = g_last.realtime_ns;
-  ns_per_tick_ = g_last_rate;
 }
 
 TickConversion recent_conversion() {
