@@ -39,11 +39,13 @@ std::optional<std::string> job_token() {
   return token;
 }
 
-void warn_open_once(const std::string& what) {
+void warn_open_once(const std::string& what, bool speaks_for_job) {
   static std::atomic<bool> warned{false};
-  if (warned.exchange(true)) return;
-  TDIST_LOG(LogLevel::Warn, what << ": no job token is set (TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE), so any process "
-                                   "that can connect may join the job; tdistrun and spawn set one for you");
+  if (!speaks_for_job || warned.exchange(true)) return;
+  TDIST_LOG(LogLevel::Warn, what << ": no job token is set, so any process that can connect may join the job; "
+                                   "start every rank with the same secret, e.g. export TDIST_JOB_TOKEN=$(openssl rand "
+                                   "-hex 32), or TDIST_JOB_TOKEN_FILE naming a file of mode 600 (tdistrun and spawn "
+                                   "set one for you; said once, for the whole job)");
 }
 
 void random_bytes(void* out, size_t n) {

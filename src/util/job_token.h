@@ -5,7 +5,7 @@
 // two ranks that connect prove they know it with HMAC-SHA256 (OpenSSL's
 // libcrypto) over fresh nonces from both sides, so nothing a stranger reads
 // from the network or the store lets it impersonate a rank. Without a token a
-// job is open, as torch's is; that is logged once per process.
+// job is open, as torch's is; that is logged once per job (warn_open_once).
 #pragma once
 
 #include <array>
@@ -26,9 +26,12 @@ using Nonce = std::array<uint8_t, 16>;
 // Read on every call: a test or a launcher may change the environment.
 std::optional<std::string> job_token();
 
-// Logs once per process that `what` (e.g. "TCPStore server on 127.0.0.1:29500")
-// has no job token, so anyone who can connect may join.
-void warn_open_once(const std::string& what);
+// Logs that `what` (e.g. "TCPStore server on 127.0.0.1:29500") has no job
+// token, so anyone who can connect may join, and what to do: once per job,
+// not once per process, so that 64 ranks started by hand say it once. Only
+// a process that speaks for the job logs it (the store's host; rank 0 for
+// the ranks' connections), and it only once.
+void warn_open_once(const std::string& what, bool speaks_for_job = true);
 
 // A fresh token for a launcher: 32 random bytes as 64 hex digits.
 std::string generate_token();

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdarg>
+#include <cstring>
 
 namespace tbench {
 
@@ -39,6 +40,22 @@ std::string json_escape(const std::string& s) {
     }
   }
   return o;
+}
+
+// A setting whose value is a secret (the job token: whoever has it may join
+// the job) shows only that it is set: benchmark output is pasted into bug
+// reports and kept with results.
+bool secret_name(const std::string& name) {
+  for (const char* tail : {"TOKEN", "SECRET", "PASSWORD"})
+    if (name.size() >= std::strlen(tail) && name.compare(name.size() - std::strlen(tail), std::string::npos, tail) == 0)
+      return true;
+  return false;
+}
+
+// "NAME=value" as shown: secrets as "NAME=<set>".
+std::string shown_setting(const std::string& kv) {
+  const size_t eq = kv.find('=');
+  return eq != std::string::npos && secret_name(kv.substr(0, eq)) ? kv.substr(0, eq) + "=<set>" : kv;
 }
 
 std::string redop_of(const Record& r) { return r.reducing ? std::string(op_name(r.op)) : "none"; }
@@ -79,7 +96,7 @@ class TableReporter final : public Reporter {
     p("#\n# Ranks\n");
     for (size_t r = 0; r < info.ranks.size(); ++r) p("#  Rank %2zu %s\n", r, info.ranks[r].c_str());
     p("#\n# Settings:%s\n", info.settings.empty() ? " (none set)" : "");
-    for (const auto& s : info.settings) p("#   %s\n", s.c_str());
+    for (const auto& s : info.settings) p("#   %s\n", shown_setting(s).c_str());
     for (const auto& n : info.notes) p("# %s\n", n.c_str());
     std::fflush(out_);
   }
@@ -185,7 +202,7 @@ class JsonReporter final : public Reporter {
     for (size_t i = 0; i < info.ranks.size(); ++i) s += (i ? ",\"" : "\"") + json_escape(info.ranks[i]) + "\"";
     s += "],\"settings\":{";
     for (size_t i = 0; i < info.settings.size(); ++i) {
-      const auto& kv = info.settings[i];
+      const std::string kv = shown_setting(info.settings[i]);
       auto eq = kv.find('=');
       s += (i ? ",\"" : "\"") + json_escape(kv.substr(0, eq)) + "\":\"" +
            json_escape(eq == std::string::npos ? "" : kv.substr(eq + 1)) + "\"";
