@@ -18,6 +18,8 @@ void init_process_group(const InitOptions& options) {
   }
   // An unknown backend is reported before anyone waits for anyone.
   validate_backend_spec(options.backend);
+  // A trace or dump folder that cannot be made is refused now, not found missing when it is needed.
+  trace::prepare_process();
   // Not into the previous group's store, which rank 0 may not have closed yet.
   await_previous_store_close(options.timeout);
   Rendezvous r = rendezvous(options);

@@ -145,6 +145,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   options_.parent.reset();
   // The first group of a process names it in dumps until init_process_group does.
   if (!trace::identity_set()) trace::set_identity(options_.global_ranks[rank_], size_);
+  trace::prepare_process();  // groups made without init_process_group (the PyTorch plugin's) too
   if (size_t capacity = trace::recorder_capacity())
     recorder_ = std::make_shared<trace::FlightRecorder>(options_.group_name, backend_spec_, options_.global_ranks,
                                                         rank_, capacity);

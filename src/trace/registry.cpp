@@ -1,21 +1,20 @@
 #include "trace/registry.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
 #include "tdist/errors.h"
 #include "trace/flight_recorder.h"
+#include "trace/folders.h"
+#include "trace/signal_dump.h"
 #include "trace/json_writer.h"
 #include "util/tick_clock.h"
 #include "trace/timeline.h"
@@ -42,48 +41,12 @@ struct Registry {
   int next_handle = 1;
   bool started = false;  // the first recorder set up the timeline and the signal
   std::mutex dump_mu;    // one dump at a time (they share a file)
+  bool failure_dumped = false;  // under dump_mu: a failure's dump is written
 };
 
 Registry& registry() {
   static Registry* r = new Registry;  // never destroyed: recorders may outlive static destruction
   return *r;
-}
-
-// SIGUSR1 wakes a thread that dumps (a handler may only write to a pipe).
-int g_signal_pipe[2] = {-1, -1};
-
-void on_sigusr1(int) {
-  const int saved = errno;
-  char byte = 1;
-  [[maybe_unused]] ssize_t n = write(g_signal_pipe[1], &byte, 1);
-  errno = saved;
-}
-
-void install_signal_dump() {
-  struct sigaction old {};
-  if (sigaction(SIGUSR1, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) return;  // the program's own
-  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return;
-  fcntl(g_signal_pipe[0], F_SETFL, 0);  // the thread blocks; the handler must not
-  std::thread([] {
-    for (;;) {
-      char byte;
-      ssize_t n = read(g_signal_pipe[0], &byte, 1);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return;
-      const std::string path = dump_destination(identity().rank);
-      try {
-        write_dump(path, "signal", "");
-        TDIST_LOG(LogLevel::Warn, "flight recorder: dumped on SIGUSR1 to " << path);
-      } catch (const std::exception& e) {
-        TDIST_LOG(LogLevel::Error, "flight recorder: the dump on SIGUSR1 failed: " << e.what());
-      }
-    }
-  }).detach();
-  struct sigaction sa {};
-  sa.sa_handler = on_sigusr1;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGUSR1, &sa, nullptr);
 }
 
 std::string dump_document(const std::string& reason, const std::string& detail) {
@@ -161,7 +124,7 @@ void register_recorder(FlightRecorder* recorder) {
     first = !std::exchange(r.started, true);
   }
   if (!first) return;
-  if (!dump_destination(0).empty()) install_signal_dump();
+  install_signal_dumps();
   start_timeline_from_env();
 }
 
@@ -197,9 +160,10 @@ std::string dump_destination(int rank) {
   return "";
 }
 
-std::string write_dump(const std::string& path, const std::string& reason, const std::string& detail) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> dump_lock(r.dump_mu);
+namespace {
+
+// Writes a dump; the caller holds dump_mu.
+std::string write_dump_locked(const std::string& path, const std::string& reason, const std::string& detail) {
   const std::string document = dump_document(reason, detail);
   // Readers never see half a file: a temporary name, then a rename.
   const std::string tmp = path + ".tmp" + std::to_string(getpid());
@@ -215,11 +179,36 @@ std::string write_dump(const std::string& path, const std::string& reason, const
   return path;
 }
 
+}  // namespace
+
+std::string write_dump(const std::string& path, const std::string& reason, const std::string& detail) {
+  std::lock_guard<std::mutex> dump_lock(registry().dump_mu);
+  return write_dump_locked(path, reason, detail);
+}
+
+bool write_dump_unless_failure_dumped(const std::string& path, const std::string& reason, const std::string& detail) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> dump_lock(r.dump_mu);  // a failure's dump under way is finished first
+  if (r.failure_dumped) return false;
+  write_dump_locked(path, reason, detail);
+  return true;
+}
+
+void prepare_process() {
+  prepare_folders_from_env();
+  install_signal_dumps();
+}
+
 void dump_after_failure(const std::string& reason, const std::string& detail) {
   const std::string path = dump_destination(identity().rank);
   if (path.empty()) return;
   try {
-    write_dump(path, reason, detail);
+    {
+      Registry& r = registry();
+      std::lock_guard<std::mutex> dump_lock(r.dump_mu);
+      write_dump_locked(path, reason, detail);
+      r.failure_dumped = true;
+    }
     TDIST_LOG(LogLevel::Warn, "flight recorder: dumped after a " << reason << " to " << path
                                                                  << " (tdist-trace reads it)");
   } catch (const std::exception& e) {

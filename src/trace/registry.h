@@ -29,6 +29,13 @@ struct Identity {
 };
 Identity identity();
 
+// At init_process_group and at each new group: makes the folders that
+// TDIST_TRACE, TDIST_FLIGHT_RECORDER_DIR and TORCH_FR_DUMP_TEMP_FILE name (or
+// throws DistValueError naming the setting, the path and why), and installs
+// the SIGUSR1 dump (once per process; without a folder it dumps to
+// default_dump_folder() and logs where).
+void prepare_process();
+
 void register_recorder(FlightRecorder* recorder);
 void unregister_recorder(FlightRecorder* recorder);
 
@@ -39,6 +46,9 @@ void notify_observers(const OpEvent& event);
 std::string dump_destination(int rank);
 // Writes a dump ("failure", "timeout", "signal", "request") to `path`; returns it.
 std::string write_dump(const std::string& path, const std::string& reason, const std::string& detail);
+// The same, unless a failure's dump was written (it says more; one under way
+// is waited for): whether it wrote.
+bool write_dump_unless_failure_dumped(const std::string& path, const std::string& reason, const std::string& detail);
 // A dump after a failure, where a destination is set; logs where it went.
 void dump_after_failure(const std::string& reason, const std::string& detail);
 

@@ -87,15 +87,19 @@ constexpr std::array kSettings{
                 "Operations each group's flight recorder keeps (0 turns it off, but TDIST_TRACE keeps 64 for its timeline; at most 2^20).", "trace"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_DIR", "path", "unset", nullptr,
                 "Folder of the flight recorder dumps (tdist_fr_<rank>.json), written when an operation fails "
-                "or times out, on SIGUSR1 and by dump_flight_recorder(). Unset: no automatic dumps, SIGUSR1 "
-                "keeps its default action.",
+                "or times out, on SIGUSR1 and by dump_flight_recorder(); made (0700) at init if missing. "
+                "Unset: no dumps on failure, and SIGUSR1 dumps to TMPDIR/tdist-flight-recorder-<uid>.",
                 "trace"},
     SettingInfo{"TORCH_FR_DUMP_TEMP_FILE", "path prefix", "unset", nullptr,
                 "torch's name: dumps go to <prefix><rank>.json instead (it wins over TDIST_FLIGHT_RECORDER_DIR).",
                 "trace"},
     SettingInfo{"TDIST_TRACE", "path", "unset", nullptr,
                 "Folder where each rank writes its timeline, tdist_trace_<rank>.jsonl, one line per finished "
-                "operation (merge with tdist-trace --timeline).",
+                "operation (merge with tdist-trace --timeline); made (0700) at init if missing.",
+                "trace"},
+    SettingInfo{"TMPDIR", "path", "/tmp", nullptr,
+                "The system's folder for temporary files: a SIGUSR1 dump without TDIST_FLIGHT_RECORDER_DIR goes "
+                "to its tdist-flight-recorder-<uid> (made 0700).",
                 "trace"},
 
     // Store (rank 0's TCPStore server).

@@ -4,8 +4,10 @@
 // rank that calls a collective with another shape, a rank that never enters
 // one, a rank that leaves; tdist-trace must name each from the dumps the
 // failures left behind.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <set>
@@ -27,9 +29,10 @@ namespace {
 using std::chrono::milliseconds;
 using trace_test::TempDir;
 
-ttrace::Dump read_rank(const TempDir& dir, int rank) {
-  return ttrace::read_dump(dir.file("tdist_fr_" + std::to_string(rank) + ".json"));
+ttrace::Dump read_rank_in(const std::string& dir, int rank) {
+  return ttrace::read_dump(dir + "/tdist_fr_" + std::to_string(rank) + ".json");
 }
+ttrace::Dump read_rank(const TempDir& dir, int rank) { return read_rank_in(dir.path(), rank); }
 
 const ttrace::GroupRecord& default_group(const ttrace::Dump& d) {
   const auto* g = d.group("default_pg");
@@ -344,6 +347,127 @@ TEST(FlightRecorderFaults, ASlowRankIsNamed) {
   ASSERT_NE(slowest, nullptr) << r.out;
   EXPECT_EQ(slowest->find("rank")->as_int(), 1) << r.out;
   EXPECT_GE(slowest->find("median_behind_first_us")->as_int(), 10000) << r.out;
+}
+
+// --- folders and signals --------------------------------------------------------------
+
+int mode_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return -1;
+  return static_cast<int>(st.st_mode & 0777);
+}
+
+// The README's flow on a fresh machine: the folders do not exist yet. init makes them, parents
+// too, readable by their owner only (traces and dumps show what the job computed).
+TEST(TraceFolders, MissingFoldersAreMadeOwnerOnlyAtInit) {
+  TempDir dir;
+  const std::string fr = dir.file("a/b/fr"), tl = dir.file("c/tl");
+  ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", fr);
+  ScopedEnv trace("TDIST_TRACE", tl);
+  run_world(2, [&](int) {
+    float x = 1;
+    tdist::all_reduce(Tensor(&x, DType::Float32, {1}));
+    tdist::dump_flight_recorder();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_TRUE(std::filesystem::exists(fr + "/tdist_fr_" + std::to_string(r) + ".json")) << r;
+    EXPECT_TRUE(std::filesystem::exists(tl + "/tdist_trace_" + std::to_string(r) + ".jsonl")) << r;
+  }
+  for (const char* made : {"a", "a/b", "a/b/fr", "c", "c/tl"}) EXPECT_EQ(mode_of(dir.file(made)), 0700) << made;
+}
+
+// A 1-rank init in this process; the error it throws, or "" when it succeeded.
+std::string init_error() {
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.rank = 0;
+  o.world_size = 1;
+  try {
+    init_process_group(o);
+  } catch (const DistValueError& e) {
+    return e.what();
+  }
+  tdist::destroy_process_group();
+  return "";
+}
+
+// A folder that cannot be made is refused by init_process_group, naming the setting, the path
+// and why, instead of the job running on and writing nothing.
+TEST(TraceFolders, AFolderThatCannotBeMadeIsRefusedAtInit) {
+  TempDir dir;
+  const std::string file = dir.file("a_file");
+  { std::FILE* f = std::fopen(file.c_str(), "w"); ASSERT_NE(f, nullptr); std::fclose(f); }
+  for (const char* setting : {"TDIST_FLIGHT_RECORDER_DIR", "TDIST_TRACE"}) {
+    for (const std::string& path : {file, file + "/sub"}) {
+      ScopedEnv bad(setting, path);
+      const std::string error = init_error();
+      EXPECT_NE(error.find(std::string(setting) + "=" + path), std::string::npos) << setting << " " << error;
+      EXPECT_NE(error.find(path == file ? "not a folder" : "cannot create"), std::string::npos) << error;
+    }
+  }
+  ScopedEnv bad("TORCH_FR_DUMP_TEMP_FILE", file + "/nccl_trace_rank_");
+  EXPECT_NE(init_error().find("TORCH_FR_DUMP_TEMP_FILE"), std::string::npos);
+}
+
+// Forks n ranks like run_world, each writing its stderr to dir/err<rank>.
+void run_world_logged(int n, const TempDir& dir, const std::function<void(int)>& body) {
+  Shared<PortBoard> board;
+  auto results = run_in_processes(
+      n,
+      [&](int rank) {
+        const int fd = ::open(dir.file("err" + std::to_string(rank)).c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        require(fd >= 0 && ::dup2(fd, 2) == 2, "cannot redirect stderr");
+        init_process_world(*board, rank, n, milliseconds(30000));
+        body(rank);
+        tdist::destroy_process_group();
+      },
+      std::chrono::seconds(90));
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+// SIGUSR1 never kills a process that initialised tdist: without a folder it dumps to
+// TMPDIR/tdist-flight-recorder-<uid> (made owner-only) and says where, in one line.
+TEST(SignalDumps, WithoutAFolderSigusr1DumpsToTheDefaultFolderAndSaysWhere) {
+  TempDir dir;
+  ScopedEnv tmp("TMPDIR", dir.path());
+  ScopedEnv a("TDIST_FLIGHT_RECORDER_DIR", nullptr);
+  ScopedEnv b("TORCH_FR_DUMP_TEMP_FILE", nullptr);
+  const std::string folder = dir.file("tdist-flight-recorder-" + std::to_string(::getuid()));
+  run_world_logged(2, dir, [&](int me) {
+    float x = 1;
+    tdist::all_reduce(Tensor(&x, DType::Float32, {1}));
+    require(raise(SIGUSR1) == 0, "raise");
+    const std::string dump = folder + "/tdist_fr_" + std::to_string(me) + ".json";
+    require(!wait_for_file(dump, milliseconds(20000)).empty(), "no dump on SIGUSR1 in " + folder);
+    tdist::all_reduce(Tensor(&x, DType::Float32, {1}));  // and the job goes on
+  });
+  EXPECT_EQ(mode_of(folder), 0700);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(read_rank_in(folder, r).reason, "signal");
+    const std::string err = trace_test::read_text(dir.file("err" + std::to_string(r)));
+    const std::string said = "dumped on SIGUSR1 to " + folder + "/tdist_fr_" + std::to_string(r) + ".json";
+    EXPECT_NE(err.find(said), std::string::npos) << err;
+    EXPECT_EQ(err.find("SIGUSR1"), err.rfind("SIGUSR1")) << "one line: " << err;
+  }
+}
+
+// The default folder sits in a folder others may write to: a link planted there is refused,
+// the dump fails with a log line, and the process still lives.
+TEST(SignalDumps, ALinkInPlaceOfTheDefaultFolderIsRefused) {
+  TempDir dir, elsewhere;
+  ScopedEnv tmp("TMPDIR", dir.path());
+  ScopedEnv a("TDIST_FLIGHT_RECORDER_DIR", nullptr);
+  const std::string folder = dir.file("tdist-flight-recorder-" + std::to_string(::getuid()));
+  ASSERT_EQ(::symlink(elsewhere.path().c_str(), folder.c_str()), 0);
+  run_world_logged(1, dir, [&](int) {
+    require(raise(SIGUSR1) == 0, "raise");
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (trace_test::read_text(dir.file("err0")).find("SIGUSR1") == std::string::npos &&
+           std::chrono::steady_clock::now() < end)
+      std::this_thread::sleep_for(milliseconds(10));
+  });
+  EXPECT_NE(trace_test::read_text(dir.file("err0")).find("the dump on SIGUSR1 failed"), std::string::npos);
+  EXPECT_TRUE(std::filesystem::is_empty(elsewhere.path()));
 }
 
 // --- the timeline -------------------------------------------------------------------

@@ -143,8 +143,15 @@ void SignalEvents::reset_in_child() {
   sigemptyset(&dfl.sa_mask);
   for (int sig : kTermination) sigaction(sig, &dfl, nullptr);
   sigaction(SIGCHLD, &dfl, nullptr);
-  sigaction(SIGUSR1, &dfl, nullptr);
   sigaction(SIGPIPE, &dfl, nullptr);
+  // Ignored, and so across exec: a worker that has no handler yet (before
+  // init_process_group, or a program that is not tdist's) lives through the
+  // SIGUSR1 that tdistrun passes on; tdist takes it over at init (it replaces
+  // SIG_IGN, never a program's own handler) and dumps its flight recorder.
+  struct sigaction ign {};
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGUSR1, &ign, nullptr);
 }
 
 }  // namespace tdistrun

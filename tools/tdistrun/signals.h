@@ -36,7 +36,9 @@ class SignalEvents {
   static sigset_t handled_set();
   // In a forked child, before exec: default dispositions for every handled
   // signal and SIGPIPE (ignored dispositions survive exec; handled ones do not,
-  // but could run between fork and exec). Async-signal-safe.
+  // but could run between fork and exec), except SIGUSR1, ignored so that it
+  // never kills a worker (tdist replaces SIG_IGN with its dump at init).
+  // Async-signal-safe.
   static void reset_in_child();
 };
 

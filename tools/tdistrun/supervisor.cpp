@@ -201,8 +201,9 @@ void Supervisor::handle_signals() {
     for (const auto& w : workers_)
       if (w.running && kill(w.end.pid, SIGUSR1) == 0) ++passed;
     stderr_sink_.write("tdistrun: received SIGUSR1; passed it to " + std::to_string(passed) +
-                       " running worker(s) (tdist workers dump their flight recorder where "
-                       "TDIST_FLIGHT_RECORDER_DIR is set)\n");
+                       " running worker(s) (tdist workers dump their flight recorders to "
+                       "TDIST_FLIGHT_RECORDER_DIR, else to tdist-flight-recorder-<uid> in TMPDIR or /tmp; the others "
+                       "ignore it)\n");
   }
   for (int sig : SignalEvents::take_termination_signals()) {
     int running = 0;
