@@ -131,9 +131,11 @@ Signals:
   worker (and to the processes in its process group); workers still running
   after --kill-timeout seconds get SIGKILL. tdistrun then exits with 128 +
   the signal number (130 for SIGINT, 143 for SIGTERM).
-  SIGUSR1 is passed to every worker and nothing stops: a tdist program with
-  TDIST_FLIGHT_RECORDER_DIR set writes its flight recorder there (read it
-  with tdist-trace); a program without a handler for it dies of it.
+  SIGUSR1 is passed to every worker and nothing stops: a tdist program
+  writes its flight recorder to TDIST_FLIGHT_RECORDER_DIR (else to
+  $TMPDIR/tdist-flight-recorder-<uid>; read it with tdist-trace). Workers
+  start with SIGUSR1 ignored, so a program without a handler for it lives.
+  Send it to this job's tdistrun only: kill -USR1 <its pid>.
 
 Failures:
   When a worker exits non-zero or is killed by a signal, tdistrun sends
