@@ -87,7 +87,8 @@ constexpr std::array kSettings{
                 "Operations each group's flight recorder keeps (0 turns it off, but TDIST_TRACE keeps 64 for its timeline; at most 2^20).", "trace"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_DIR", "path", "unset", nullptr,
                 "Folder of the flight recorder dumps (tdist_fr_<rank>.json), written when an operation fails "
-                "or times out, on SIGUSR1 and by dump_flight_recorder(); made (0700) at init if missing. "
+                "or times out, when SIGTERM stops the rank, on SIGUSR1 and by dump_flight_recorder(); made "
+                "(0700) at init if missing. "
                 "Unset: no dumps on failure, and SIGUSR1 dumps to TMPDIR/tdist-flight-recorder-<uid>.",
                 "trace"},
     SettingInfo{"TORCH_FR_DUMP_TEMP_FILE", "path prefix", "unset", nullptr,
