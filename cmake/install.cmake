@@ -112,6 +112,7 @@ foreach(dir IN ITEMS LIBDIR INCLUDEDIR)
   endif()
 endforeach()
 set(TDIST_PC_PREFIX "@TDIST_PC_PREFIX@")
+set(TDIST_PC_RPATH "@TDIST_PC_RPATH@")
 configure_file(${PROJECT_SOURCE_DIR}/cmake/tdist.pc.in ${PROJECT_BINARY_DIR}/tdist.pc.stage @ONLY)
 
 # A relocatable archive made by CPack (cpack -G TGZ, staged under _CPack_Packages without
@@ -130,8 +131,25 @@ else()
   endif()")
   endif()
 endif()
+# A program linked with `pkg-config --libs tdist` must find libtdist.so.0 when it runs, and the
+# dynamic loader looks only in the system's folders (and LD_LIBRARY_PATH, and what ldconfig
+# cached): outside them (/opt/tdist/lib, and /usr/local/lib until ldconfig runs) the Libs line
+# carries -Wl,-rpath,${libdir}, as libraries installed to their own prefix commonly do.
+set(TDIST_SYSTEM_LIBDIRS ${CMAKE_PLATFORM_IMPLICIT_LINK_DIRECTORIES} ${CMAKE_CXX_IMPLICIT_LINK_DIRECTORIES})
+list(FILTER TDIST_SYSTEM_LIBDIRS EXCLUDE REGEX "/gcc/")  # the compiler's own, not the loader's
+list(REMOVE_DUPLICATES TDIST_SYSTEM_LIBDIRS)
 install(CODE "
   get_filename_component(TDIST_PC_PREFIX \"\${CMAKE_INSTALL_PREFIX}\" ABSOLUTE)${_tdist_pc_relocate}
+  set(_tdist_system_libdirs \"${TDIST_SYSTEM_LIBDIRS}\")
+  set(_tdist_pc_libdir \"${CMAKE_INSTALL_LIBDIR}\")
+  if(NOT IS_ABSOLUTE \"\${_tdist_pc_libdir}\")
+    set(_tdist_pc_libdir \"\${TDIST_PC_PREFIX}/\${_tdist_pc_libdir}\")
+  endif()
+  set(TDIST_PC_RPATH \" -Wl,-rpath,\\\${libdir}\")
+  list(FIND _tdist_system_libdirs \"\${_tdist_pc_libdir}\" _tdist_pc_system)  # no IN_LIST: no policies here
+  if(_tdist_pc_system GREATER -1)
+    set(TDIST_PC_RPATH \"\")
+  endif()
   string(RANDOM LENGTH 12 _tdist_pc_tag)
   set(_tdist_pc_tmp \"${PROJECT_BINARY_DIR}/CMakeFiles/tdist.pc.\${_tdist_pc_tag}/tdist.pc\")
   configure_file(\"${PROJECT_BINARY_DIR}/tdist.pc.stage\" \"\${_tdist_pc_tmp}\" @ONLY)

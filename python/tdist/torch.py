@@ -18,10 +18,10 @@ import torch.distributed as _dist
 
 try:
     from tdist import _tdist_torch
-except ImportError as e:  # built only where libtorch-dev was found
-    raise ImportError("tdist.torch: the extension tdist._tdist_torch is missing or does not load (%s); "
-                      "it is built when Debian's libtorch-dev, python3-torch and pybind11-dev are installed"
-                      % (e,)) from e
+except ImportError as e:  # absent (built only where libtorch-dev was found) or not loading
+    from tdist._plugin_error import explain as _explain
+
+    raise ImportError(_explain(e)) from e
 
 from tdist.forwarding_store import ForwardingStore  # noqa: E402  (after the extension's check)
 

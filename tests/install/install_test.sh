@@ -2,10 +2,15 @@
 # CTest install.consumer (see CMakeLists.txt here, which sets the TDIST_IT_* environment):
 #  1. cmake --install <build> --prefix <tmp>, and check the installed layout;
 #  2. every public header compiles on its own from <tmp>/include;
-#  3. consumer/ configured with find_package(tdist) (CMAKE_PREFIX_PATH=<tmp>), built, run
-#     (it finds libtdist through the RPATH CMake gives it; LD_LIBRARY_PATH is cleared);
+#  3. consumer/ configured with find_package(tdist) (CMAKE_PREFIX_PATH=<tmp>), built, run, then
+#     installed to a second prefix and run from there (it finds libtdist through the RPATH
+#     tdist::tdist gives it, which CMake keeps at install; LD_LIBRARY_PATH is cleared);
 #  4. consumer/main.cpp compiled with g++ -std=c++20 $(pkg-config --cflags --libs tdist), run
-#     with LD_LIBRARY_PATH=<tmp>/lib.
+#     without LD_LIBRARY_PATH (tdist.pc's Libs carry the RPATH);
+#  5. with the Python module built: the installed package imported with only its folder on
+#     PYTHONPATH (check_installed_python.py: the installed libtdist, build info and tdistrun; the
+#     PyTorch plugin installed next to it and running a collective); then, the plugin removed
+#     from the prefix, `import tdist.torch` must say that the installation lacks it.
 # Usage: install_test.sh [CONFIG]. Exit 0: passed; 77: skipped; anything else: failed.
 set -euo pipefail
 
@@ -21,6 +26,10 @@ read -r -a programs <<<"${TDIST_IT_PROGRAMS:-}"
 libdir_rel=${TDIST_IT_LIBDIR:-lib}
 includedir_rel=${TDIST_IT_INCLUDEDIR:-include}
 bindir_rel=${TDIST_IT_BINDIR:-bin}
+python=${TDIST_IT_PYTHON:-/usr/bin/python3}
+py_dir_rel=${TDIST_IT_PY_DIR:-$libdir_rel/python3/dist-packages}
+py_module=${TDIST_IT_PY_MODULE:-0}
+torch_plugin=${TDIST_IT_TORCH_PLUGIN:-0}
 
 step() { printf '\n== install test: %s\n' "$*"; }
 fail() { printf 'install test: FAILED: %s\n' "$*" >&2; exit 1; }
@@ -113,6 +122,12 @@ if [[ -n $config ]]; then build_args+=(--config "$config"); fi
 exe=$(find "$cbuild" -type f -name tdist-consumer -perm -u+x | head -n 1)
 [[ -n $exe ]] || fail "the consumer program was not built"
 env -u LD_LIBRARY_PATH "$exe" || fail "the consumer built with find_package(tdist) failed (exit $?)"
+# Installed, CMake drops the RPATH it gave the program in its build tree: tdist::tdist's own
+# (-Wl,-rpath,<prefix>/lib) must remain.
+"$cmake" --install "$cbuild" --prefix "$tmp/consumer-prefix" ${config:+--config "$config"} \
+  || fail "installing the consumer built with find_package(tdist)"
+env -u LD_LIBRARY_PATH "$tmp/consumer-prefix/bin/tdist-consumer" \
+  || fail "the consumer built with find_package(tdist) and installed to $tmp/consumer-prefix failed (exit $?): it cannot find libtdist without LD_LIBRARY_PATH ($(readelf -d "$tmp/consumer-prefix/bin/tdist-consumer" | grep -E 'RPATH|RUNPATH' | tr -s ' ' || echo 'no RPATH'))"
 
 # ---------------------------------------------------------------------------------------------
 step "consumer through pkg-config"
@@ -125,7 +140,40 @@ echo "pkg-config --cflags --libs tdist: ${pc_flags[*]}"
 "$cxx" -std=c++20 ${cxx_flags[@]+"${cxx_flags[@]}"} -DTDIST_EXPECTED_VERSION="\"$version\"" \
   "$here/consumer/main.cpp" -o "$tmp/consumer-pkgconfig" "${pc_flags[@]}" \
   || fail "compiling the consumer with pkg-config's flags"
-LD_LIBRARY_PATH=$libdir "$tmp/consumer-pkgconfig" \
-  || fail "the consumer built with pkg-config failed (exit $?)"
+env -u LD_LIBRARY_PATH "$tmp/consumer-pkgconfig" \
+  || fail "the consumer built with pkg-config failed (exit $?) without LD_LIBRARY_PATH: tdist.pc's Libs must let it find $libdir/${soname:-libtdist.so}"
+
+# ---------------------------------------------------------------------------------------------
+if [[ $py_module != 1 || $py_dir_rel == /* ]]; then
+  echo "(the Python module was not built, or TDIST_PY_INSTALL_DIR is absolute: its installation is not checked)"
+  step "passed"
+  exit 0
+fi
+py_dir=$prefix/$py_dir_rel
+step "the installed Python package in $py_dir"
+[[ -f $py_dir/tdist/__init__.py ]] || fail "$py_dir/tdist/__init__.py is missing"
+compgen -G "$py_dir/tdist/_tdist.*so" >/dev/null || fail "the extension _tdist is missing from $py_dir/tdist"
+if [[ $torch_plugin == 1 ]]; then
+  compgen -G "$py_dir/tdist/_tdist_torch.*so" >/dev/null \
+    || fail "the PyTorch plugin (_tdist_torch) was built but is missing from $py_dir/tdist"
+fi
+has_tdistrun=0
+for p in ${programs[@]+"${programs[@]}"}; do [[ $p == tdistrun ]] && has_tdistrun=1; done
+# Nothing of the build or source tree on the path: run from the temporary folder, PYTHONPATH the
+# installed package's folder only, no user site, no LD_LIBRARY_PATH.
+run_python() {
+  (cd "$tmp" && env -u LD_LIBRARY_PATH -u TDIST_RUN_BINARY PYTHONPATH="$py_dir" PYTHONNOUSERSITE=1 \
+     PYTHONDONTWRITEBYTECODE=1 timeout 120 "$python" "$@")
+}
+run_python "$here/check_installed_python.py" "$prefix" "$bindir" "$torch_plugin" "$has_tdistrun" \
+  || fail "the installed Python package (see above)"
+if [[ $torch_plugin == 1 ]]; then
+  step "import tdist.torch says why when the installation lacks the plugin"
+  rm -f "$py_dir"/tdist/_tdist_torch.*so
+  out=$(run_python -c "import tdist.torch" 2>&1) && fail "import tdist.torch without the plugin succeeded"
+  grep -q "this installation lacks it" <<<"$out" && grep -qF "$py_dir/tdist" <<<"$out" \
+    || fail "import tdist.torch without the plugin does not say that the installation lacks it: $(tail -n 1 <<<"$out")"
+  tail -n 1 <<<"$out"
+fi
 
 step "passed"
