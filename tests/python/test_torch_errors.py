@@ -83,3 +83,9 @@ def mismatched_sizes(rank, world):
 
 def test_mismatched_sizes_name_the_peer():
     torch_harness.run_ranks(mismatched_sizes, 2)
+
+
+def test_ctrl_c_interrupts_a_blocking_all_reduce_and_fails_the_group():
+    import interrupt_harness
+
+    interrupt_harness.check_interrupted("torch")

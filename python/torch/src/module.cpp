@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include "../../ext/interruptible_wait.h"
 #include "process_group_tdist.h"
 
 namespace py = pybind11;
@@ -26,6 +27,8 @@ PYBIND11_MODULE(_tdist_torch, m) {
   // torch's bindings of c10d::ProcessGroup and Store must be loaded first: the
   // class below derives from the former, and create() takes the latter.
   py::module_::import("torch.distributed");
+  // Waits check for Ctrl-C on this thread only (python/ext/interruptible_wait.h).
+  tdist_py::remember_main_thread();
 
   py::class_<tdist_torch::ProcessGroupTdist, c10::intrusive_ptr<tdist_torch::ProcessGroupTdist>, c10d::ProcessGroup>(
       m, "ProcessGroupTdist", "A torch.distributed process group whose operations run on the tdist library")
