@@ -75,7 +75,8 @@ const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tenso
 }
 
 std::string ProcessGroupTdist::where(const char* op) const {
-  return "rank " + std::to_string(rank_) + " in group " + pg_->group_name() + ": " + op;
+  // As the C++ library's labels: the global rank, and the group's C++ name.
+  return "rank " + std::to_string(pg_->global_rank(pg_->rank())) + " in group " + pg_->group_name() + ": " + op;
 }
 
 int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* what) const {
