@@ -77,11 +77,18 @@ bool wait_interruptibly(tdist::Work& work, std::chrono::milliseconds timeout, On
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
       if (left < slice) slice = std::max(left, std::chrono::milliseconds(0));
     }
+    bool completed = false;
     try {
-      work.wait(slice);  // its own error, or a timeout of this slice
+      work.wait(slice);
       return true;
     } catch (const tdist::DistError&) {
-      if (work.is_completed()) throw;  // the operation's error
+      // The operation's error, or this slice's timeout; it may have completed
+      // since the latter was thrown.
+      completed = work.is_completed();
+    }
+    if (completed) {
+      work.wait();  // returns, or throws the operation's own error
+      return true;
     }
     if (bounded && clock::now() >= deadline) return false;
     if (!checks) continue;
