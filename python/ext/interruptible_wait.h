@@ -48,6 +48,12 @@ inline std::string describe_operation(const tdist::ProcessGroup& group, const td
          std::to_string(work.sequence_number());
 }
 
+// The error of a wait for `what` ("rank 0 in group default_pg: all_reduce #3") that `timeout` ended first.
+[[noreturn]] inline void throw_wait_timed_out(const std::string& what, std::chrono::milliseconds timeout) {
+  throw tdist::DistBackendError(what + ": Work::wait: Timed out after " + std::to_string(timeout.count()) +
+                                " ms (the operation is still in progress)");
+}
+
 // Fails `group` because `work` was interrupted by the Python exception `raised` (its type's name).
 inline void fail_interrupted(tdist::ProcessGroup& group, const tdist::Work& work, const std::string& raised) {
   auto cause = std::make_exception_ptr(tdist::DistBackendError(

@@ -210,8 +210,7 @@ void wait_for(const std::shared_ptr<tdist::Work>& work, const tdist::Group& grou
   }
   if (!done) {
     const tdist::Group g = group ? group : tdist::group_world();
-    throw tdist::DistBackendError(describe_operation(*g, *work) + ": Work::wait: Timed out after " +
-                                  std::to_string(timeout.count()) + " ms (the operation is still in progress)");
+    throw_wait_timed_out(describe_operation(*g, *work), timeout);
   }
 }
 

@@ -132,10 +132,10 @@ bool WorkTdist::wait(std::chrono::milliseconds timeout) {
       });
       if (!done) {
         auto group = group_.lock();
-        throw tdist::DistBackendError(
-            (group ? tdist_py::describe_operation(*group, *w)
-                   : "rank " + std::to_string(rank_) + ": " + w->op_name() + " #" + std::to_string(w->sequence_number())) +
-            ": Work::wait: Timed out after " + std::to_string(timeout.count()) + " ms (the operation is still in progress)");
+        tdist_py::throw_wait_timed_out(group ? tdist_py::describe_operation(*group, *w)
+                                             : "rank " + std::to_string(rank_) + ": " + w->op_name() + " #" +
+                                                   std::to_string(w->sequence_number()),
+                                       timeout);
       }
     }
   } catch (...) {
