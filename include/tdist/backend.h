@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -101,6 +102,14 @@ class Backend {
   virtual std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts);
   // Fails pending and later operations and releases connections; idempotent.
   virtual void shutdown() {}
+  // Fails the group with `cause` (a DistError naming why: a user interrupt,
+  // ...): the operation under way ends with it, later ones fail at once with
+  // it, and the peers are told. The default has no cause to keep: it shuts
+  // the backend down.
+  virtual void abort(std::exception_ptr cause) {
+    (void)cause;
+    shutdown();
+  }
 
  protected:
   [[noreturn]] void unsupported(const std::string& op) const;

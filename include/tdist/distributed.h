@@ -82,6 +82,10 @@ std::string get_backend(const Group& group = nullptr);
 // do on GroupMember.NON_GROUP_MEMBER (what Python's new_group returns there).
 Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kDefaultTimeout,
                 const std::string& backend = "", bool use_local_synchronization = false);
+// The name new_group gives a group of `ranks` (global ranks, sorted) when
+// `index` groups of the same members were made before it in this process:
+// "group(0,2,3)#1", the name errors show (the default group is "default_pg").
+std::string new_group_name(const std::vector<int>& ranks, int index);
 // torch's new_subgroups: the default group cut into consecutive groups of
 // group_size ranks (which must divide the world size); returns this rank's
 // group and all of them. Every rank calls it.

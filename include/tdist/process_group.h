@@ -141,6 +141,9 @@ class ProcessGroup {
   }
   // Shuts every backend down (pending operations fail).
   void shutdown();
+  // Fails the group with `cause` (Backend::abort): what is under way ends
+  // with it, later operations fail at once naming it, the peers are told.
+  void abort(std::exception_ptr cause);
 
  private:
   struct NonMemberTag {};

@@ -59,7 +59,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::broadcast(t.tensor, root, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
         py::arg("group_src") = py::none(),
@@ -75,7 +75,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_reduce(t.tensor, op, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("tensor"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -114,7 +114,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_reduce_coalesced(ts, op, group, true);
           }
-          return finish(std::move(w), async_op, std::move(keep));
+          return finish(std::move(w), async_op, std::move(keep), group);
         },
         py::arg("tensors"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -134,7 +134,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::reduce(t.tensor, root, op, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
@@ -151,7 +151,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_gather(outs, in.tensor, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("tensor_list"), py::arg("tensor"), py::arg("group") = py::none(), py::arg("async_op") = false,
         "tensor_list[i] receives rank i's tensor (sizes may differ between ranks).");
@@ -167,7 +167,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_gather_into_tensor(out.tensor, in.tensor, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -187,7 +187,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::gather(in.tensor, outs, root, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("tensor"), py::arg("gather_list") = py::none(), py::arg("dst") = py::none(),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
@@ -207,7 +207,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::scatter(out.tensor, ins, root, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("tensor"), py::arg("scatter_list") = py::none(), py::arg("src") = py::none(),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_src") = py::none(),
@@ -225,7 +225,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::reduce_scatter(out.tensor, ins, op, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("output"), py::arg("input_list"), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false,
@@ -242,7 +242,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::reduce_scatter_tensor(out.tensor, in.tensor, op, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false,
@@ -259,7 +259,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_to_all(outs, ins, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("output_tensor_list"), py::arg("input_tensor_list"), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -278,7 +278,7 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_to_all_single(out.tensor, in.tensor, out_splits, in_splits, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep));
+          return finish(std::move(w), async_op, std::move(a.keep), group);
         },
         py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
         py::arg("input_split_sizes") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
@@ -294,7 +294,7 @@ void bind_collectives(py::module_& m) {
             w = tdist::barrier(group, true);
           }
           Keep none;
-          return finish(std::move(w), async_op, std::move(none));
+          return finish(std::move(w), async_op, std::move(none), group);
         },
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("device_ids") = py::none(),
         "Blocks until every rank of group has entered the barrier.");
@@ -305,8 +305,15 @@ void bind_collectives(py::module_& m) {
             not_in_group("monitored_barrier");
             return;
           }
-          py::gil_scoped_release nogil;
-          tdist::monitored_barrier(group, timeout.value_or(tdist::kGroupTimeout), wait_all_ranks);
+          // The group's Work, waited for so that Ctrl-C ends the wait (tdist::monitored_barrier waits at once).
+          tdist::Group g;
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            g = group.group ? group.group : tdist::group_world();
+            w = g->monitored_barrier({.timeout = timeout.value_or(tdist::kGroupTimeout), .wait_all_ranks = wait_all_ranks});
+          }
+          wait_for(w, g, nullptr);
         },
         py::arg("group") = py::none(), py::arg("timeout") = py::none(), py::arg("wait_all_ranks") = false,
         "A barrier whose rank 0 waits up to timeout (default: the group's) for every rank and raises "

@@ -5,6 +5,7 @@
 
 #include <tdist/distributed.h>
 #include <tdist/errors.h>
+#include <tdist/spawn.h>
 
 #include "args.h"
 #include "common.h"
@@ -99,6 +100,8 @@ void bind_groups(py::module_& m) {
   m.def("is_mpi_available", &tdist::is_mpi_available, "Whether this build has the mpi backend.");
   m.def("is_nccl_available", &tdist::is_nccl_available, "Whether an nccl backend is registered.");
   m.def("is_initialized", &tdist::is_initialized, "Whether the default group has been initialized.");
+  m.def("_launcher_variables", &tdist::launcher_variables,
+        "The launcher's variables that tdist.spawn removes in its children (tdist::launcher_variables).");
   m.def("is_torchelastic_launched", &tdist::is_torchelastic_launched,
         "Whether this process was started by tdistrun/torchrun.");
 

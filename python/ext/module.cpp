@@ -2,6 +2,7 @@
 // re-exports these names and adds what is written in Python (spawn, object
 // pickling, P2POp, group helpers).
 #include "common.h"
+#include "interruptible_wait.h"
 
 PYBIND11_MODULE(_tdist, m) {
   m.doc() = "C++ core of the tdist package (torch.distributed's API over NumPy and DLPack)";
@@ -16,4 +17,6 @@ PYBIND11_MODULE(_tdist, m) {
   tdist_py::bind_objects(m);
   tdist_py::bind_device_mesh(m);
   tdist_py::bind_trace(m);
+  // Blocking waits check for Ctrl-C on this thread only (interruptible_wait.h).
+  tdist_py::remember_main_thread();
 }

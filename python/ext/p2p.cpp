@@ -33,8 +33,14 @@ void bind_p2p(py::module_& m) {
             return;
           }
           prune_parked();
-          py::gil_scoped_release nogil;
-          tdist::send(t.tensor, peer, group, tag);
+          // As isend + wait: a Work can be waited for in slices, so that Ctrl-C ends the wait.
+          std::shared_ptr<tdist::Work> work;
+          {
+            py::gil_scoped_release nogil;
+            work = tdist::isend(t.tensor, peer, group, tag);
+          }
+          const Keep keep = keep_of(t);
+          wait_for(work, group, &keep);
         },
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_dst") = py::none(),
@@ -49,8 +55,15 @@ void bind_p2p(py::module_& m) {
             return -1;  // as torch
           }
           prune_parked();
-          py::gil_scoped_release nogil;
-          return tdist::recv(t.tensor, peer, group, tag);
+          std::shared_ptr<tdist::Work> work;
+          {
+            py::gil_scoped_release nogil;
+            work = tdist::irecv(t.tensor, peer, group, tag);
+          }
+          const Keep keep = keep_of(t);
+          wait_for(work, group, &keep);
+          const tdist::Group g = group.group ? group.group : tdist::group_world();
+          return g->global_rank(work->source_rank());
         },
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_src") = py::none(),
@@ -67,7 +80,7 @@ void bind_p2p(py::module_& m) {
             py::gil_scoped_release nogil;
             work = tdist::isend(t.tensor, peer, group, tag);
           }
-          return finish(std::move(work), true, keep_of(t));
+          return finish(std::move(work), true, keep_of(t), group);
         },
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_dst") = py::none(),
@@ -83,7 +96,7 @@ void bind_p2p(py::module_& m) {
             py::gil_scoped_release nogil;
             work = tdist::irecv(t.tensor, peer, group, tag);
           }
-          return finish(std::move(work), true, keep_of(t));
+          return finish(std::move(work), true, keep_of(t), group);
         },
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_src") = py::none(),
@@ -118,7 +131,7 @@ void bind_p2p(py::module_& m) {
       works = tdist::batch_isend_irecv(cpp);
     }
     py::list out;
-    for (size_t k = 0; k < works.size(); ++k) out.append(finish(works[k], true, keep_of(args[k])));
+    for (size_t k = 0; k < works.size(); ++k) out.append(finish(works[k], true, keep_of(args[k]), cpp[k].group));
     return out;
   });
 }

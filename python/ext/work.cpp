@@ -9,6 +9,8 @@
 #include <pybind11/stl.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -18,6 +20,7 @@
 
 #include "args.h"
 #include "errors.h"
+#include "interruptible_wait.h"
 
 namespace tdist_py {
 namespace {
@@ -58,6 +61,44 @@ struct ResultCode {
   std::atomic<int> code{static_cast<int>(tdist::WorkResult::UNKNOWN)};
 };
 
+// Waits for `future` (GIL held on entry, released while waiting), in slices
+// so that Ctrl-C ends the wait (interruptible_wait.h): a signal handler's
+// exception is raised. The operation goes on (a future does not know its
+// group): the arrays stay with the future's holders.
+void wait_future(tdist::Future& future) {
+  if (!future.completed()) {
+    struct Latch {
+      std::mutex mu;
+      std::condition_variable cv;
+      bool open = false;
+    };
+    auto latch = std::make_shared<Latch>();
+    {
+      py::gil_scoped_release nogil;
+      future.add_done_callback([latch](tdist::Future&) {
+        std::lock_guard<std::mutex> lock(latch->mu);
+        latch->open = true;
+        latch->cv.notify_all();
+      });
+    }
+    const bool checks = main_thread_ident() != 0 && PyThread_get_thread_ident() == main_thread_ident();
+    for (;;) {
+      {
+        py::gil_scoped_release nogil;
+        std::unique_lock<std::mutex> lock(latch->mu);
+        if (checks)
+          latch->cv.wait_for(lock, kSignalCheckEvery, [&] { return latch->open; });
+        else
+          latch->cv.wait(lock, [&] { return latch->open; });
+        if (latch->open) break;
+      }
+      if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    }
+  }
+  py::gil_scoped_release nogil;
+  future.wait();  // complete: rethrows its error
+}
+
 class PyFuture {
  public:
   PyFuture(std::shared_ptr<tdist::Future> future, std::shared_ptr<GilObject> outputs, std::shared_ptr<Slot> slot,
@@ -70,18 +111,12 @@ class PyFuture {
   bool done() const { return future_->completed(); }
 
   py::object wait() {
-    {
-      py::gil_scoped_release nogil;
-      future_->wait();
-    }
+    wait_future(*future_);
     return value_now();
   }
 
   py::object value() {
-    {
-      py::gil_scoped_release nogil;
-      future_->wait();  // rethrows the error
-    }
+    wait_future(*future_);  // rethrows the error
     return value_now();
   }
 
@@ -157,13 +192,32 @@ void prune_parked() {
 
 void clear_parked() { parked().clear(); }
 
-py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep) {
-  prune_parked();
-  if (async_op) return py::cast(std::make_shared<PyWork>(std::move(work), std::move(keep)));
-  if (work) {
+void wait_for(const std::shared_ptr<tdist::Work>& work, const tdist::Group& group, const Keep* keep,
+              std::chrono::milliseconds timeout) {
+  if (!work) return;
+  bool done;
+  try {
     py::gil_scoped_release nogil;
-    work->wait();
+    done = wait_interruptibly(*work, timeout, [&](const std::string& raised) {
+      tdist::Group g = group ? group : tdist::group_world();
+      fail_interrupted(*g, *work, raised);
+    });
+  } catch (py::error_already_set&) {
+    // Interrupted: the failed group ends the operation soon, but until then
+    // it may still use the arrays.
+    if (keep && !work->is_completed() && keep->owners.size() > 0) parked().emplace_back(work, keep->owners);
+    throw;
   }
+  if (!done) {
+    const tdist::Group g = group ? group : tdist::group_world();
+    throw_wait_timed_out(describe_operation(*g, *work), timeout);
+  }
+}
+
+py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep, const tdist::Group& group) {
+  prune_parked();
+  if (async_op) return py::cast(std::make_shared<PyWork>(std::move(work), std::move(keep), group));
+  wait_for(work, group, &keep);
   return py::none();
 }
 
@@ -189,8 +243,9 @@ void bind_work(py::module_& m) {
       .def("wait",
            [](PyWork& self, const py::object& timeout_arg) {
              auto timeout = to_timeout(timeout_arg, "Work.wait");
-             py::gil_scoped_release nogil;
-             return self.work()->wait(timeout.value_or(tdist::kNoTimeout));
+             // The arrays stay with this Work, which parks them if dropped while the operation runs.
+             wait_for(self.work(), self.group(), nullptr, timeout.value_or(tdist::kNoTimeout));
+             return true;
            },
            py::arg("timeout") = py::none(),
            "Blocks until the operation completes (GIL released) and raises its error. With a timeout "

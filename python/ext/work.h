@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include <tdist/distributed.h>
 #include <tdist/work.h>
 
 #include "common.h"
@@ -20,22 +21,34 @@ struct Keep {
 
 class PyWork {
  public:
-  PyWork(std::shared_ptr<tdist::Work> work, Keep keep) : work_(std::move(work)), keep_(std::move(keep)) {}
+  // `group`: the operation's group (null: the default group), failed when Ctrl-C interrupts a wait.
+  PyWork(std::shared_ptr<tdist::Work> work, Keep keep, tdist::Group group)
+      : work_(std::move(work)), keep_(std::move(keep)), group_(std::move(group)) {}
   ~PyWork();
   PyWork(const PyWork&) = delete;
   PyWork& operator=(const PyWork&) = delete;
 
   const std::shared_ptr<tdist::Work>& work() const { return work_; }
   const Keep& keep() const { return keep_; }
+  const tdist::Group& group() const { return group_; }
 
  private:
   std::shared_ptr<tdist::Work> work_;
   Keep keep_;
+  tdist::Group group_;
 };
 
-// The result of an operation for Python: a Work when async_op, else None after
-// waiting (GIL released) for it.
-py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep);
+// The result of an operation of `group` for Python: a Work when async_op,
+// else None after waiting (GIL released) for it.
+py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep, const tdist::Group& group);
+
+// Waits (GIL held on entry, released while waiting) for `work` of `group`
+// (null: the default group) up to `timeout`; DistBackendError naming it when
+// not done by then. Ctrl-C (a signal handler's exception) ends the wait: the
+// group is failed (interruptible_wait.h) and the exception raised; the
+// arrays of `keep` stay alive until the operation has ended.
+void wait_for(const std::shared_ptr<tdist::Work>& work, const tdist::Group& group, const Keep* keep,
+              std::chrono::milliseconds timeout = tdist::kNoTimeout);
 
 // Drops parked arrays of operations that have completed (GIL held).
 void prune_parked();

@@ -56,6 +56,10 @@ def _install_excepthook():
 
     def hook(exc_type, exc, tb):
         write_error_file(exc_type, exc, tb)
+        # Ctrl-C reaches every worker of the job: a traceback from each says
+        # nothing the user does not know (the error file keeps it).
+        if issubclass(exc_type, KeyboardInterrupt):
+            return
         previous(exc_type, exc, tb)
 
     hook._tdist_error_file = True

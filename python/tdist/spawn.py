@@ -8,6 +8,8 @@ import socket
 import sys
 import traceback
 
+from . import _tdist
+
 
 class ProcessException(Exception):
     """A spawned rank failed; ``error_index`` is its rank, ``pid`` its process id."""
@@ -45,7 +47,12 @@ def _free_port(addr):
         return s.getsockname()[1]
 
 
-def _run_rank(fn, rank, args, error_queue, env):
+def _run_rank(fn, rank, args, error_queue, env, unset=()):
+    # Spawned from a launched worker, the children meet among themselves: the
+    # launcher's variables (its store, its job) would send rank 0 to the
+    # launcher's store instead of serving its own, and every rank would wait there.
+    for name in unset:
+        os.environ.pop(name, None)
     os.environ.update(env)
     try:
         fn(rank, *args)
@@ -116,7 +123,9 @@ def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn", 
 
     With ``set_env`` (tdist's addition, default on) each process gets MASTER_ADDR, MASTER_PORT (a
     free port), RANK, LOCAL_RANK, WORLD_SIZE and LOCAL_WORLD_SIZE, so that
-    ``init_process_group()`` with the default ``env://`` just works. ``start_method`` is
+    ``init_process_group()`` with the default ``env://`` just works; a launcher's variables
+    (``tdist._tdist._launcher_variables()``) are removed there, so that spawn works inside a worker of
+    tdistrun or torchrun too: the children meet among themselves. ``start_method`` is
     multiprocessing's ("spawn" as torch; "fork" starts faster when the parent has no threads).
 
     With ``join`` (default) returns once every process has exited 0; when one fails, the others are
@@ -131,6 +140,7 @@ def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn", 
     token = None
     if set_env and not os.environ.get("TDIST_JOB_TOKEN") and not os.environ.get("TDIST_JOB_TOKEN_FILE"):
         token = secrets.token_hex(32)
+    unset = tuple(_tdist._launcher_variables()) if set_env else ()
     processes, error_queues = [], []
     for rank in range(nprocs):
         env = {}
@@ -140,7 +150,7 @@ def spawn(fn, args=(), nprocs=1, join=True, daemon=False, start_method="spawn", 
             if token:
                 env["TDIST_JOB_TOKEN"] = token
         q = ctx.SimpleQueue()
-        p = ctx.Process(target=_run_rank, args=(fn, rank, tuple(args), q, env), daemon=daemon)
+        p = ctx.Process(target=_run_rank, args=(fn, rank, tuple(args), q, env, unset), daemon=daemon)
         p.start()
         processes.append(p)
         error_queues.append(q)

@@ -41,7 +41,6 @@ def _create(options, pg_options=None):
         options.group_rank,
         options.group_size,
         seconds,
-        str(options.group_id),
         [int(r) for r in options.global_ranks_in_group],
     )
 

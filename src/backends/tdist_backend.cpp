@@ -298,6 +298,13 @@ void TdistBackend::shutdown() {
   queue_.stop(err);
 }
 
+void TdistBackend::abort(std::exception_ptr cause) {
+  // The group's own failure path: the running collective and the peers see it now.
+  state_->record_failure(std::move(cause));
+  if (state_->arena) state_->arena->wake_all();
+  if (state_->hierarchy && state_->hierarchy->arena) state_->hierarchy->arena->wake_all();
+}
+
 namespace {
 
 // Starts `mark` and makes the operation's deadline with one clock read: the

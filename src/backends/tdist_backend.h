@@ -60,6 +60,7 @@ class TdistBackend final : public Backend {
                                           const AllToAllOptions& opts) override;
   std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
   void shutdown() override;
+  void abort(std::exception_ptr cause) override;
   // The engine that runs `code`'s collective of `bytes` in this group ("transport",
   // "shm", "hierarchical"): for tests and diagnostics.
   const char* engine_name(OpCode code, size_t bytes) const { return engine_for(code, bytes)->name(); }

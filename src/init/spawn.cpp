@@ -33,6 +33,16 @@ bool failed(int status) { return !(WIFEXITED(status) && WEXITSTATUS(status) == 0
 
 }  // namespace
 
+const std::vector<std::string>& launcher_variables() {
+  // tools/tdistrun/worker.cpp (worker_variables) and torchrun set these.
+  static const std::vector<std::string> names = {
+      "TORCHELASTIC_USE_AGENT_STORE", "TDIST_AGENT_STORE_PREFIX", "TDIST_LAUNCHED",
+      "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+      "TORCHELASTIC_ERROR_FILE", "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_WORLD_SIZE", "ROLE_NAME",
+  };
+  return names;
+}
+
 void spawn(const std::function<void(int rank, int world_size)>& fn, int nprocs, SpawnOptions options) {
   if (nprocs < 1) throw DistValueError("spawn: nprocs must be >= 1, got " + std::to_string(nprocs));
   std::string port, token;
@@ -60,6 +70,7 @@ void spawn(const std::function<void(int rank, int world_size)>& fn, int nprocs, 
         setenv("WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
         setenv("LOCAL_WORLD_SIZE", std::to_string(nprocs).c_str(), 1);
         if (!token.empty()) setenv("TDIST_JOB_TOKEN", token.c_str(), 1);
+        for (const std::string& name : launcher_variables()) unsetenv(name.c_str());
       }
       int code = 0;
       try {

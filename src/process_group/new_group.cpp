@@ -10,11 +10,9 @@
 
 namespace tdist {
 
-namespace {
-
 // "group(0,2,3)#1": the members and how many groups of the same members were
 // made before. Every member computes the same name without talking to anyone.
-std::string group_name(const std::vector<int>& ranks, int index) {
+std::string new_group_name(const std::vector<int>& ranks, int index) {
   std::string list;
   if (ranks.size() <= 16) {
     for (size_t i = 0; i < ranks.size(); ++i) {
@@ -28,8 +26,6 @@ std::string group_name(const std::vector<int>& ranks, int index) {
   }
   return "group(" + list + ")#" + std::to_string(index);
 }
-
-}  // namespace
 
 Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout, const std::string& backend,
                 bool use_local_synchronization) {
@@ -60,7 +56,7 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   ProcessGroupOptions options;
   options.backend = backend.empty() ? world_group->backend_name() : backend;
   options.timeout = timeout;
-  options.group_name = group_name(ranks, index);
+  options.group_name = new_group_name(ranks, index);
   options.global_ranks = ranks;
   options.parent = world_group;
   auto it = std::find(ranks.begin(), ranks.end(), world_group->rank());
@@ -135,7 +131,7 @@ Group split_group(const Group& parent_group, const std::vector<std::vector<int>>
     options.timeout = timeout;
     // Every member counts the splits that made its member list alike (all of
     // them are members of each such call's parent): the same name everywhere.
-    options.group_name = "split_" + group_name(globals, index);
+    options.group_name = "split_" + new_group_name(globals, index);
     options.global_ranks = globals;
     options.parent = parent;
     const int rank = static_cast<int>(std::find(mine.begin(), mine.end(), me) - mine.begin());

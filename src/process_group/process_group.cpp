@@ -168,6 +168,10 @@ void ProcessGroup::shutdown() {
   for (auto& [device, backend] : backends_) backend->shutdown();
 }
 
+void ProcessGroup::abort(std::exception_ptr cause) {
+  for (auto& [device, backend] : backends_) backend->abort(cause);
+}
+
 int ProcessGroup::global_rank(int group_rank) const {
   if (group_rank < 0 || group_rank >= size_)
     throw DistValueError("group " + options_.group_name + ": group rank " + std::to_string(group_rank) +

@@ -54,6 +54,19 @@ std::string encode_response(const Response& r) {
   return out;
 }
 
+FirstBytes classify_first_bytes(const std::string& head) {
+  constexpr uint8_t kTorchValidate = 0;
+  constexpr uint8_t kTorch1LastQuery = 11;  // torch 1.x: SET .. MULTI_SET
+  if (head.size() >= 5 && static_cast<uint8_t>(head[0]) == kTorchValidate &&
+      get_u32(head.data() + 1) == kTorchValidateMagic)
+    return FirstBytes::kTorchClient;
+  if (head.size() < kTorchProbeBytes) return FirstBytes::kNeedMore;
+  const uint64_t length = get_u64(head.data() + 1);
+  if (static_cast<uint8_t>(head[0]) <= kTorch1LastQuery && length >= 1 && length <= TCPStore::kMaxKeyBytes)
+    return FirstBytes::kTorchClient;
+  return FirstBytes::kOther;
+}
+
 bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string* why) {
   auto expect = [&](uint64_t k, uint64_t v) {
     if (nkeys == k && nvalues == v) return true;

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
@@ -53,6 +54,7 @@ struct Conn {
   bool closing_after_flush = false;  // refused: close once the error is sent
   auth::Nonce client_nonce{}, server_nonce{};
   size_t greeting_bytes = 0;  // bytes received before authentication
+  std::string head;  // its first bytes (up to kTorchProbeBytes): is it torch's client? (classify_first_bytes)
   Clock::time_point since = Clock::now();  // of the connection, then of its last request
   uint64_t waiter = 0;  // the parked request, 0 when none
   uint32_t events = 0;  // current epoll interest
@@ -100,6 +102,7 @@ struct TcpStoreServer::Loop {
   uint64_t next_waiter = 1;
   bool listen_paused = false;
   Clock::time_point listen_resume;
+  bool torch_client_seen = false;  // said once per server: a stranger must not fill the log
 
   void run();
   void accept_all();
@@ -119,6 +122,8 @@ struct TcpStoreServer::Loop {
   void expire(Clock::time_point now);
   void remove_waiter(uint64_t waiter_id);
   void drop(Conn& c, LogLevel level, const std::string& why);
+  // Looks at the first bytes of a connection; false: it was torch's client, and is dropped.
+  bool probe_first_bytes(Conn& c, const char* data, size_t n);
   void greet(Conn& c, Request& req);
   void serve(Conn& c, Request req);
   bool authenticate(Conn& c, const Request& req);
@@ -283,6 +288,7 @@ void TcpStoreServer::Loop::pump(Conn& c) {
   // Feeds bytes to the parser, serving each complete request; what is left
   // when the connection becomes busy is kept for later. False: dropped.
   auto feed = [&](const char* data, size_t n) {
+    if (!c.greeted && !probe_first_bytes(c, data, n)) return false;
     size_t pos = 0;
     while (pos < n && !busy()) {
       size_t used = 0;
@@ -341,6 +347,29 @@ void TcpStoreServer::Loop::pump(Conn& c) {
     return drop(c, LogLevel::Debug, "receive failed: " + errno_string(errno));
   }
   update_interest(c);
+}
+
+bool TcpStoreServer::Loop::probe_first_bytes(Conn& c, const char* data, size_t n) {
+  if (c.head.size() >= kTorchProbeBytes) return true;  // decided before
+  c.head.append(data, std::min(n, kTorchProbeBytes - c.head.size()));
+  const FirstBytes what = classify_first_bytes(c.head);
+  if (what == FirstBytes::kNeedMore) return true;
+  if (what == FirstBytes::kOther) {
+    c.head.resize(kTorchProbeBytes);  // decided: not looked at again
+    return true;
+  }
+  // Left to the parser, it would be dropped as malformed, and torch would say
+  // only "Connection reset by peer": the one who launched the job hears why here.
+  if (!torch_client_seen) {
+    torch_client_seen = true;
+    TDIST_LOG(LogLevel::Warn,
+              name << ": a torch.distributed TCPStore client connected from " << c.peer
+                   << "; this store speaks tdist's protocol, not torch's: add \"import tdist.torch\" to the program "
+                      "(its env:// then joins this store, for backend \"gloo\" too, or use backend \"tdist\"), "
+                      "or launch it with torchrun");
+  }
+  drop(c, LogLevel::Debug, "a torch.distributed TCPStore client (torch's protocol)");
+  return false;
 }
 
 void TcpStoreServer::Loop::flush(Conn& c) {
@@ -606,7 +635,10 @@ void TcpStoreServer::Loop::sweep(Clock::time_point now) {
     Conn& c = *conn;
     if (c.closing) continue;
     if (!c.authenticated && now - c.since > limits.handshake_time) {
-      drop(c, LogLevel::Warn, "did not authenticate within " + format_ms(limits.handshake_time));
+      // torch's client opens a second, silent connection (for watch_key): said once already.
+      const bool torch_companion = torch_client_seen && c.greeting_bytes == 0;
+      drop(c, torch_companion ? LogLevel::Debug : LogLevel::Warn,
+           "did not authenticate within " + format_ms(limits.handshake_time));
     } else if (c.authenticated && limits.idle_timeout.count() > 0 && c.waiter == 0 && !c.writing() &&
                !c.parser.in_progress() && now - c.since > limits.idle_timeout) {
       drop(c, LogLevel::Debug, "idle for " + format_ms(limits.idle_timeout) + " (TDIST_STORE_IDLE_TIMEOUT_S)");

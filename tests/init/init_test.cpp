@@ -272,6 +272,22 @@ TEST(Spawn, RunsEveryRankAndReportsTheFirstFailure) {
   }
 }
 
+// Spawned from a worker of tdistrun, the children must meet among themselves:
+// the launcher's variables would send rank 0 to the launcher's store (here a
+// port nobody serves) instead of serving its own, and every child would wait.
+TEST(Spawn, InsideALaunchedWorkerTheChildrenMeetAmongThemselves) {
+  ScopedEnv agent("TORCHELASTIC_USE_AGENT_STORE", "True");
+  ScopedEnv prefix("TDIST_AGENT_STORE_PREFIX", "/tdist/run0/");
+  ScopedEnv run_id("TORCHELASTIC_RUN_ID", "launched");
+  ScopedEnv launched("TDIST_LAUNCHED", "1");
+  ScopedEnv port("MASTER_PORT", std::to_string(free_port()));
+  spawn([](int rank, int n) {
+    if (is_torchelastic_launched()) throw std::runtime_error("the launcher's TORCHELASTIC_RUN_ID reached a child");
+    init_process_group("tdist", "", -1, -1, milliseconds(20000));
+    check_world(rank, n);
+  }, 2);
+}
+
 }  // namespace
 }  // namespace tdist::testing
 

@@ -93,6 +93,32 @@ def test_spawn_exit_code_and_join_false():
         pass
 
 
+# The README's spawn example, run by a launched worker: its children meet among themselves.
+SPAWN_IN_WORKER = """
+import datetime
+import numpy as np
+import tdist as dist
+
+def run(rank, size):
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))  # bounded: a hang fails
+    t = np.ones(4, dtype=np.float32)
+    dist.all_reduce(t)
+    print(f"child {rank} of {size}: {t[0]:g}", flush=True)
+    dist.destroy_process_group()
+
+if __name__ == "__main__":
+    dist.spawn(run, args=(2,), nprocs=2)
+"""
+
+
+def test_spawn_inside_a_launched_worker(tmp_path):
+    script = tmp_path / "spawn_in_worker.py"
+    script.write_text(SPAWN_IN_WORKER)
+    text = "\n".join(launch([PYTHON, "-m", "tdist.run", "--standalone", "--nproc-per-node", "2", str(script)]))
+    for child in range(2):
+        assert text.count(f"child {child} of 2: 2") == 2, text  # in each of the two workers
+
+
 def test_run_command_line():
     py = "/py"
     assert tdist_run.build_command(["--nproc-per-node", "2", "train.py", "--lr", "1"], py) == \

@@ -83,3 +83,29 @@ def mismatched_sizes(rank, world):
 
 def test_mismatched_sizes_name_the_peer():
     torch_harness.run_ranks(mismatched_sizes, 2)
+
+
+def group_names(rank, world):
+    # The plugin names groups as the C++ library does: default_pg, and group(<global ranks>)#<n>
+    # for the n-th group of those members; a rank is its global rank.
+    transposed = lambda: torch.ones(4, 4).t()  # noqa: E731  refused before anything is sent
+    msg = raises(lambda: dist.all_reduce(transposed()), "not contiguous")
+    assert "rank %d in group default_pg: all_reduce" % rank in msg, msg
+    dist.new_group([0, 1], backend="tdist")
+    second = dist.new_group([0, 1], backend="tdist")
+    only_1 = dist.new_group([1], backend="tdist")
+    msg = raises(lambda: dist.broadcast(transposed(), 0, group=second), "not contiguous")
+    assert "rank %d in group group(0,1)#1: broadcast" % rank in msg, msg
+    if rank == 1:
+        msg = raises(lambda: dist.all_reduce(transposed(), group=only_1), "not contiguous")
+        assert "rank 1 in group group(1)#0: all_reduce" in msg, msg
+
+
+def test_groups_are_named_as_in_cpp():
+    torch_harness.run_ranks(group_names, 2)
+
+
+def test_ctrl_c_interrupts_a_blocking_all_reduce_and_fails_the_group():
+    import interrupt_harness
+
+    interrupt_harness.check_interrupted("torch")

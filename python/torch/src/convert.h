@@ -1,5 +1,5 @@
 // `op` in the functions below is the context errors start with, e.g.
-// "rank 1 in group 0: all_reduce".
+// "rank 1 in group default_pg: all_reduce".
 //
 // Conversions between torch's types (at::Tensor, at::ScalarType,
 // c10d::ReduceOp) and tdist's (Tensor views, DType, ReduceOp). Tensors are

@@ -53,7 +53,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupTdist::track(c10d::OpType type, const
                                                         std::vector<at::Tensor> outputs,
                                                         std::vector<at::Tensor> inputs) {
   auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs), std::move(inputs),
-                                             std::move(span));
+                                             std::move(span), pg_);
   std::lock_guard<std::mutex> lock(mu_);
   in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](auto& w) { return w->isCompleted(); }),
                    in_flight_.end());
@@ -75,7 +75,8 @@ const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tenso
 }
 
 std::string ProcessGroupTdist::where(const char* op) const {
-  return "rank " + std::to_string(rank_) + " in group " + pg_->group_name() + ": " + op;
+  // As the C++ library's labels: the global rank, and the group's C++ name.
+  return "rank " + std::to_string(pg_->global_rank(pg_->rank())) + " in group " + pg_->group_name() + ": " + op;
 }
 
 int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* what) const {

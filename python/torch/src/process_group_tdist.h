@@ -85,7 +85,7 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
   // The one tensor of `tensors` (torch passes lists; CPU backends take one per process).
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& op, const char* what) const;
   int root(int64_t rank, const std::string& op, const char* what) const;
-  // The context errors start with: "rank 1 in group 0: all_reduce".
+  // The context errors start with: "rank 1 in group default_pg: all_reduce".
   std::string where(const char* op) const;
 
   std::mutex mu_;

@@ -7,6 +7,7 @@
 #include <ATen/core/jit_type.h>
 
 #include "tdist/errors.h"
+#include "../../ext/interruptible_wait.h"
 
 namespace tdist_torch {
 
@@ -44,13 +45,14 @@ void ProfilerSpan::close() {
 
 WorkTdist::WorkTdist(int rank, c10d::OpType type, std::string op, std::vector<std::shared_ptr<tdist::Work>> works,
                      std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs,
-                     std::shared_ptr<ProfilerSpan> span)
+                     std::shared_ptr<ProfilerSpan> span, std::weak_ptr<tdist::ProcessGroup> group)
     : c10d::Work(rank, type),
       op_(std::move(op)),
       works_(std::move(works)),
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
-      span_(std::move(span)) {
+      span_(std::move(span)),
+      group_(std::move(group)) {
   if (!span_) return;
   // A collective's span ends on the thread that completes its last part
   // (tdist's progress thread for an async one), as a Gloo work's does on its
@@ -119,14 +121,21 @@ bool WorkTdist::wait(std::chrono::milliseconds timeout) {
   // yet to run its callbacks: a program that stops its profiler right after
   // waiting must find the span closed. A wait that timed out leaves it open.
   try {
-    if (timeout <= std::chrono::milliseconds(0)) {
-      for (auto& w : works_) w->wait();
-    } else {
-      const auto deadline = clock::now() + timeout;
-      for (auto& w : works_) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
-        // tdist's wait names the operation when it is not done in time.
-        w->wait(std::max(left, std::chrono::milliseconds(1)));
+    const bool bounded = timeout > std::chrono::milliseconds(0);
+    const auto deadline = clock::now() + (bounded ? timeout : std::chrono::milliseconds(0));
+    for (auto& w : works_) {
+      auto left = bounded ? std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
+                                     std::chrono::milliseconds(1))
+                          : tdist::kNoTimeout;
+      const bool done = tdist_py::wait_interruptibly(*w, left, [&](const std::string& raised) {
+        if (auto group = group_.lock()) tdist_py::fail_interrupted(*group, *w, raised);
+      });
+      if (!done) {
+        auto group = group_.lock();
+        tdist_py::throw_wait_timed_out(group ? tdist_py::describe_operation(*group, *w)
+                                             : "rank " + std::to_string(rank_) + ": " + w->op_name() + " #" +
+                                                   std::to_string(w->sequence_number()),
+                                       timeout);
       }
     }
   } catch (...) {

@@ -14,6 +14,7 @@
 #include <ATen/record_function.h>
 #include <torch/csrc/distributed/c10d/Work.hpp>
 
+#include "tdist/process_group.h"
 #include "tdist/work.h"
 
 namespace tdist_torch {
@@ -48,10 +49,11 @@ class WorkTdist final : public c10d::Work {
  public:
   // `outputs`: what result() and the future hold; `inputs`: other tensors the
   // operation reads, kept alive until it completes; `span`: its profiler
-  // span or null, closed when every part has completed.
+  // span or null, closed when every part has completed; `group`: the tdist
+  // group it runs in, failed when Ctrl-C interrupts a wait for it.
   WorkTdist(int rank, c10d::OpType type, std::string op, std::vector<std::shared_ptr<tdist::Work>> works,
             std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs = {},
-            std::shared_ptr<ProfilerSpan> span = nullptr);
+            std::shared_ptr<ProfilerSpan> span = nullptr, std::weak_ptr<tdist::ProcessGroup> group = {});
 
   bool isCompleted() override;
   bool isSuccess() const override;
@@ -60,7 +62,9 @@ class WorkTdist final : public c10d::Work {
   std::vector<at::Tensor> result() override;
   void synchronize() override {}
   // timeout 0 (torch's kNoTimeout): wait as long as the operation takes (it
-  // has its own deadline, the group's timeout). Rethrows tdist's error.
+  // has its own deadline, the group's timeout). Rethrows tdist's error. On
+  // Python's main thread, Ctrl-C ends the wait: the group is failed and
+  // KeyboardInterrupt raised (python/ext/interruptible_wait.h).
   bool wait(std::chrono::milliseconds timeout) override;
   void abort() override;
   // A future completed with the output tensors (DDP's comm hooks chain on
@@ -76,6 +80,7 @@ class WorkTdist final : public c10d::Work {
   const std::vector<at::Tensor> outputs_;
   const std::vector<at::Tensor> inputs_;
   const std::shared_ptr<ProfilerSpan> span_;
+  const std::weak_ptr<tdist::ProcessGroup> group_;  // weak: a Work kept by Python must not keep a destroyed group
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
