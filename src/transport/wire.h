@@ -15,6 +15,9 @@ inline constexpr uint32_t kHelloMagic = 0x54444832;    // "TDH2"
 // tcp_blame.cpp).
 inline constexpr uint32_t kAbortMagic = 0x54444131;    // "TDA1"
 inline constexpr uint64_t kMaxAbortText = 64 * 1024;
+// An abort notice with this `reserved` is a goodbye: the rank left on purpose
+// (destroy_process_group), it did not give up; the text says how it left.
+inline constexpr uint32_t kNoticeGoodbye = 0xffffffff;
 // Peers that exchange data through shared-memory rings keep their socket for
 // these zero-size frames ("look at the ring") and for abort notices.
 inline constexpr uint32_t kDoorbellMagic = 0x54444231;  // "TDB1"

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <vector>
 
+#include "tdist/errors.h"
 #include "transport/tcp/tcp_peer.h"
 #include "transport/tcp/tcp_transport.h"
 #include "util/error_context.h"
@@ -32,13 +33,26 @@ constexpr Millis kListenSlice{10};
 }  // namespace
 
 void TcpTransport::send_notice_locked(Peer& p, int waited_for, const std::string& why) {
+  write_notice_locked(p, static_cast<uint32_t>(waited_for + 1), why);
+}
+
+void TcpTransport::send_goodbye_locked(Peer& p) { write_notice_locked(p, wire::kNoticeGoodbye, kLeftByDestroy); }
+
+std::exception_ptr TcpTransport::notice_error(const Peer& p, uint32_t reserved, const std::string& text) const {
+  if (reserved == wire::kNoticeGoodbye)
+    return std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(p.rank), text)));
+  return std::make_exception_ptr(
+      DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + text));
+}
+
+void TcpTransport::write_notice_locked(Peer& p, uint32_t reserved, const std::string& why) {
   // Only between two messages: a ring peer's socket carries whole control
   // frames only; a socket whose message was cut off carries nothing more.
   if (p.notice_sent || !p.fd.valid() || p.tx_torn) return;
   if (!p.path && !p.txq.empty() && p.txq.front().sent > 0) return;
   p.notice_sent = true;
   std::string text = why.substr(0, wire::kMaxAbortText);
-  wire::MessageHeader h{wire::kAbortMagic, static_cast<uint32_t>(waited_for + 1), 0, text.size()};
+  wire::MessageHeader h{wire::kAbortMagic, reserved, 0, text.size()};
   iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
   msghdr msg{};
   msg.msg_iov = iov;

@@ -225,8 +225,7 @@ void TcpTransport::finish_payload(Peer& p) {
   }
   if (p.header.magic == wire::kAbortMagic) {
     record_notice(p, p.header.reserved, p.abort_text);
-    main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
-                              describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
+    main_socket_closed(p, notice_error(p, p.header.reserved, p.abort_text));
     return;
   }
   if (p.rx.buffered && p.rx.buffered->rendezvous) {
@@ -277,9 +276,7 @@ void TcpTransport::on_control_socket(Peer& p) {
       p.stage_begin += kHeaderBytes + h.size;
       poll_path(p);  // what the peer sent before giving up still counts
       record_notice(p, h.reserved, text);
-      if (!p.failed)
-        fail_peer(p, std::make_exception_ptr(
-                         DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + text)));
+      if (!p.failed) fail_peer(p, notice_error(p, h.reserved, text));
       return;
     }
     if (p.stage_begin == p.stage_end) p.stage_begin = p.stage_end = 0;

@@ -459,7 +459,10 @@ void TcpTransport::abort(std::exception_ptr cause) {
     }
     std::lock_guard<std::mutex> tx(p->tx_mu);
     // Tell the peer why (unless a give-up notice told it already).
-    if (connected) send_notice_locked(*p, -1, error_message(cause));
+    if (connected) {
+      if (leaving_.load(std::memory_order_acquire)) send_goodbye_locked(*p);
+      else send_notice_locked(*p, -1, error_message(cause));
+    }
     fail_sends_locked(*p, cause);
     p->tx_failed = true;
     p->tx_error = cause;
@@ -467,6 +470,11 @@ void TcpTransport::abort(std::exception_ptr cause) {
     ::shutdown(p->fd.get(), SHUT_RDWR);
     for (auto& lane : p->lanes) ::shutdown(lane->fd.get(), SHUT_RDWR);
   }
+}
+
+void TcpTransport::close(std::exception_ptr cause) {
+  leaving_.store(true, std::memory_order_release);
+  abort(std::move(cause));
 }
 
 void TcpTransport::close_comm(uint32_t comm, std::exception_ptr cause) {

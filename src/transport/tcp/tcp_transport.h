@@ -77,6 +77,10 @@ class TcpTransport final : public Transport, private PathHost {
   void post(std::shared_ptr<Request> request) override;
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
+  // The group left (destroy_process_group): aborts, but tells each connected
+  // peer with a goodbye instead of a give-up notice, so that a peer waiting
+  // for this rank fails at once saying it left (not that it crashed).
+  void close(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
   // aborted() != nullptr, in one atomic load (checked before every operation
   // of every group that shares this transport).
@@ -200,6 +204,11 @@ class TcpTransport final : public Transport, private PathHost {
   // Sends this rank's give-up notice, saying whom it waited for (-1: none),
   // to every peer it has not told yet. With p.tx_mu held, for one peer.
   void send_notice_locked(Peer& p, int waited_for, const std::string& text);
+  // The same frame as a goodbye (wire::kNoticeGoodbye): this rank leaves.
+  void send_goodbye_locked(Peer& p);
+  void write_notice_locked(Peer& p, uint32_t reserved, const std::string& text);
+  // The error a notice from p fails its requests with: it left, or it gave up.
+  std::exception_ptr notice_error(const Peer& p, uint32_t reserved, const std::string& text) const;
   void record_notice(Peer& p, uint32_t waited_for_plus_1, const std::string& text);  // rx_mu_ held
   // What a wait for `peer` that failed with `what` says once the notices of
   // the ranks that gave up are in: it tells every peer whom it waited for,
@@ -262,6 +271,7 @@ class TcpTransport final : public Transport, private PathHost {
   std::deque<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
+  std::atomic<bool> leaving_{false};  // close() rather than abort(): peers get a goodbye
   std::set<uint32_t> closed_comms_;  // communicators closed by close_comm: their late messages are dropped
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };

@@ -1,0 +1,101 @@
+// Forked processes: a rank that destroys its group while a peer waits for it
+// says goodbye (a notice on its sockets, a mark in the shared-memory arena),
+// so the peer fails at once naming it as having left, instead of waiting for
+// the group's timeout or blaming a crash; and destroy itself returns promptly
+// (it does not wait for rank 0, which is busy in the operation its peer left).
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "common/scoped_env.h"
+#include "process_group/process_util.h"
+
+namespace tdist::testing {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using Clock = std::chrono::steady_clock;
+
+// Long against every wait below, so that only a goodbye can end them in time.
+constexpr milliseconds kGroupTimeout = seconds(60);
+// Far below kGroupTimeout, far above any load: today's behaviour (waiting
+// for the timeout, or for the leaver's process to exit after a 10 s destroy)
+// cannot pass it, a goodbye cannot miss it.
+constexpr milliseconds kPrompt = seconds(15);
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Rank 1 destroys the default group while rank 0 waits for it in `wait`
+// (which needs rank 1); rank 1's process stays alive until rank 0 is done, so
+// nothing but its goodbye can tell rank 0. The pair talks once before, so
+// that it has its connection (pairs connect on first use).
+void expect_goodbye(const char* shm, const char* what, const std::function<void()>& wait) {
+  ScopedEnv transport("TDIST_SHM", shm);
+  Shared<std::atomic<int>> rank0_done;
+  const int port = free_port();
+  auto results = run_in_processes(
+      2,
+      [&](int rank) {
+        init_process_group("tdist", "tcp://127.0.0.1:" + std::to_string(port), 2, rank, kGroupTimeout);
+        std::vector<int32_t> v(4, 1);
+        all_reduce(v);
+        if (rank == 1) {
+          // Rank 0 is waiting by then (if not, it fails as well: rank 1 is gone).
+          std::this_thread::sleep_for(milliseconds(300));
+          const auto start = Clock::now();
+          destroy_process_group();
+          const double took = seconds_since(start);
+          std::fprintf(stderr, "[rank 1] destroy_process_group took %.2f s\n", took);
+          require(took < std::chrono::duration<double>(kPrompt).count(),
+                  "destroy_process_group took " + std::to_string(took) + " s");
+          const auto end = Clock::now() + seconds(90);
+          while (rank0_done->load() == 0 && Clock::now() < end) std::this_thread::sleep_for(milliseconds(5));
+          return;
+        }
+        const auto start = Clock::now();
+        try {
+          wait();
+          rank0_done->store(1);
+          require(false, std::string(what) + " succeeded though rank 1 left the group");
+        } catch (const DistError& e) {
+          rank0_done->store(1);
+          const double took = seconds_since(start);
+          const std::string m = e.what();
+          std::fprintf(stderr, "[rank 0] after %.2f s, got as expected: %s\n", took, m.c_str());
+          require(took < std::chrono::duration<double>(kPrompt).count(),
+                  std::string(what) + " failed only after " + std::to_string(took) + " s: " + m);
+          require(has(m, what) && has(m, "rank 1 at ") && has(m, "left the group") &&
+                      has(m, "destroy_process_group"),
+                  "the error does not say that rank 1 left the group: " + m);
+        }
+        destroy_process_group();
+      },
+      seconds(120));
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+void all_reduce_needing_rank_1() {
+  std::vector<int32_t> v(4, 1);
+  all_reduce(v);
+}
+
+void recv_from_rank_1() {
+  std::vector<int32_t> v(4, 0);
+  recv(v, 1);
+}
+
+TEST(Leave, APeerInAnAllReduceOverSharedMemoryHearsTheRankLeft) {
+  expect_goodbye("1", "all_reduce #2", all_reduce_needing_rank_1);
+}
+
+TEST(Leave, APeerInAnAllReduceOverTcpHearsTheRankLeft) {
+  expect_goodbye("0", "all_reduce #2", all_reduce_needing_rank_1);
+}
+
+TEST(Leave, APeerInARecvOverSharedMemoryHearsTheRankLeft) { expect_goodbye("1", "recv", recv_from_rank_1); }
+
+TEST(Leave, APeerInARecvOverTcpHearsTheRankLeft) { expect_goodbye("0", "recv", recv_from_rank_1); }
+
+}  // namespace
+}  // namespace tdist::testing
