@@ -440,8 +440,10 @@ void TcpTransport::abort(std::exception_ptr cause) {
   // reads a socket or ring any more, so no user buffer is touched.
   if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
   // A pair that connects from now on sees stop_ and is not registered;
-  // threads waiting for a pair to connect give up.
+  // threads waiting for a pair to connect give up, dials under way too.
   std::lock_guard<std::mutex> conn(conn_mu_);
+  for (auto& p : peers_)
+    if (p) interrupt_dial(*p);
   conn_cv_.notify_all();
   std::lock_guard<std::mutex> rx(rx_mu_);
   std::lock_guard<std::mutex> lock(mu_);
@@ -544,6 +546,9 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   p.tx_error = error;
   if (!p.path && !p.txq.empty() && p.txq.front().sent > 0) p.tx_torn = true;
   fail_sends_locked(p, error);
+  // A dial of this rank to p crossed p's own: it would wait for a handshake
+  // that p, stopped, never answers.
+  interrupt_dial(p);
 }
 
 // Fails every receive waiting for rendezvous data from p, and stops the extra

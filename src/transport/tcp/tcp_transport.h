@@ -117,6 +117,11 @@ class TcpTransport final : public Transport, private PathHost {
   // Waits (conn_mu_ held) until the pair is connected or fails.
   std::exception_ptr await_link(Peer& p, Deadline deadline, std::unique_lock<std::mutex>& lock);
   void accept_loop();
+  // The peer failed (its connection was lost or it said it gave up or left),
+  // the link failed, or the transport stopped: a dial of this rank to it
+  // still waiting for its handshake stops at once. Takes dial_mu_ only, so
+  // any caller may hold other locks.
+  void interrupt_dial(Peer& p);
   // Makes a connected pair's sockets (and rings) part of the transport.
   void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<ShmLink> link);
   // The pair could not connect: its posted receives and later sends fail
@@ -227,6 +232,7 @@ class TcpTransport final : public Transport, private PathHost {
   std::thread acceptor_;                  // answers the peers that dial this rank
   // Guards each Peer's link state; signalled when a pair connects or fails.
   std::mutex conn_mu_;
+  std::mutex dial_mu_;  // guards Peer::dialling_fd; a leaf: nothing else is locked under it
   std::condition_variable conn_cv_;
   // Written when a pair with rings connects, so that a thread asleep in
   // epoll looks at the new rings (read back by whoever wakes).
