@@ -97,5 +97,40 @@ TEST(Leave, APeerInARecvOverSharedMemoryHearsTheRankLeft) { expect_goodbye("1", 
 
 TEST(Leave, APeerInARecvOverTcpHearsTheRankLeft) { expect_goodbye("0", "recv", recv_from_rank_1); }
 
+// Ranks as threads of one process (a process of its own cannot tell a
+// departed peer from a slow one: its pid lives on): the group's shutdown,
+// which destroy_process_group calls, says goodbye the same way.
+void expect_goodbye_between_threads(const char* shm) {
+  ScopedEnv transport("TDIST_SHM", shm);
+  std::atomic<int> rank0_done{0};
+  with_thread_world(
+      2,
+      [&](ProcessGroup& pg) {
+        std::vector<int32_t> v(4, 1);
+        pg.all_reduce(Tensor(v))->wait();  // connects the pair
+        if (pg.rank() == 1) {
+          std::this_thread::sleep_for(milliseconds(300));
+          pg.shutdown();
+          while (rank0_done.load() == 0) std::this_thread::sleep_for(milliseconds(5));
+          return;
+        }
+        const auto start = Clock::now();
+        try {
+          pg.all_reduce(Tensor(v))->wait();
+          rank0_done.store(1);
+          ADD_FAILURE() << "all_reduce succeeded though rank 1 left the group";
+        } catch (const DistError& e) {
+          rank0_done.store(1);
+          EXPECT_LT(Clock::now() - start, kPrompt) << e.what();
+          EXPECT_TRUE(has(e.what(), "rank 1 at ") && has(e.what(), "left the group")) << e.what();
+        }
+      },
+      kGroupTimeout);
+}
+
+TEST(Leave, BetweenThreadsOverSharedMemory) { expect_goodbye_between_threads("1"); }
+
+TEST(Leave, BetweenThreadsOverTcp) { expect_goodbye_between_threads("0"); }
+
 }  // namespace
 }  // namespace tdist::testing
