@@ -75,6 +75,7 @@ void TcpTransport::on_readable(Peer& p) {
           case wire::kMessageMagic: begin_payload(p); break;
           case wire::kRtsMagic: on_request_to_send(p); break;
           case wire::kCtsMagic: on_clear_to_send(p); break;
+          case wire::kLeaveMagic: on_comm_left(p, p.header.comm); break;
           case wire::kRdvDataMagic: begin_rendezvous_data(p); break;
           default: fail_peer(p, bad_header(describe_peer(p.rank), p.header));
         }
@@ -265,6 +266,12 @@ void TcpTransport::on_control_socket(Peer& p) {
       std::memcpy(&h, p.staging.data() + p.stage_begin, kHeaderBytes);
       if (h.magic == wire::kDoorbellMagic && h.size == 0) {
         p.stage_begin += kHeaderBytes;
+        continue;
+      }
+      if (h.magic == wire::kLeaveMagic && h.size == 0) {
+        p.stage_begin += kHeaderBytes;
+        poll_path(p);  // the communicator's last messages came through the ring first
+        on_comm_left(p, h.comm);
         continue;
       }
       if (h.magic != wire::kAbortMagic || h.size > wire::kMaxAbortText) {

@@ -96,6 +96,10 @@ class TcpTransport final : public Transport, private PathHost {
   // and its messages that arrive later are dropped. The caller makes sure no
   // request of it is under way (its outstanding count is zero).
   void close_comm(uint32_t comm, std::exception_ptr cause);
+  // Before close_comm, when this rank leaves the communicator: tells each of
+  // `links` (its members, as this transport's ranks) that has a connection,
+  // after the communicator's messages to it (wire::kLeaveMagic).
+  void say_goodbye(uint32_t comm, const std::vector<int>& links);
 
   struct Peer;
   struct Directory;
@@ -122,6 +126,10 @@ class TcpTransport final : public Transport, private PathHost {
   // still waiting for its handshake stops at once. Takes dial_mu_ only, so
   // any caller may hold other locks.
   void interrupt_dial(Peer& p);
+  // p left communicator `comm` (its goodbye frame came): its receives there fail.
+  void on_comm_left(Peer& p, uint32_t comm);
+  // The error of a request of `comm` for `peer` when the peer left it, else null (mu_ held).
+  std::exception_ptr left_error_locked(uint32_t comm, int peer) const;
   // Makes a connected pair's sockets (and rings) part of the transport.
   void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<ShmLink> link);
   // The pair could not connect: its posted receives and later sends fail
@@ -278,7 +286,9 @@ class TcpTransport final : public Transport, private PathHost {
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
   std::atomic<bool> leaving_{false};  // close() rather than abort(): peers get a goodbye
-  std::set<uint32_t> closed_comms_;  // communicators closed by close_comm: their late messages are dropped
+  std::set<uint32_t> closed_comms_;
+  std::set<std::pair<uint32_t, int>> left_comms_;  // (communicator, peer): the peer said it left
+  std::atomic<bool> any_left_{false};                // left_comms_ is not empty: posts look there  // communicators closed by close_comm: their late messages are dropped
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 
