@@ -67,7 +67,8 @@ void TcpTransport::record_notice(Peer& p, uint32_t waited_for_plus_1, const std:
                              ? static_cast<int>(waited_for_plus_1) - 1
                              : -1;
   std::lock_guard<std::mutex> lock(mu_);
-  notices_[p.rank] = Notice{true, waited_for == p.rank ? -1 : waited_for, text};
+  notices_[p.rank] = Notice{true, waited_for == p.rank ? -1 : waited_for, text,
+                            waited_for_plus_1 == wire::kNoticeGoodbye};
 }
 
 std::string TcpTransport::explain_stall(int peer, Deadline deadline, const std::string& what, bool timed_out) {
@@ -115,7 +116,7 @@ std::string TcpTransport::chain_of_waits(int peer, bool timed_out, bool& settled
     // The peer sent nothing, or gave up without waiting for anyone; after a
     // timeout, say why it gave up (after a failure the caller's text has it).
     if (!timed_out || !heard[end].heard) return "";
-    return "; " + name_peer(end) + " gave up: " + heard[end].text;
+    return "; " + name_peer(end) + (heard[end].left ? " left the group: " : " gave up: ") + heard[end].text;
   }
   std::string out = "; " + name_peer(chain[0]) + " was itself waiting for ";
   for (size_t i = 1; i < chain.size(); ++i) {
@@ -125,7 +126,8 @@ std::string TcpTransport::chain_of_waits(int peer, bool timed_out, bool& settled
   if (cycle)
     return out + ": the ranks wait for each other in a cycle (they called different collectives, or the same "
                  "one with different arguments)";
-  if (heard[end].heard) return out + ", which gave up: " + heard[end].text;
+  if (heard[end].heard)
+    return out + (heard[end].left ? ", which left the group: " : ", which gave up: ") + heard[end].text;
   return out + ": " + describe_peer(end) + " is stalled, dead, or in a different operation (it sent nothing";
 }
 

@@ -213,6 +213,7 @@ class TcpTransport final : public Transport, private PathHost {
     bool heard = false;
     int waited_for = -1;  // the rank the peer gave up waiting for; -1: it failed otherwise
     std::string text;
+    bool left = false;    // a goodbye: the peer left the group, it did not give up
   };
   // Sends this rank's give-up notice, saying whom it waited for (-1: none),
   // to every peer it has not told yet. With p.tx_mu held, for one peer.
@@ -286,9 +287,9 @@ class TcpTransport final : public Transport, private PathHost {
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
   std::atomic<bool> leaving_{false};  // close() rather than abort(): peers get a goodbye
-  std::set<uint32_t> closed_comms_;
+  std::set<uint32_t> closed_comms_;  // communicators closed by close_comm: their late messages are dropped
   std::set<std::pair<uint32_t, int>> left_comms_;  // (communicator, peer): the peer said it left
-  std::atomic<bool> any_left_{false};                // left_comms_ is not empty: posts look there  // communicators closed by close_comm: their late messages are dropped
+  std::atomic<bool> any_left_{false};                // left_comms_ is not empty: posts look there
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 
