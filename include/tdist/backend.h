@@ -20,6 +20,10 @@ namespace tdist {
 
 inline constexpr int kAnySource = -1;
 inline constexpr std::chrono::milliseconds kDefaultTimeout{30 * 60 * 1000};  // torch's 30 min for CPU backends
+// The default of the timeout arguments of init_process_group and of the
+// functions that make groups: TDIST_TIMEOUT (seconds) where set, else
+// kDefaultTimeout. A timeout given explicitly wins over the setting.
+inline constexpr std::chrono::milliseconds kUnsetTimeout{-2};
 
 class Backend;
 

@@ -23,7 +23,7 @@ struct InitOptions {
   int world_size = -1;                 // -1: from init_method or the environment
   int rank = -1;                       // -1: from init_method or the environment
   std::shared_ptr<Store> store{};      // exclusive with init_method
-  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::chrono::milliseconds timeout = kUnsetTimeout;  // kUnsetTimeout: TDIST_TIMEOUT, else 30 min
   std::string group_name{};            // deprecated in torch; kept for messages
 };
 
@@ -52,7 +52,7 @@ void init_process_group(const InitOptions& options = {});
 // torch's positional form: init_process_group("tdist", "tcp://10.1.1.20:23456", 4, rank).
 // (const char* so that init_process_group({.backend = ...}) stays unambiguous.)
 void init_process_group(const char* backend, const std::string& init_method = "", int world_size = -1,
-                        int rank = -1, std::chrono::milliseconds timeout = kDefaultTimeout);
+                        int rank = -1, std::chrono::milliseconds timeout = kUnsetTimeout);
 bool is_initialized();
 bool is_torchelastic_launched();
 // torch's get_node_local_rank: LOCAL_RANK, else fallback_rank, else DistValueError.
@@ -80,7 +80,7 @@ std::string get_backend(const Group& group = nullptr);
 // members call it). A non-member gets a typed handle whose rank is -1;
 // operations on it do nothing and return a completed Work (logged), as torch's
 // do on GroupMember.NON_GROUP_MEMBER (what Python's new_group returns there).
-Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kDefaultTimeout,
+Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kUnsetTimeout,
                 const std::string& backend = "", bool use_local_synchronization = false);
 // The name new_group gives a group of `ranks` (global ranks, sorted) when
 // `index` groups of the same members were made before it in this process:
@@ -90,12 +90,12 @@ std::string new_group_name(const std::vector<int>& ranks, int index);
 // group_size ranks (which must divide the world size); returns this rank's
 // group and all of them. Every rank calls it.
 std::pair<Group, std::vector<Group>> new_subgroups(int group_size,
-                                                   std::chrono::milliseconds timeout = kDefaultTimeout,
+                                                   std::chrono::milliseconds timeout = kUnsetTimeout,
                                                    const std::string& backend = "");
 // torch's new_subgroups_by_enumeration: one group per list (disjoint lists of
 // global ranks); returns this rank's group (null when in none) and all of them.
 std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
-    const std::vector<std::vector<int>>& ranks_per_subgroup, std::chrono::milliseconds timeout = kDefaultTimeout,
+    const std::vector<std::vector<int>>& ranks_per_subgroup, std::chrono::milliseconds timeout = kUnsetTimeout,
     const std::string& backend = "");
 // torch's split_group (2.5+): every rank of parent_group (nullptr: the
 // default group) calls it with the same split_ranks, lists of ranks *of the
@@ -107,7 +107,7 @@ std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
 // means the default group. The new groups reuse the parent's connections.
 // A process that is not a member of parent_group gets DistValueError.
 Group split_group(const Group& parent_group, const std::vector<std::vector<int>>& split_ranks,
-                  std::chrono::milliseconds timeout = kDefaultTimeout, const std::string& group_desc = "");
+                  std::chrono::milliseconds timeout = kUnsetTimeout, const std::string& group_desc = "");
 int get_group_rank(const Group& group, int global_rank);  // DistValueError when not a member
 int get_global_rank(const Group& group, int group_rank);
 std::vector<int> get_process_group_ranks(const Group& group);

@@ -21,7 +21,7 @@ class ProcessGroup;
 struct ProcessGroupOptions {
   // "tdist", or a per-device spec like "cpu:tdist,cuda:nccl". "gloo" is an alias of "tdist".
   std::string backend = "tdist";
-  std::chrono::milliseconds timeout = kDefaultTimeout;
+  std::chrono::milliseconds timeout = kUnsetTimeout;  // kUnsetTimeout: TDIST_TIMEOUT, else 30 min
   std::string group_name = "default_pg";
   std::vector<int> global_ranks{};  // empty: 0..size-1
   // The group whose connections this one may reuse (new_group passes the

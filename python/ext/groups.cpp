@@ -37,7 +37,8 @@ std::optional<ms> to_timeout(py::handle obj, const char* what) {
   return obj.cast<ms>();  // datetime.timedelta
 }
 
-ms timeout_or_default(const std::optional<ms>& timeout) { return timeout.value_or(tdist::kDefaultTimeout); }
+// None: TDIST_TIMEOUT where set, else 30 minutes (resolved by the library).
+ms timeout_or_default(const std::optional<ms>& timeout) { return timeout.value_or(tdist::kUnsetTimeout); }
 
 py::object not_in_group(const char* op) {
   int rank = -1;
@@ -106,13 +107,13 @@ void bind_groups(py::module_& m) {
         "Whether this process was started by tdistrun/torchrun.");
 
   m.def("init_process_group",
-        [](std::optional<std::string> backend, std::optional<std::string> init_method, std::optional<ms> timeout,
+        [](std::optional<std::string> backend, std::optional<std::string> init_method, py::object timeout,
            int world_size, int rank, std::shared_ptr<tdist::Store> store, std::string group_name,
            py::object /*pg_options*/, py::object /*device_id*/) {
           tdist::InitOptions o;
           if (backend) o.backend = *backend;
           if (init_method) o.init_method = *init_method;
-          o.timeout = timeout_or_default(timeout);
+          o.timeout = timeout_or_default(to_timeout(timeout, "init_process_group"));
           o.world_size = world_size;
           o.rank = rank;
           o.store = std::move(store);
@@ -128,7 +129,8 @@ void bind_groups(py::module_& m) {
 backend: "tdist" (default); "gloo" is an alias so torch programs run unchanged.
 init_method: "env://" (default: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), "tcp://host:port",
 "file:///path"; or pass store= (a Store) with rank= and world_size= instead.
-timeout: datetime.timedelta (or seconds) for every operation of the group (default 30 min).
+timeout: datetime.timedelta (or seconds) for every operation of the group (default: TDIST_TIMEOUT
+seconds where set, else 30 min).
 pg_options and device_id are accepted for torch compatibility and ignored.)");
 
   m.def("destroy_process_group",

@@ -292,9 +292,15 @@ void TdistBackend::shutdown() {
     state_->hierarchy->cross->close(err);
   }
   if (state_->transport) state_->transport->close(err);
-  // An arena wait notices the abort at its next check; wake it for that now.
-  if (state_->arena) state_->arena->wake_all();
-  if (state_->hierarchy && state_->hierarchy->arena) state_->hierarchy->arena->wake_all();
+  // Say goodbye in the arenas too: a peer waiting there for this rank fails
+  // at once, naming it as gone (the transport's goodbye reaches only the
+  // peers this rank has a socket to). An arena wait of this process notices
+  // the abort at its next check; wake it for that now.
+  for (shm_engine::Arena* arena : {state_->arena.get(), state_->hierarchy ? state_->hierarchy->arena.get() : nullptr}) {
+    if (!arena) continue;
+    arena->leave();
+    arena->wake_all();
+  }
   queue_.stop(err);
 }
 

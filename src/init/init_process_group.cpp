@@ -3,13 +3,28 @@
 #include "init/clock_offset.h"
 #include "init/rendezvous.h"
 #include "process_group/backend_spec.h"
+#include "process_group/default_timeout.h"
 #include "process_group/world.h"
 #include "trace/registry.h"
 #include "util/env.h"
 
 namespace tdist {
 
-void init_process_group(const InitOptions& options) {
+namespace {
+
+// The options with their timeout resolved: the one given, else TDIST_TIMEOUT,
+// else 30 minutes. Everything init waits for (the store, the other ranks)
+// and the default group then count with it.
+InitOptions with_resolved_timeout(const InitOptions& given) {
+  InitOptions options = given;
+  options.timeout = resolve_timeout(given.timeout);
+  return options;
+}
+
+}  // namespace
+
+void init_process_group(const InitOptions& given) {
+  const InitOptions options = with_resolved_timeout(given);
   {
     std::lock_guard<std::mutex> lock(world().mu);
     if (world().default_group)

@@ -186,10 +186,12 @@ constexpr std::chrono::milliseconds kLeaveWait{10000};
 // rank has left, stops accepting, says so, and closes it. A rank that goes on
 // to init again on the same port then never reaches the closing store, and no
 // group handle keeps the port bound.
-// Returns false when this rank left a TCPStore without seeing it closed (rank
-// 0 had not come to destroy it within that wait): the next init waits for
-// that (await_previous_store_close), or it could join the old server just
-// before rank 0 closes it.
+// The other ranks say they left and go on at once: rank 0 may be busy for
+// long (in an operation its peers left, which the goodbyes fail at once, or
+// in work of its own), and a rank that leaves early must not wait for it.
+// Returns false when this rank left a TCPStore without seeing it closed: the
+// next init waits for that (await_previous_store_close), or it could join the
+// old server just before rank 0 closes it.
 bool leave_store(Store& scoped, TCPStore* hosted, int rank, int size, std::chrono::milliseconds timeout) {
   const std::chrono::milliseconds wait = std::min(kLeaveWait, timeout);
   try {
@@ -206,11 +208,7 @@ bool leave_store(Store& scoped, TCPStore* hosted, int rank, int size, std::chron
       if (hosted) hosted->stop_server();
     } else {
       scoped.set("left/" + std::to_string(rank), "1");
-      try {
-        scoped.wait({"closed"}, wait);
-      } catch (const DistStoreError&) {
-        return false;  // still open (a network error, by contrast, says the server is gone)
-      }
+      return scoped.check({"closed"});  // usually not yet: rank 0 closes once every rank has left
     }
   } catch (const DistError&) {
     // Leaving never fails: the store may be gone already.
@@ -222,14 +220,16 @@ bool leave_store(Store& scoped, TCPStore* hosted, int rank, int size, std::chron
 
 void await_previous_store_close(std::chrono::milliseconds timeout) {
   std::shared_ptr<Store> old;
+  std::chrono::milliseconds grace{0};
   {
     std::lock_guard<std::mutex> lock(world().mu);
     old = std::move(world().unclosed_store);
     world().unclosed_store = nullptr;
+    grace = world().unclosed_grace;
   }
   if (!old) return;
   try {
-    old->wait({"closed"}, timeout);
+    old->wait({"closed"}, timeout + grace);
   } catch (const DistError&) {
     // Closed under us (a network error), or never said so: go on either way.
   }
@@ -273,6 +273,7 @@ void destroy_process_group(const Group& group) {
       dynamic_cast<TCPStore*>(store.get()) != nullptr) {
     std::lock_guard<std::mutex> lock(world().mu);
     world().unclosed_store = scoped;
+    world().unclosed_grace = std::min(kLeaveWait, timeout);
   }
   // Last: MPI is finalised here if tdist initialised it and no group holds it.
   if (mpi_hold) {

@@ -10,6 +10,7 @@
 #include "tdist/errors.h"
 #include "backends/registry.h"
 #include "process_group/backend_spec.h"
+#include "process_group/default_timeout.h"
 #include "process_group/validate.h"
 #include "trace/flight_recorder.h"
 #include "trace/registry.h"
@@ -117,6 +118,7 @@ bool spec_takes_world_from_mpi(const std::string& spec) {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
     : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+  options_.timeout = resolve_timeout(options_.timeout);
   if (!store_) throw DistValueError("ProcessGroup: no store given");
   if (size < 1) throw DistValueError("ProcessGroup: world size must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size)
@@ -155,6 +157,7 @@ ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessG
     : rank_(-1), size_(static_cast<int>(global_ranks.size())), options_(std::move(options)) {
   options_.global_ranks = std::move(global_ranks);
   options_.parent.reset();
+  options_.timeout = resolve_timeout(options_.timeout);
   backend_spec_ = spec_as_given(options_.backend);
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,13 +34,17 @@ struct World {
   // (destroy_process_group, rank > 0) before rank 0 said it closed it; see
   // await_previous_store_close.
   std::shared_ptr<Store> unclosed_store;
+  // How long destroy would have waited for rank 0 to close it: the next init
+  // waits that long on top of its own timeout (destroy itself returns at once).
+  std::chrono::milliseconds unclosed_grace{0};
 };
 
 World& world();
 // For init_process_group, before it connects anywhere: when this process left
 // the previous default group's TCPStore before rank 0 closed it (rank 0 was
-// still busy; destroy waits only so long), waits up to `timeout` until rank 0
-// closes it, so the new group cannot reach that old server on a reused port.
+// still busy in its program), waits up to `timeout` (plus the grace destroy
+// left it) until rank 0 closes it, so the new group cannot reach that old
+// server on a reused port.
 void await_previous_store_close(std::chrono::milliseconds timeout);
 // The group an operation acts on: `group`, or the default one (DistError naming
 // `op` when the package is not initialized).

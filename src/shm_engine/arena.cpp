@@ -212,4 +212,11 @@ void Arena::wake_all() {
   for (int r = 0; r < size_; ++r) futex_wake(&lines_[r].round);
 }
 
+void Arena::leave() {
+  RankLine& me = line(rank_);
+  me.left.store(1, std::memory_order_seq_cst);
+  // Waiters sleep on this rank's counter: wake them to read the goodbye now.
+  futex_wake(&me.round);
+}
+
 }  // namespace tdist::shm_engine

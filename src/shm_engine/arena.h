@@ -131,10 +131,15 @@ class Arena {
   // Wakes this process's waiters (they re-check their deadline and the
   // transport): for a group being destroyed.
   void wake_all();
+  // Says goodbye: this rank leaves the group (destroy_process_group). A rank
+  // that waits for it fails at once, naming it as having left; a round it
+  // arrived at before leaving still completes.
+  void leave();
 
  private:
   Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label);
   RankLine& line(int r) const { return lines_[r]; }
+  bool has_left(int r) const { return lines_[r].left.load(std::memory_order_acquire) != 0; }
   bool arrived(int r, uint32_t round) const {
     return static_cast<int32_t>(lines_[r].round.load(std::memory_order_acquire) - round) >= 0;
   }

@@ -23,7 +23,7 @@ namespace tdist::shm_engine {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 4;
+inline constexpr uint32_t kVersion = 5;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -92,6 +92,9 @@ struct alignas(kLine) RankLine {
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> started;
   std::atomic<uint64_t> pid_ns;
+  // 1 once the owner destroyed its group (Arena::leave): a goodbye, so that
+  // a rank waiting for it fails at once naming it as gone, not as crashed.
+  std::atomic<uint32_t> left;
 };
 // Everything a waiter reads is in the first 64-byte line.
 static_assert(offsetof(RankLine, sleepers) + sizeof(uint32_t) <= 64);

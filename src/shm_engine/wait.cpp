@@ -183,9 +183,16 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
     // rank arrived, and the next look will see it.
     if (abort_->state.load(std::memory_order_seq_cst) != 0)
       if (const uint64_t v = verdict(); abort_state::fails(v, round)) fail(ctx, aborted_by(v));
-    // Only a missing rank's lost connection dooms the round: a rank that
-    // arrived may have left (Leaving) and closed its connections since.
+    // Only a missing rank's goodbye or lost connection dooms the round: a
+    // rank that arrived may have left (Leaving, or destroyed its group) since.
     bool lost = false;
+    for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+      if (has_left(m)) {
+        give_up(ctx, "waiting for " + missing_ranks(round) + ": " +
+                         peer_left_text(ctx.transport.describe_peer(m), kLeftByDestroy));
+        lost = true;  // withdrawn: everyone arrived after all
+      }
+    if (lost) continue;
     for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
       if (auto cause = ctx.transport.peer_failure(m)) {
         give_up(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));

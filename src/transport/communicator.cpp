@@ -41,10 +41,13 @@ void Communicator::close(std::exception_ptr cause) {
   closed_.store(true, std::memory_order_seq_cst);
   // A request still under way may be writing into a buffer its owner frees
   // once this returns: only an abort of the shared transport stops it.
-  if (outstanding_.load(std::memory_order_seq_cst) != 0)
+  if (outstanding_.load(std::memory_order_seq_cst) != 0) {
     shared_->abort(std::move(cause));
-  else
+  } else {
+    // Members waiting for this rank in the group fail at once, naming it as gone.
+    shared_->say_goodbye(comm_, link_ranks_);
     shared_->close_comm(comm_, std::move(cause));
+  }
 }
 
 std::exception_ptr Communicator::aborted() const { return shared_->aborted(); }

@@ -21,6 +21,15 @@ inline constexpr int kAnySender = -1;
 // than `rank` (or kAnySender, for a receive).
 void check_peer_arg(int peer, int rank, int size, bool is_recv);
 
+// A peer that left its group on purpose said so before it closed (a goodbye:
+// the TCP notice kNoticeGoodbye, the arena's RankLine::left), so its peers
+// fail at once and name it as gone, not as crashed:
+// "rank 1 at 10.0.0.2:4567 left the group: it called destroy_process_group".
+inline constexpr const char* kLeftByDestroy = "it called destroy_process_group";
+inline std::string peer_left_text(const std::string& described_peer, const std::string& how) {
+  return described_peer + " left the group: " + how;
+}
+
 class Transport {
  public:
   virtual ~Transport() = default;

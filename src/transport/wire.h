@@ -15,6 +15,14 @@ inline constexpr uint32_t kHelloMagic = 0x54444832;    // "TDH2"
 // tcp_blame.cpp).
 inline constexpr uint32_t kAbortMagic = 0x54444131;    // "TDA1"
 inline constexpr uint64_t kMaxAbortText = 64 * 1024;
+// An abort notice with this `reserved` is a goodbye: the rank left on purpose
+// (destroy_process_group), it did not give up; the text says how it left.
+inline constexpr uint32_t kNoticeGoodbye = 0xffffffff;
+// A rank left one communicator (destroy_process_group of a group over shared
+// connections): a zero-size frame whose `comm` names it, sent after every
+// message of that communicator, so that the peer fails its receives from
+// this rank there at once, naming it as gone.
+inline constexpr uint32_t kLeaveMagic = 0x54444c31;  // "TDL1"
 // Peers that exchange data through shared-memory rings keep their socket for
 // these zero-size frames ("look at the ring") and for abort notices.
 inline constexpr uint32_t kDoorbellMagic = 0x54444231;  // "TDB1"

@@ -119,6 +119,13 @@ constexpr std::array kSettings{
     SettingInfo{"TDIST_STORE_IDLE_TIMEOUT_S", "s", "0 (never)", nullptr,
                 "Closes an authenticated connection with nothing pending after this long.", "store"},
 
+    // Groups.
+    SettingInfo{"TDIST_TIMEOUT", "s", "1800 (30 minutes, torch's)", nullptr,
+                "The default timeout of init_process_group and of new groups (new_group, new_subgroups, "
+                "split_group): how long an operation waits for its peers before it fails. A timeout passed "
+                "to the call wins over it. A positive number of seconds (fractions allowed).",
+                "process_group"},
+
     // Transport.
     SettingInfo{"TDIST_SOCKET_IFNAME", "list", "unset (every interface that is up)", "GLOO_SOCKET_IFNAME",
                 "Interfaces (comma-separated) whose addresses the mesh announces and binds. With several, "

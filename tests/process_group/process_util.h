@@ -6,6 +6,7 @@
 
 #include "backends/process_world.h"
 #include "process_group/coll_util.h"
+#include "util/socket.h"
 
 namespace tdist::testing {
 
@@ -25,6 +26,13 @@ inline void run_world(int n, const std::function<void(int)>& body,
       },
       limit);
   EXPECT_EQ(describe_failures(results), "");
+}
+
+// A port that was free a moment ago (bind to port 0, then release it): for
+// worlds that init through tcp://, whose rank 0 serves the store there.
+inline int free_port() {
+  Fd fd = listen_tcp("127.0.0.1", 0);
+  return local_port(fd.get());
 }
 
 }  // namespace tdist::testing

@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <vector>
 
+#include "tdist/errors.h"
 #include "transport/tcp/tcp_peer.h"
 #include "transport/tcp/tcp_transport.h"
 #include "util/error_context.h"
@@ -32,13 +33,26 @@ constexpr Millis kListenSlice{10};
 }  // namespace
 
 void TcpTransport::send_notice_locked(Peer& p, int waited_for, const std::string& why) {
+  write_notice_locked(p, static_cast<uint32_t>(waited_for + 1), why);
+}
+
+void TcpTransport::send_goodbye_locked(Peer& p) { write_notice_locked(p, wire::kNoticeGoodbye, kLeftByDestroy); }
+
+std::exception_ptr TcpTransport::notice_error(const Peer& p, uint32_t reserved, const std::string& text) const {
+  if (reserved == wire::kNoticeGoodbye)
+    return std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(p.rank), text)));
+  return std::make_exception_ptr(
+      DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + text));
+}
+
+void TcpTransport::write_notice_locked(Peer& p, uint32_t reserved, const std::string& why) {
   // Only between two messages: a ring peer's socket carries whole control
   // frames only; a socket whose message was cut off carries nothing more.
   if (p.notice_sent || !p.fd.valid() || p.tx_torn) return;
   if (!p.path && !p.txq.empty() && p.txq.front().sent > 0) return;
   p.notice_sent = true;
   std::string text = why.substr(0, wire::kMaxAbortText);
-  wire::MessageHeader h{wire::kAbortMagic, static_cast<uint32_t>(waited_for + 1), 0, text.size()};
+  wire::MessageHeader h{wire::kAbortMagic, reserved, 0, text.size()};
   iovec iov[2] = {{&h, sizeof(h)}, {text.data(), text.size()}};
   msghdr msg{};
   msg.msg_iov = iov;
@@ -53,7 +67,8 @@ void TcpTransport::record_notice(Peer& p, uint32_t waited_for_plus_1, const std:
                              ? static_cast<int>(waited_for_plus_1) - 1
                              : -1;
   std::lock_guard<std::mutex> lock(mu_);
-  notices_[p.rank] = Notice{true, waited_for == p.rank ? -1 : waited_for, text};
+  notices_[p.rank] = Notice{true, waited_for == p.rank ? -1 : waited_for, text,
+                            waited_for_plus_1 == wire::kNoticeGoodbye};
 }
 
 std::string TcpTransport::explain_stall(int peer, Deadline deadline, const std::string& what, bool timed_out) {
@@ -101,7 +116,7 @@ std::string TcpTransport::chain_of_waits(int peer, bool timed_out, bool& settled
     // The peer sent nothing, or gave up without waiting for anyone; after a
     // timeout, say why it gave up (after a failure the caller's text has it).
     if (!timed_out || !heard[end].heard) return "";
-    return "; " + name_peer(end) + " gave up: " + heard[end].text;
+    return "; " + name_peer(end) + (heard[end].left ? " left the group: " : " gave up: ") + heard[end].text;
   }
   std::string out = "; " + name_peer(chain[0]) + " was itself waiting for ";
   for (size_t i = 1; i < chain.size(); ++i) {
@@ -111,7 +126,8 @@ std::string TcpTransport::chain_of_waits(int peer, bool timed_out, bool& settled
   if (cycle)
     return out + ": the ranks wait for each other in a cycle (they called different collectives, or the same "
                  "one with different arguments)";
-  if (heard[end].heard) return out + ", which gave up: " + heard[end].text;
+  if (heard[end].heard)
+    return out + (heard[end].left ? ", which left the group: " : ", which gave up: ") + heard[end].text;
   return out + ": " + describe_peer(end) + " is stalled, dead, or in a different operation (it sent nothing";
 }
 

@@ -139,14 +139,33 @@ bool TcpTransport::dial_peer(Peer& p, Deadline deadline) {
     }
     if (!fd.valid()) throw DistNetworkError(last_error);
   }
-  if (tcp_handshake::dial(fd.get(), {rank_, peer, size_, 0}, info.nonce, d.token, deadline, who) ==
-      Verdict::Superseded)
-    return false;
+  // A peer that stopped (it failed, or left) accepts no more connections but
+  // its listener still completes them, and no one answers: the handshake
+  // would wait for its whole deadline, though this rank often hears of the
+  // peer's end meanwhile (its own dial came in first, then its notice).
+  // interrupt_dial shuts the socket of a handshake under way then.
+  auto handshake = [&](int socket, uint32_t lane, const std::string& whom) {
+    {
+      std::lock_guard<std::mutex> lock(dial_mu_);
+      p.dialling_fd = socket;
+    }
+    struct Clear {
+      TcpTransport& t;
+      Peer& p;
+      ~Clear() {
+        std::lock_guard<std::mutex> lock(t.dial_mu_);
+        p.dialling_fd = -1;
+      }
+    } clear{*this, p};
+    if (stop_.load(std::memory_order_acquire) || peer_failure(peer))
+      throw DistNetworkError(label + " dialling " + whom + ": the pair failed meanwhile");
+    return tcp_handshake::dial(socket, {rank_, peer, size_, lane}, info.nonce, d.token, deadline, whom);
+  };
+  if (handshake(fd.get(), 0, who) == Verdict::Superseded) return false;
   std::vector<Fd> lanes;
   for (int lane = 1; lane < sockets_with(peer); ++lane) {
     Fd extra = open(lane);
-    tcp_handshake::dial(extra.get(), {rank_, peer, size_, static_cast<uint32_t>(lane)}, info.nonce, d.token,
-                        deadline, who + " (socket " + std::to_string(lane + 1) + ")");
+    handshake(extra.get(), static_cast<uint32_t>(lane), who + " (socket " + std::to_string(lane + 1) + ")");
     lanes.push_back(std::move(extra));
   }
   std::string address = peer_address(fd.get());
@@ -310,6 +329,11 @@ void TcpTransport::register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::s
   conn_cv_.notify_all();
 }
 
+void TcpTransport::interrupt_dial(Peer& p) {
+  std::lock_guard<std::mutex> lock(dial_mu_);
+  if (p.dialling_fd >= 0) ::shutdown(p.dialling_fd, SHUT_RDWR);
+}
+
 std::exception_ptr TcpTransport::link_failed(Peer& p, std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(conn_mu_);
@@ -320,6 +344,7 @@ std::exception_ptr TcpTransport::link_failed(Peer& p, std::exception_ptr error) 
     }
     error = p.link_error;
   }
+  interrupt_dial(p);
   conn_cv_.notify_all();
   TDIST_LOG(LogLevel::Info, options_.label << ": no connection to " << describe_peer(p.rank) << ": "
                                            << error_message(error));

@@ -241,6 +241,9 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const Judge& judge) {
     int rc = ::poll(fds.data(), fds.size(), wake.poll_ms());
     if (rc < 0 && errno != EINTR)
       throw DistNetworkError(label_ + ": poll while accepting connections failed: " + errno_string(errno));
+    // Stopped: the pending handshakes are moot (and a dialler that heard of
+    // the stop may close its half-done one: that is no warning).
+    if (rc > 0 && wake_fd_ >= 0 && fds.back().revents) return std::nullopt;
     if (rc > 0) {
       // Pending connections first (indices still match fds), then new ones.
       const size_t listeners = listen_fds_.size();
@@ -257,7 +260,6 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const Judge& judge) {
       }
       for (size_t l = 0; l < listeners; ++l)
         if (fds[l].revents) accept_all(listen_fds_[l]);
-      if (wake_fd_ >= 0 && fds.back().revents) return std::nullopt;
     }
     if (deadline.expired()) return std::nullopt;
   }

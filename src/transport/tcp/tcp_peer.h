@@ -90,6 +90,10 @@ struct TcpTransport::Peer {
   enum class Link { None, Dialling, Awaiting, Accepting, Connected, Failed };
   Link link = Link::None;
   std::exception_ptr link_error;  // Failed: why
+  // The socket this rank's dialling thread is handshaking on (-1: none;
+  // under the transport's dial_mu_): shut when the peer fails, so that the
+  // dial stops waiting at once (TcpTransport::interrupt_dial).
+  int dialling_fd = -1;
   // Set (release) once the fields below describe live sockets; nothing
   // else touches them before.
   std::atomic<bool> connected{false};

@@ -75,6 +75,7 @@ void TcpTransport::on_readable(Peer& p) {
           case wire::kMessageMagic: begin_payload(p); break;
           case wire::kRtsMagic: on_request_to_send(p); break;
           case wire::kCtsMagic: on_clear_to_send(p); break;
+          case wire::kLeaveMagic: on_comm_left(p, p.header.comm); break;
           case wire::kRdvDataMagic: begin_rendezvous_data(p); break;
           default: fail_peer(p, bad_header(describe_peer(p.rank), p.header));
         }
@@ -225,8 +226,7 @@ void TcpTransport::finish_payload(Peer& p) {
   }
   if (p.header.magic == wire::kAbortMagic) {
     record_notice(p, p.header.reserved, p.abort_text);
-    main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
-                              describe_peer(p.rank) + " gave up and closed its connections: " + p.abort_text)));
+    main_socket_closed(p, notice_error(p, p.header.reserved, p.abort_text));
     return;
   }
   if (p.rx.buffered && p.rx.buffered->rendezvous) {
@@ -268,6 +268,12 @@ void TcpTransport::on_control_socket(Peer& p) {
         p.stage_begin += kHeaderBytes;
         continue;
       }
+      if (h.magic == wire::kLeaveMagic && h.size == 0) {
+        p.stage_begin += kHeaderBytes;
+        poll_path(p);  // the communicator's last messages came through the ring first
+        on_comm_left(p, h.comm);
+        continue;
+      }
       if (h.magic != wire::kAbortMagic || h.size > wire::kMaxAbortText) {
         fail_peer(p, bad_header(describe_peer(p.rank), h));
         return;
@@ -277,9 +283,7 @@ void TcpTransport::on_control_socket(Peer& p) {
       p.stage_begin += kHeaderBytes + h.size;
       poll_path(p);  // what the peer sent before giving up still counts
       record_notice(p, h.reserved, text);
-      if (!p.failed)
-        fail_peer(p, std::make_exception_ptr(
-                         DistNetworkError(describe_peer(p.rank) + " gave up and closed its connections: " + text)));
+      if (!p.failed) fail_peer(p, notice_error(p, h.reserved, text));
       return;
     }
     if (p.stage_begin == p.stage_end) p.stage_begin = p.stage_end = 0;

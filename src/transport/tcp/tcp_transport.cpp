@@ -197,6 +197,17 @@ void TcpTransport::post(std::shared_ptr<Request> req) {
       return;
     }
   }
+  if (send && any_left_.load(std::memory_order_acquire)) {
+    std::exception_ptr left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      left = left_error_locked(req->comm(), peer);
+    }
+    if (left) {
+      req->complete(left, peer);
+      return;
+    }
+  }
   if (send) post_send(std::move(req));
   else post_recv(std::move(req));
 }
@@ -418,6 +429,12 @@ bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, 
     req->complete(peers_[peer]->error, peer);
     return true;
   }
+  // What the peer sent before it left was matched above; nothing more comes.
+  if (peer != kAnySender && peer != rank_)
+    if (auto left = left_error_locked(comm, peer)) {
+      req->complete(left, peer);
+      return true;
+    }
   return false;
 }
 
@@ -440,8 +457,10 @@ void TcpTransport::abort(std::exception_ptr cause) {
   // reads a socket or ring any more, so no user buffer is touched.
   if (progress_.joinable() && progress_.get_id() != std::this_thread::get_id()) progress_.join();
   // A pair that connects from now on sees stop_ and is not registered;
-  // threads waiting for a pair to connect give up.
+  // threads waiting for a pair to connect give up, dials under way too.
   std::lock_guard<std::mutex> conn(conn_mu_);
+  for (auto& p : peers_)
+    if (p) interrupt_dial(*p);
   conn_cv_.notify_all();
   std::lock_guard<std::mutex> rx(rx_mu_);
   std::lock_guard<std::mutex> lock(mu_);
@@ -459,7 +478,10 @@ void TcpTransport::abort(std::exception_ptr cause) {
     }
     std::lock_guard<std::mutex> tx(p->tx_mu);
     // Tell the peer why (unless a give-up notice told it already).
-    if (connected) send_notice_locked(*p, -1, error_message(cause));
+    if (connected) {
+      if (leaving_.load(std::memory_order_acquire)) send_goodbye_locked(*p);
+      else send_notice_locked(*p, -1, error_message(cause));
+    }
     fail_sends_locked(*p, cause);
     p->tx_failed = true;
     p->tx_error = cause;
@@ -467,6 +489,56 @@ void TcpTransport::abort(std::exception_ptr cause) {
     ::shutdown(p->fd.get(), SHUT_RDWR);
     for (auto& lane : p->lanes) ::shutdown(lane->fd.get(), SHUT_RDWR);
   }
+}
+
+void TcpTransport::say_goodbye(uint32_t comm, const std::vector<int>& links) {
+  wire::MessageHeader h{wire::kLeaveMagic, 0, 0, 0, comm};
+  for (int link : links) {
+    if (link == rank_ || link < 0 || link >= size_ || !peers_[link]) continue;
+    Peer& p = *peers_[link];
+    if (!p.connected.load(std::memory_order_acquire)) continue;  // it never talked to us: nothing to wait for
+    std::exception_ptr error;
+    {
+      std::lock_guard<std::mutex> tx(p.tx_mu);
+      if (p.tx_failed || p.notice_sent) continue;
+      if (p.path) {
+        // The communicator's messages are in the ring already; the socket
+        // carries whole control frames only.
+        while (::send(p.fd.get(), &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+        }
+        continue;
+      }
+      p.txq.push_back(Peer::TxItem{h, nullptr});  // after the messages queued before it
+      if (p.txq.size() == 1) error = flush_locked(p);
+      if (!error) update_output_locked(p);
+    }
+    if (error) ::shutdown(p.fd.get(), SHUT_RDWR);
+  }
+}
+
+void TcpTransport::on_comm_left(Peer& p, uint32_t comm) {
+  const auto error = std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(p.rank), kLeftByDestroy)));
+  std::lock_guard<std::mutex> lock(mu_);
+  left_comms_.insert({comm, p.rank});
+  any_left_.store(true, std::memory_order_release);
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    if ((*it)->comm() == comm && (*it)->link_peer() == p.rank) {
+      (*it)->complete(error, p.rank);
+      it = posted_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::exception_ptr TcpTransport::left_error_locked(uint32_t comm, int peer) const {
+  if (!any_left_.load(std::memory_order_acquire) || !left_comms_.count({comm, peer})) return nullptr;
+  return std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(peer), kLeftByDestroy)));
+}
+
+void TcpTransport::close(std::exception_ptr cause) {
+  leaving_.store(true, std::memory_order_release);
+  abort(std::move(cause));
 }
 
 void TcpTransport::close_comm(uint32_t comm, std::exception_ptr cause) {
@@ -536,6 +608,9 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
   p.tx_error = error;
   if (!p.path && !p.txq.empty() && p.txq.front().sent > 0) p.tx_torn = true;
   fail_sends_locked(p, error);
+  // A dial of this rank to p crossed p's own: it would wait for a handshake
+  // that p, stopped, never answers.
+  interrupt_dial(p);
 }
 
 // Fails every receive waiting for rendezvous data from p, and stops the extra

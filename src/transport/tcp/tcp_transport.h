@@ -77,6 +77,10 @@ class TcpTransport final : public Transport, private PathHost {
   void post(std::shared_ptr<Request> request) override;
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
   void abort(std::exception_ptr cause) override;
+  // The group left (destroy_process_group): aborts, but tells each connected
+  // peer with a goodbye instead of a give-up notice, so that a peer waiting
+  // for this rank fails at once saying it left (not that it crashed).
+  void close(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
   // aborted() != nullptr, in one atomic load (checked before every operation
   // of every group that shares this transport).
@@ -92,6 +96,10 @@ class TcpTransport final : public Transport, private PathHost {
   // and its messages that arrive later are dropped. The caller makes sure no
   // request of it is under way (its outstanding count is zero).
   void close_comm(uint32_t comm, std::exception_ptr cause);
+  // Before close_comm, when this rank leaves the communicator: tells each of
+  // `links` (its members, as this transport's ranks) that has a connection,
+  // after the communicator's messages to it (wire::kLeaveMagic).
+  void say_goodbye(uint32_t comm, const std::vector<int>& links);
 
   struct Peer;
   struct Directory;
@@ -113,6 +121,15 @@ class TcpTransport final : public Transport, private PathHost {
   // Waits (conn_mu_ held) until the pair is connected or fails.
   std::exception_ptr await_link(Peer& p, Deadline deadline, std::unique_lock<std::mutex>& lock);
   void accept_loop();
+  // The peer failed (its connection was lost or it said it gave up or left),
+  // the link failed, or the transport stopped: a dial of this rank to it
+  // still waiting for its handshake stops at once. Takes dial_mu_ only, so
+  // any caller may hold other locks.
+  void interrupt_dial(Peer& p);
+  // p left communicator `comm` (its goodbye frame came): its receives there fail.
+  void on_comm_left(Peer& p, uint32_t comm);
+  // The error of a request of `comm` for `peer` when the peer left it, else null (mu_ held).
+  std::exception_ptr left_error_locked(uint32_t comm, int peer) const;
   // Makes a connected pair's sockets (and rings) part of the transport.
   void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<ShmLink> link);
   // The pair could not connect: its posted receives and later sends fail
@@ -196,10 +213,16 @@ class TcpTransport final : public Transport, private PathHost {
     bool heard = false;
     int waited_for = -1;  // the rank the peer gave up waiting for; -1: it failed otherwise
     std::string text;
+    bool left = false;    // a goodbye: the peer left the group, it did not give up
   };
   // Sends this rank's give-up notice, saying whom it waited for (-1: none),
   // to every peer it has not told yet. With p.tx_mu held, for one peer.
   void send_notice_locked(Peer& p, int waited_for, const std::string& text);
+  // The same frame as a goodbye (wire::kNoticeGoodbye): this rank leaves.
+  void send_goodbye_locked(Peer& p);
+  void write_notice_locked(Peer& p, uint32_t reserved, const std::string& text);
+  // The error a notice from p fails its requests with: it left, or it gave up.
+  std::exception_ptr notice_error(const Peer& p, uint32_t reserved, const std::string& text) const;
   void record_notice(Peer& p, uint32_t waited_for_plus_1, const std::string& text);  // rx_mu_ held
   // What a wait for `peer` that failed with `what` says once the notices of
   // the ranks that gave up are in: it tells every peer whom it waited for,
@@ -218,6 +241,7 @@ class TcpTransport final : public Transport, private PathHost {
   std::thread acceptor_;                  // answers the peers that dial this rank
   // Guards each Peer's link state; signalled when a pair connects or fails.
   std::mutex conn_mu_;
+  std::mutex dial_mu_;  // guards Peer::dialling_fd; a leaf: nothing else is locked under it
   std::condition_variable conn_cv_;
   // Written when a pair with rings connects, so that a thread asleep in
   // epoll looks at the new rings (read back by whoever wakes).
@@ -262,7 +286,10 @@ class TcpTransport final : public Transport, private PathHost {
   std::deque<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
   PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
   std::exception_ptr aborted_;
+  std::atomic<bool> leaving_{false};  // close() rather than abort(): peers get a goodbye
   std::set<uint32_t> closed_comms_;  // communicators closed by close_comm: their late messages are dropped
+  std::set<std::pair<uint32_t, int>> left_comms_;  // (communicator, peer): the peer said it left
+  std::atomic<bool> any_left_{false};                // left_comms_ is not empty: posts look there
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 
