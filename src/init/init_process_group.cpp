@@ -16,7 +16,8 @@ void init_process_group(const InitOptions& options) {
       throw DistError("init_process_group: the default process group is already initialized "
                       "(call destroy_process_group first)");
   }
-  // An unknown backend is reported before anyone waits for anyone.
+  // A bad setting or an unknown backend is reported before anyone waits for anyone.
+  check_environment();
   validate_backend_spec(options.backend);
   // Not into the previous group's store, which rank 0 may not have closed yet.
   await_previous_store_close(options.timeout);

@@ -1,6 +1,13 @@
 #include "util/settings.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <charconv>
+#include <utility>
+#include <vector>
+
+#include "tdist/errors.h"
 
 namespace tdist {
 
@@ -82,7 +89,8 @@ constexpr std::array kSettings{
                 "with the same arguments.",
                 "util"},
     SettingInfo{"TDIST_LOG_LEVEL", "ERROR, WARN, INFO, DEBUG", "WARN", "TORCH_CPP_LOG_LEVEL",
-                "The least severe log lines written to stderr (torch's WARNING and FATAL are accepted too).", "util"},
+                "The least severe log lines written to stderr (torch's WARNING and FATAL are accepted too).", "util",
+                "WARNING=WARN,FATAL=ERROR,DETAIL=DEBUG"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_ENTRIES", "int", "2000", "TORCH_FR_BUFFER_SIZE",
                 "Operations each group's flight recorder keeps (0 turns it off, but TDIST_TRACE keeps 64 for its timeline; at most 2^20).", "trace"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_DIR", "path", "unset", nullptr,
@@ -210,6 +218,88 @@ std::string settings_markdown() {
            (s.torch_name ? "`" + std::string(s.torch_name) + "`" : std::string("")) + " | " + s.meaning + " |\n";
   }
   return out;
+}
+
+namespace {
+
+enum class Kind { Bool, Number, Free, Choice };
+
+Kind kind_of(std::string_view type) {
+  if (type == "bool") return Kind::Bool;
+  if (type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s") return Kind::Number;
+  if (type == "text" || type == "path" || type == "path prefix" || type == "list") return Kind::Free;
+  return Kind::Choice;  // "OFF, INFO, DETAIL"
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "A, B, C" or "A=B,C=D" as its parts.
+std::vector<std::string> split(std::string_view list, char sep) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    size_t end = list.find(sep);
+    std::string_view part = list.substr(0, end);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    out.emplace_back(part);
+    if (end == std::string_view::npos) break;
+    list.remove_prefix(end + 1);
+  }
+  return out;
+}
+
+std::string accepted(const SettingInfo& s, Kind kind) {
+  switch (kind) {
+    case Kind::Bool: return "1 or 0 (or true/false, yes/no, on/off)";
+    case Kind::Number: {
+      const std::string type = s.type;
+      const char* unit = type == "bytes" ? " of bytes" : type == "µs" ? " of microseconds" : type == "ms" ?
+                         " of milliseconds" : type == "s" ? " of seconds" : "";
+      return std::string("a whole number") + unit;
+    }
+    case Kind::Choice: {
+      std::string out = std::string("one of ") + s.type;
+      if (s.aliases) {
+        const char* sep = " (or ";
+        for (const std::string& a : split(s.aliases, ',')) out += std::exchange(sep, ", ") + a.substr(0, a.find('='));
+        out += ")";
+      }
+      return out + ", in any case";
+    }
+    case Kind::Free: break;
+  }
+  return "any text";
+}
+
+}  // namespace
+
+std::optional<std::string> parse_setting(const SettingInfo& setting, const char* read_as, const std::string& value) {
+  const Kind kind = kind_of(setting.type);
+  if (kind == Kind::Free) return value;
+  if (value.empty() && kind != Kind::Number) return std::nullopt;
+  const std::string v = upper(value);
+  if (kind == Kind::Bool) {
+    if (v == "1" || v == "TRUE" || v == "YES" || v == "ON") return "1";
+    if (v == "0" || v == "FALSE" || v == "NO" || v == "OFF") return "0";
+  } else if (kind == Kind::Number) {
+    long long n = 0;
+    const char* first = value.data() + (value.size() > 1 && value[0] == '+' ? 1 : 0);
+    const char* last = value.data() + value.size();
+    auto [end, ec] = std::from_chars(first, last, n);
+    if (!value.empty() && ec == std::errc() && end == last) return value;
+  } else {
+    for (const std::string& choice : split(setting.type, ','))
+      if (v == choice) return choice;
+    if (setting.aliases)
+      for (const std::string& alias : split(setting.aliases, ','))
+        if (v == alias.substr(0, alias.find('='))) return alias.substr(alias.find('=') + 1);
+  }
+  const std::string name = read_as;
+  const std::string why = name == setting.name ? "" : " (read because " + std::string(setting.name) + " is unset)";
+  throw DistValueError("environment variable " + name + "='" + value + "'" + why + " is not valid: expected " +
+                       accepted(setting, kind) + ". Fix or unset it (docs/configuration.md lists every setting)");
 }
 
 }  // namespace tdist
