@@ -1,0 +1,54 @@
+// What a user's mistake gets: ranks that call one collective with different
+// sizes or dtypes, over TCP and over shared memory, and a reduce op that
+// means nothing for the dtype. Each error must say what differs, in the
+// words of the call (operation and sequence number, dtype, elements, ranks),
+// never a raw message tag.
+#include <atomic>
+#include <regex>
+
+#include "common/scoped_env.h"
+#include "process_group/process_util.h"
+
+namespace tdist::testing {
+namespace {
+
+using std::chrono::milliseconds;
+
+// A message tag is a 64-bit number; nothing else in these errors is that long.
+bool shows_a_raw_tag(const std::string& m) { return std::regex_search(m, std::regex("[0-9]{10,}")); }
+
+// The DistError a call throws ("" when it succeeds).
+template <typename F>
+std::string error_of(F&& fn) {
+  try {
+    fn();
+  } catch (const DistError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Over TCP a size mismatch is found by the receiving transport, which knew
+// the message only by its tag: the error decodes it.
+TEST(MismatchMessages, ASizeMismatchOverTcpNamesTheOperationNotItsTag) {
+  ScopedEnv tcp("TDIST_SHM", "0");
+  Shared<std::atomic<int>> decoded;
+  run_world(2, [&](int me) {
+    std::vector<float> ok(4, 1.0f);
+    tdist::all_reduce(ok);  // #1
+    std::vector<float> v(me == 0 ? 10 : 20, 1.0f);
+    const std::string m = error_of([&] { tdist::all_reduce(v); });  // #2
+    std::fprintf(stderr, "[rank %d] got: %s\n", me, m.c_str());
+    require(!m.empty(), "rank " + std::to_string(me) + ": all_reduce of 10 and 20 elements succeeded");
+    require(has(m, "all_reduce #2"), "the error does not name the operation: " + m);
+    require(!shows_a_raw_tag(m), "the error shows a raw tag: " + m);
+    if (has(m, "size mismatch with")) {
+      require(has(m, "in all_reduce #2 (float32, SUM, step "), "the mismatch does not name the message's operation: " + m);
+      decoded->fetch_add(1);
+    }
+  });
+  EXPECT_GT(decoded->load(), 0) << "no rank reported the size mismatch itself";
+}
+
+}  // namespace
+}  // namespace tdist::testing
