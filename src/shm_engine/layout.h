@@ -92,6 +92,9 @@ struct alignas(kLine) RankLine {
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> started;
   std::atomic<uint64_t> pid_ns;
+  // The tag (operation and sequence number) of `what`'s operation, by the same
+  // parity: read only for the error of a mismatch, so past the first line.
+  std::atomic<uint64_t> tag[2];
 };
 // Everything a waiter reads is in the first 64-byte line.
 static_assert(offsetof(RankLine, sleepers) + sizeof(uint32_t) <= 64);

@@ -50,5 +50,34 @@ TEST(MismatchMessages, ASizeMismatchOverTcpNamesTheOperationNotItsTag) {
   EXPECT_GT(decoded->load(), 0) << "no rank reported the size mismatch itself";
 }
 
+// Over shared memory every rank publishes its call (operation, sequence
+// number, dtype, bytes): a rank that sees another's differ says how.
+TEST(MismatchMessages, ADtypeMismatchOverSharedMemorySaysWhatDiffers) {
+  ScopedEnv shm("TDIST_SHM", "1");
+  run_world(2, [&](int me) {
+    std::vector<float> ok(4, 1.0f);
+    tdist::all_reduce(ok);  // #1
+    std::vector<float> f(4096, 1.0f);
+    std::vector<int32_t> i(4096, 1);
+    const std::string m = error_of([&] {
+      if (me == 1)
+        tdist::all_reduce(f);  // #2
+      else
+        tdist::all_reduce(i);
+    });
+    std::fprintf(stderr, "[rank %d] got: %s\n", me, m.c_str());
+    require(!m.empty(), "rank " + std::to_string(me) + ": all_reduce of float32 and int32 succeeded");
+    require(!shows_a_raw_tag(m), "the error shows a raw tag: " + m);
+    // Whichever rank finds it first says it; the other fails with that
+    // rank's verdict, which carries its words.
+    const std::string found_by_0 =
+        "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 (4096 elements, SUM)";
+    const std::string found_by_1 =
+        "rank 0 called all_reduce #2 on int32 (4096 elements, SUM) while rank 1 called it on float32 (4096 elements, SUM)";
+    require(has(m, found_by_0) || has(m, found_by_1),
+            "rank " + std::to_string(me) + ": the error does not say what differs: " + m);
+  });
+}
+
 }  // namespace
 }  // namespace tdist::testing
