@@ -79,5 +79,27 @@ TEST(MismatchMessages, ADtypeMismatchOverSharedMemorySaysWhatDiffers) {
   });
 }
 
+// BAND on float32 is refused before anything is sent, naming the rank, the
+// group and the call; the group goes on (nothing of the call was sent).
+TEST(MismatchMessages, AReduceOpTheDtypeLacksIsRefusedNamingRankGroupAndCall) {
+  run_world(2, [&](int me) {
+    std::vector<float> ok(4, 1.0f);
+    tdist::all_reduce(ok);  // #1
+    std::vector<float> f(8, 1.0f);
+    const std::string m = value_error_of([&] { tdist::all_reduce(f, ReduceOp::BAND); }, "BAND on float32");
+    const std::string want = "rank " + std::to_string(me) +
+                             " in group default_pg: all_reduce #2: ReduceOp.BAND is not defined for float32 "
+                             "(bitwise ops need an integer or bool tensor";
+    require(has(m, want), "got: " + m + "\n  expected: " + want);
+    Group g = tdist::new_group({0, 1});
+    const std::string in_group = value_error_of([&] { tdist::reduce(f, 0, ReduceOp::BXOR, g); }, "BXOR on float32");
+    require(has(in_group, "rank " + std::to_string(me) + " in group ") && has(in_group, ": reduce #1: ReduceOp.BXOR"),
+            "got: " + in_group);
+    require(!has(in_group, "default_pg"), "the subgroup's error names the default group: " + in_group);
+    tdist::all_reduce(ok);  // the refused calls sent nothing: #2 again, on every rank
+    require(ok[0] == 4.0f, "all_reduce after the refused ones gave " + std::to_string(ok[0]));
+  });
+}
+
 }  // namespace
 }  // namespace tdist::testing
