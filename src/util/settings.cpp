@@ -89,8 +89,9 @@ constexpr std::array kSettings{
                 "with the same arguments.",
                 "util"},
     SettingInfo{"TDIST_LOG_LEVEL", "ERROR, WARN, INFO, DEBUG", "WARN", "TORCH_CPP_LOG_LEVEL",
-                "The least severe log lines written to stderr (torch's WARNING and FATAL are accepted too).", "util",
-                "WARNING=WARN,FATAL=ERROR,DETAIL=DEBUG"},
+                "The least severe log lines written to stderr (torch's WARNING and FATAL, and its 0 to 3 for INFO "
+                "to FATAL, are accepted too).",
+                "util", "WARNING=WARN,FATAL=ERROR,DETAIL=DEBUG,0=INFO,1=WARN,2=ERROR,3=ERROR"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_ENTRIES", "int", "2000", "TORCH_FR_BUFFER_SIZE",
                 "Operations each group's flight recorder keeps (0 turns it off, but TDIST_TRACE keeps 64 for its timeline; at most 2^20).", "trace"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_DIR", "path", "unset", nullptr,

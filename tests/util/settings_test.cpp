@@ -127,6 +127,8 @@ TEST(Settings, ChoicesTakeAnyCaseAndTheirAliasesAndComeBackInTheRegistrysSpellin
   EXPECT_EQ(get_env("TDIST_LOG_LEVEL"), "WARN");
   ScopedEnv fatal("TDIST_LOG_LEVEL", "FATAL");
   EXPECT_EQ(get_env("TDIST_LOG_LEVEL"), "ERROR");
+  ScopedEnv torchs("TDIST_LOG_LEVEL", nullptr), number("TORCH_CPP_LOG_LEVEL", "0");  // torch's INFO
+  EXPECT_EQ(get_env("TDIST_LOG_LEVEL"), "INFO");
   ScopedEnv debug("TDIST_DEBUG", "detail");
   EXPECT_EQ(get_env("TDIST_DEBUG"), "DETAIL");
   ScopedEnv empty("TDIST_DEBUG", "");
