@@ -42,7 +42,8 @@ std::string describe_call(Signature s, uint64_t tag, bool with_size, bool op_kno
   const int dtype = static_cast<int>((s.what >> 8) & 0xff) - 1;
   const int op = static_cast<int>((s.what >> 16) & 0xff) - 1;
   const long root = static_cast<long>(s.what >> 32) - 1;
-  std::string out = op_known ? std::string("it") : std::string(op_code_name(tag)) + " #" + std::to_string(sequence_of(tag));
+  std::string out =
+      op_known ? std::string("it") : std::string(op_code_name(tag)) + " #" + std::to_string(sequence_of(tag));
   std::string args;
   auto add = [&](const std::string& a) { args += (args.empty() ? "" : ", ") + a; };
   if (dtype >= 0) {
@@ -247,7 +248,8 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
     if (theirs.what == mine.what && !sizes_differ) continue;
     const uint64_t their_tag = line(q).tag[first & 1].load(std::memory_order_relaxed);
     // "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 (...)"
-    const bool same_call = (theirs.what & 0xff) == (mine.what & 0xff) && operation_of(their_tag) == operation_of(my_tag);
+    const bool same_call =
+        (theirs.what & 0xff) == (mine.what & 0xff) && operation_of(their_tag) == operation_of(my_tag);
     const std::string calls = describe_rank(q) + " called " + describe_call(theirs, their_tag, !sizes_may_differ) +
                               " while " + describe_rank(rank_) + " called " +
                               describe_call(mine, my_tag, !sizes_may_differ, same_call);

@@ -43,7 +43,8 @@ TEST(MismatchMessages, ASizeMismatchOverTcpNamesTheOperationNotItsTag) {
     require(has(m, "all_reduce #2"), "the error does not name the operation: " + m);
     require(!shows_a_raw_tag(m), "the error shows a raw tag: " + m);
     if (has(m, "size mismatch with")) {
-      require(has(m, "in all_reduce #2 (float32, SUM, step "), "the mismatch does not name the message's operation: " + m);
+      require(has(m, "in all_reduce #2 (float32, SUM, step "),
+              "the mismatch does not name the message's operation: " + m);
       decoded->fetch_add(1);
     }
   });
@@ -71,9 +72,11 @@ TEST(MismatchMessages, ADtypeMismatchOverSharedMemorySaysWhatDiffers) {
     // Whichever rank finds it first says it; the other fails with that
     // rank's verdict, which carries its words.
     const std::string found_by_0 =
-        "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 (4096 elements, SUM)";
+        "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 "
+        "(4096 elements, SUM)";
     const std::string found_by_1 =
-        "rank 0 called all_reduce #2 on int32 (4096 elements, SUM) while rank 1 called it on float32 (4096 elements, SUM)";
+        "rank 0 called all_reduce #2 on int32 (4096 elements, SUM) while rank 1 called it on float32 "
+        "(4096 elements, SUM)";
     require(has(m, found_by_0) || has(m, found_by_1),
             "rank " + std::to_string(me) + ": the error does not say what differs: " + m);
   });
