@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <charconv>
+#include <climits>
 #include <utility>
 #include <vector>
 
@@ -121,7 +122,7 @@ constexpr std::array kSettings{
     SettingInfo{"TDIST_STORE_HANDSHAKE_MS", "ms", "5000", nullptr,
                 "Time a new connection has to say hello and authenticate.", "store"},
     SettingInfo{"TDIST_STORE_IDLE_TIMEOUT_S", "s", "0 (never)", nullptr,
-                "Closes an authenticated connection with nothing pending after this long.", "store"},
+                "Closes an authenticated connection with nothing pending after this long.", "store", nullptr, 0},
 
     // Transport.
     SettingInfo{"TDIST_SOCKET_IFNAME", "list", "unset (every interface that is up)", "GLOO_SOCKET_IFNAME",
@@ -134,9 +135,9 @@ constexpr std::array kSettings{
                 "transport"},
     SettingInfo{"TDIST_TCP_RENDEZVOUS_BYTES", "bytes", "512 KiB", nullptr,
                 "Socket messages larger than this wait for their receive (rendezvous); 0: every message does.",
-                "transport"},
+                "transport", nullptr, 0},
     SettingInfo{"TDIST_SPIN_US", "µs", "250", nullptr,
-                "How long a waiting thread polls the sockets and rings before it blocks.", "transport"},
+                "How long a waiting thread polls the sockets and rings before it blocks.", "transport", nullptr, 0},
     SettingInfo{"TDIST_SHM", "bool", "1", nullptr,
                 "0: no shared memory between ranks of a host (no rings, no shared-memory collectives).",
                 "transport"},
@@ -154,11 +155,11 @@ constexpr std::array kSettings{
                 "The largest frame of a large message's data on a peer's socket (0: one frame), so that the "
                 "peer's own announcements pass between frames and both directions stream at once. Set, it "
                 "applies to every socket (on loopback frames cost 1.5-2.5x from 1 MiB).",
-                "transport"},
+                "transport", nullptr, 0},
     SettingInfo{"TDIST_TCP_NOTSENT_LOWAT", "bytes", "128 KiB to peers on other hosts, else 0", nullptr,
                 "TCP_NOTSENT_LOWAT of the sockets that carry data (0: the kernel's): how much may wait "
                 "unsent in the kernel ahead of an announcement. Set, it applies to every socket.",
-                "transport"},
+                "transport", nullptr, 0},
     SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
                 "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
     SettingInfo{"TDIST_SHARE_CONNECTIONS", "bool", "1", nullptr,
@@ -168,11 +169,13 @@ constexpr std::array kSettings{
 
     // Collectives.
     SettingInfo{"TDIST_SHM_SLOT_BYTES", "bytes", "256 KiB", nullptr,
-                "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.", "engines"},
+                "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.",
+                "engines", nullptr, 1},
     SettingInfo{"TDIST_SHM_SPIN_US", "µs", "50", nullptr,
-                "How long a rank polls for the others in a shared-memory round before it sleeps.", "engines"},
+                "How long a rank polls for the others in a shared-memory round before it sleeps.",
+                "engines", nullptr, 0},
     SettingInfo{"TDIST_SHM_ONE_ROUND_BYTES", "bytes", "8 KiB", nullptr,
-                "Up to this size a shared-memory reduction folds everything in one round.", "engines"},
+                "Up to this size a shared-memory reduction folds everything in one round.", "engines", nullptr, 0},
     SettingInfo{"TDIST_BULK_COPY_BYTES", "bytes", "a quarter of the last-level cache (at least 1 MiB)", nullptr,
                 "Copies from this size on use streaming stores; 0 or less: never.", "engines"},
     SettingInfo{"TDIST_HOME_CPU", "bool", "1", nullptr,
@@ -183,7 +186,7 @@ constexpr std::array kSettings{
                 "of in steps inside each host and among hosts.",
                 "engines"},
     SettingInfo{"TDIST_ALGO_SEGMENT_BYTES", "bytes", "per algorithm (256 KiB to 4 MiB)", nullptr,
-                "Segment size of the pipelined algorithms (ring, chain).", "engines"},
+                "Segment size of the pipelined algorithms (ring, chain).", "engines", nullptr, 1},
     SettingInfo{"TDIST_ALGO_BROADCAST", "text", "unset (the selector's choice)", nullptr,
                 "Forces broadcast's algorithm by name, or `shm` for the shared-memory engine.", "engines"},
     SettingInfo{"TDIST_ALGO_ALL_REDUCE", "text", "unset", nullptr, "The same for all_reduce.", "engines"},
@@ -258,7 +261,8 @@ std::string accepted(const SettingInfo& s, Kind kind) {
       const std::string type = s.type;
       const char* unit = type == "bytes" ? " of bytes" : type == "µs" ? " of microseconds" : type == "ms" ?
                          " of milliseconds" : type == "s" ? " of seconds" : "";
-      return std::string("a whole number") + unit;
+      std::string out = std::string("a whole number") + unit;
+      return s.min == LLONG_MIN ? out : out + ", at least " + std::to_string(s.min);
     }
     case Kind::Choice: {
       std::string out = std::string("one of ") + s.type;
@@ -289,7 +293,7 @@ std::optional<std::string> parse_setting(const SettingInfo& setting, const char*
     const char* first = value.data() + (value.size() > 1 && value[0] == '+' ? 1 : 0);
     const char* last = value.data() + value.size();
     auto [end, ec] = std::from_chars(first, last, n);
-    if (!value.empty() && ec == std::errc() && end == last) return value;
+    if (!value.empty() && ec == std::errc() && end == last && n >= setting.min) return value;
   } else {
     for (const std::string& choice : split(setting.type, ','))
       if (v == choice) return choice;

@@ -6,6 +6,7 @@
 // read without being documented.
 #pragma once
 
+#include <climits>
 #include <optional>
 #include <span>
 #include <string>
@@ -22,6 +23,9 @@ struct SettingInfo {
   const char* group;          // "launch" (set by the launcher), or the layer that reads it
   // A choice's other spellings, each to the one it stands for ("WARNING=WARN,FATAL=ERROR").
   const char* aliases = nullptr;
+  // The least value a number may take, where its reader would otherwise take
+  // a smaller one silently (a negative spin, a slot of 0 bytes).
+  long long min = LLONG_MIN;
 };
 
 std::span<const SettingInfo> all_settings();
@@ -34,7 +38,7 @@ std::string settings_markdown();
 // where ours is unset), as the setting's readers take it, by its type: a bool
 // as "1" or "0" (1/0, true/false, yes/no, on/off in any case), a choice
 // ("OFF, INFO, DETAIL") in the registry's spelling (any case, or an alias), a
-// number ("int", "bytes", "µs", "ms", "s") as given; text, paths and lists as
+// number ("int", "bytes", "µs", "ms", "s", at least its min) as given; text, paths and lists as
 // given. An empty bool or choice counts as unset (nullopt). Anything else is a
 // DistValueError naming the variable, the value and what is accepted: a bad
 // value is never ignored, whichever setting it is.

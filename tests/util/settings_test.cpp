@@ -150,6 +150,11 @@ TEST(Settings, NumbersMustBeWholeNumbers) {
   expect_mentions(refusal("TDIST_SPIN_US"), {"TDIST_SPIN_US='fast'", "a whole number of microseconds"});
   ScopedEnv ring("TDIST_SHM_RING_BYTES", "4k");
   expect_mentions(refusal("TDIST_SHM_RING_BYTES"), {"TDIST_SHM_RING_BYTES='4k'", "a whole number of bytes"});
+  // Where a reader would take a smaller value silently, the registry's least one counts.
+  ScopedEnv slot("TDIST_SHM_SLOT_BYTES", "0");  // was the default, without a word
+  expect_mentions(refusal("TDIST_SHM_SLOT_BYTES"), {"TDIST_SHM_SLOT_BYTES='0'", "of bytes, at least 1"});
+  ScopedEnv segment("TDIST_ALGO_SEGMENT_BYTES", "-5");  // was 2^64 - 5 bytes
+  expect_mentions(refusal("TDIST_ALGO_SEGMENT_BYTES"), {"'-5'", "at least 1"});
   ScopedEnv fine("TDIST_SHM_RING_BYTES", "65536");
   EXPECT_EQ(get_env("TDIST_SHM_RING_BYTES"), "65536");
 }
