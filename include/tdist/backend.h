@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <exception>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,6 +48,9 @@ class Backend {
   virtual std::string name() const = 0;
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // The sequence number the next collective will get (0: not known), for the
+  // front's error about a call it refuses before issuing it.
+  virtual uint64_t next_sequence_number() const { return 0; }
 
   // Ranks here are group ranks. The front (ProcessGroup) has validated every
   // argument before a call gets here: tensors of a device this backend

@@ -71,6 +71,10 @@ inline uint64_t sequence_of(uint64_t tag) { return (tag >> 36) & 0xfffffu; }
 inline uint16_t signature_of(uint64_t tag) { return static_cast<uint16_t>((tag >> 24) & 0xfff); }
 const char* op_code_name(uint64_t tag);
 
+// What a tag belongs to, for messages that would otherwise show its number:
+// "all_reduce #2 (float32, SUM, step 1)", "point-to-point, tag 7".
+std::string describe_tag(uint64_t tag);
+
 // Two tags from the same peer that prove the ranks are out of step: the peer
 // sent a message of a different collective while this rank still waits for
 // one of its current collective. Returns "" when they are not.

@@ -254,6 +254,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   } else {
     TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
     topts.desync = describe_desync;
+    topts.describe_tag = describe_tag;
     std::shared_ptr<TcpTransport> own = TcpTransport::connect(*store, rank, size, topts);
     bool numbered_globally = true;  // group rank == global rank: the default group
     for (int r = 0; r < size; ++r) numbered_globally = numbered_globally && globals[r] == r;

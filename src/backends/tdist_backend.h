@@ -32,6 +32,10 @@ class TdistBackend final : public Backend {
   ~TdistBackend() override;
 
   std::string name() const override { return "tdist"; }
+  uint64_t next_sequence_number() const override {
+    std::lock_guard<SpinLock> issue(issue_mu_);
+    return seq_ + 1;
+  }
   std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts) override;
   std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
   void blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) override;
@@ -150,7 +154,7 @@ class TdistBackend final : public Backend {
   GroupEngines engines_{};  // see engine_for()
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
-  SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's
+  mutable SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's
   SpareWork spare_;  // the last blocking call's Work, reused; guarded by issue_mu_
   WorkQueue queue_;
 };

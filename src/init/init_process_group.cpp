@@ -31,7 +31,8 @@ void init_process_group(const InitOptions& given) {
       throw DistError("init_process_group: the default process group is already initialized "
                       "(call destroy_process_group first)");
   }
-  // An unknown backend is reported before anyone waits for anyone.
+  // A bad setting or an unknown backend is reported before anyone waits for anyone.
+  check_environment();
   validate_backend_spec(options.backend);
   // A trace or dump folder that cannot be made is refused now, not found missing when it is needed.
   trace::prepare_process();

@@ -10,9 +10,27 @@ namespace tdist::validate {
 
 namespace {
 
+// "rank 3 in group g: all_gather"
+std::string where(const ProcessGroup& g, const std::string& op) {
+  return "rank " + std::to_string(g.global_rank(g.rank())) + " in group " + g.group_name() + ": " + op;
+}
+
 [[noreturn]] void invalid(const ProcessGroup& g, const char* op, const std::string& what) {
-  throw DistValueError("rank " + std::to_string(g.global_rank(g.rank())) + " in group " + g.group_name() + ": " + op +
-                       ": " + what);
+  throw DistValueError(where(g, op) + ": " + what);
+}
+
+// A reduce op that `dtype` has no meaning for (BAND on float32): refused
+// before anything is sent, naming the call as its error would ("all_reduce
+// #3": the number the call would have had).
+void reduce_op(const ProcessGroup& g, const char* op, ReduceOp reduce, const Tensor& t) {
+  if (reduce_op_supported(reduce, t.dtype())) return;
+  uint64_t seq = 0;
+  try {
+    seq = g.backend_for(t.device()).next_sequence_number();
+  } catch (const DistError&) {
+    // No backend for the device: its own error comes after this one.
+  }
+  check_reduce_op(reduce, t.dtype(), where(g, op + (seq > 0 ? " #" + std::to_string(seq) : std::string())));
 }
 
 // Every tensor of one call is on the device of its first (the backend was
@@ -106,7 +124,7 @@ void broadcast(const ProcessGroup& g, const Tensor& t, const BroadcastOptions& o
 
 void all_reduce(const ProcessGroup& g, const Tensor& t, const AllReduceOptions& opts) {
   tensor(g, t, "all_reduce", t.device());
-  check_reduce_op(opts.op, t.dtype(), "all_reduce");
+  reduce_op(g, "all_reduce", opts.op, t);
   timeout(g, "all_reduce", opts.timeout);
 }
 
@@ -121,14 +139,14 @@ void all_reduce_coalesced(const ProcessGroup& g, const std::vector<Tensor>& tens
       invalid(g, op, "tensors[" + std::to_string(i) + "] is " + tensors[i].str() + " and tensors[0] " +
                          tensors[0].str() + ": the tensors must all have the same dtype");
   }
-  check_reduce_op(opts.op, tensors[0].dtype(), op);
+  reduce_op(g, op, opts.op, tensors[0]);
   timeout(g, op, opts.timeout);
 }
 
 void reduce(const ProcessGroup& g, const Tensor& t, const ReduceOptions& opts) {
   tensor(g, t, "reduce", t.device());
   rank(g, opts.root, "reduce", "destination");
-  check_reduce_op(opts.op, t.dtype(), "reduce");
+  reduce_op(g, "reduce", opts.op, t);
   timeout(g, "reduce", opts.timeout);
 }
 
@@ -169,7 +187,7 @@ void reduce_scatter(const ProcessGroup& g, const Tensor& output, const std::vect
                     const ReduceScatterOptions& opts) {
   const char* op = "reduce_scatter";
   tensor(g, output, op, output.device());
-  check_reduce_op(opts.op, output.dtype(), op);
+  reduce_op(g, op, opts.op, output);
   list(g, inputs, output.dtype(), g.size(), op, "input list", output.device());
   if (inputs[g.rank()].numel() != output.numel())
     invalid(g, op, "input[" + std::to_string(g.rank()) + "] " + inputs[g.rank()].str() +
@@ -182,7 +200,7 @@ void reduce_scatter_tensor(const ProcessGroup& g, const Tensor& output, const Te
   const char* op = "reduce_scatter_tensor";
   tensor(g, output, op, output.device());
   tensor(g, input, op, output.device());
-  check_reduce_op(opts.op, output.dtype(), op);
+  reduce_op(g, op, opts.op, output);
   if (output.dtype() != input.dtype() || input.numel() != output.numel() * g.size())
     invalid(g, op, "input " + input.str() + " must hold world size (" + std::to_string(g.size()) + ") x output " +
                        output.str());

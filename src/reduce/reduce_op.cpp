@@ -60,6 +60,26 @@ bool reduce_op_supported(ReduceOp op, DType dtype) {
   return k < kNumOps && d < static_cast<unsigned>(kNumDTypes) && table[k][d];
 }
 
+namespace {
+
+// Why `op` means nothing for `dtype`, in the words of what it needs.
+const char* why_not(ReduceOp op) {
+  switch (op.kind()) {
+    case ReduceOp::BAND:
+    case ReduceOp::BOR:
+    case ReduceOp::BXOR: return "bitwise ops need an integer or bool tensor";
+    case ReduceOp::MIN:
+    case ReduceOp::MAX: return "complex numbers have no order";
+    case ReduceOp::AVG: return "AVG needs a numeric tensor: sum the bools as integers and divide";
+    case ReduceOp::PREMUL_SUM: return "PREMUL_SUM needs a floating-point or complex tensor";
+    case ReduceOp::SUM:
+    case ReduceOp::PRODUCT: break;
+  }
+  return "not supported";
+}
+
+}  // namespace
+
 void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
   if (reduce_op_supported(op, dtype)) return;
   std::string msg(operation);
@@ -70,8 +90,8 @@ void check_reduce_op(ReduceOp op, DType dtype, std::string_view operation) {
   if (!is_valid(dtype)) {
     throw DistValueError(msg + "invalid dtype code " + std::to_string(static_cast<unsigned>(dtype)));
   }
-  msg += "ReduceOp " + std::string(op.name()) + " is not defined for dtype " + std::string(dtype_name(dtype)) +
-         " (" + std::string(dtype_name(dtype)) + " supports";
+  msg += "ReduceOp." + std::string(op.name()) + " is not defined for " + std::string(dtype_name(dtype)) + " (" +
+         why_not(op) + "; " + std::string(dtype_name(dtype)) + " supports";
   const char* sep = " ";
   for (unsigned k = 0; k < kNumOps; ++k) {
     if (reduce_op_supported(ReduceOp(static_cast<ReduceOp::Kind>(k)), dtype)) {

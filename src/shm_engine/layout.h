@@ -95,6 +95,9 @@ struct alignas(kLine) RankLine {
   // 1 once the owner destroyed its group (Arena::leave): a goodbye, so that
   // a rank waiting for it fails at once naming it as gone, not as crashed.
   std::atomic<uint32_t> left;
+  // The tag (operation and sequence number) of `what`'s operation, by the same
+  // parity: read only for the error of a mismatch, so past the first line.
+  std::atomic<uint64_t> tag[2];
 };
 // Everything a waiter reads is in the first 64-byte line.
 static_assert(offsetof(RankLine, sleepers) + sizeof(uint32_t) <= 64);

@@ -35,19 +35,27 @@ constexpr std::chrono::milliseconds kLivenessEvery{100};
 // How long a patient wait polls and yields before it sleeps.
 constexpr std::chrono::microseconds kPatientSpin{5};
 
-// "all_reduce (float32, SUM, 40 bytes)"; the size is left out where it is
-// not one (all_to_all publishes its rounds there).
-std::string describe_signature(Signature s, bool with_size) {
-  auto code = static_cast<OpCode>(s.what & 0xff);
-  int dtype = static_cast<int>((s.what >> 8) & 0xff) - 1;
-  int op = static_cast<int>((s.what >> 16) & 0xff) - 1;
-  long root = static_cast<long>(s.what >> 32) - 1;
-  std::string out = std::string(op_code_name(collective_tag(code, 0))) + " (";
-  if (dtype >= 0) out += std::string(dtype_name(static_cast<DType>(dtype))) + ", ";
-  if (op >= 0) out += std::string(ReduceOp(static_cast<ReduceOp::Kind>(op)).name()) + ", ";
-  if (root >= 0) out += "root " + std::to_string(root) + ", ";
-  if (with_size) out += std::to_string(s.size) + " bytes, ";
-  return out.substr(0, out.size() - 2) + ")";
+// "all_reduce #2 on float32 (4096 elements, SUM)", or "it on ..." where
+// `op_known` (the other call is the same operation). The size is left out
+// where it is not one (all_to_all publishes its rounds there).
+std::string describe_call(Signature s, uint64_t tag, bool with_size, bool op_known = false) {
+  const int dtype = static_cast<int>((s.what >> 8) & 0xff) - 1;
+  const int op = static_cast<int>((s.what >> 16) & 0xff) - 1;
+  const long root = static_cast<long>(s.what >> 32) - 1;
+  std::string out =
+      op_known ? std::string("it") : std::string(op_code_name(tag)) + " #" + std::to_string(sequence_of(tag));
+  std::string args;
+  auto add = [&](const std::string& a) { args += (args.empty() ? "" : ", ") + a; };
+  if (dtype >= 0) {
+    const auto d = static_cast<DType>(dtype);
+    out += " on " + std::string(dtype_name(d));
+    if (with_size) add(std::to_string(s.size / dtype_size(d)) + " elements");
+  } else if (with_size) {
+    add(std::to_string(s.size) + " bytes");
+  }
+  if (op >= 0) add(std::string(ReduceOp(static_cast<ReduceOp::Kind>(op)).name()));
+  if (root >= 0) add("root " + std::to_string(root));
+  return args.empty() ? out : out + " (" + args + ")";
 }
 
 }  // namespace
@@ -58,6 +66,7 @@ uint32_t Arena::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
   RankLine& me = line(rank_);
   me.what[r & 1].store(sig.what, std::memory_order_relaxed);
   me.size[r & 1].store(sig.size, std::memory_order_relaxed);
+  me.tag[r & 1].store(ctx.tag, std::memory_order_relaxed);
   arrive(r);
   return r;
 }
@@ -237,17 +246,24 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
     return "in " + std::string(op_code_name(left)) + " #" + std::to_string(sequence_of(left)) +
            ", which this rank left early: ";
   };
+  const uint64_t my_tag = left != 0 ? left : ctx.tag;
   for (int q = 0; q < size_; ++q) {
     if (q == rank_) continue;
     Signature theirs{line(q).what[first & 1].load(std::memory_order_relaxed),
                      line(q).size[first & 1].load(std::memory_order_relaxed)};
+    const bool sizes_differ = !sizes_may_differ && theirs.size != mine.size;
+    if (theirs.what == mine.what && !sizes_differ) continue;
+    const uint64_t their_tag = line(q).tag[first & 1].load(std::memory_order_relaxed);
+    // "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 (...)"
+    const bool same_call =
+        (theirs.what & 0xff) == (mine.what & 0xff) && operation_of(their_tag) == operation_of(my_tag);
+    const std::string calls = describe_rank(q) + " called " + describe_call(theirs, their_tag, !sizes_may_differ) +
+                              " while " + describe_rank(rank_) + " called " +
+                              describe_call(mine, my_tag, !sizes_may_differ, same_call);
     if (theirs.what != mine.what)
-      fail(ctx, when() + "the ranks are out of step: " + describe_rank(q) + " called " +
-                    describe_signature(theirs, !sizes_may_differ) + " while this rank called " +
-                    describe_signature(mine, !sizes_may_differ));
-    if (!sizes_may_differ && theirs.size != mine.size)
-      fail(ctx, when() + "size mismatch: " + describe_rank(q) + " called " + describe_signature(theirs, true) +
-                    ", this rank " + describe_signature(mine, true) + " (the ranks passed different sizes)");
+      fail(ctx, when() + (same_call ? "the ranks called one collective with different arguments: "
+                                    : "the ranks are out of step: ") + calls);
+    fail(ctx, when() + "size mismatch: " + calls + " (the ranks passed different sizes)");
   }
 }
 

@@ -14,10 +14,15 @@ std::optional<std::string> get_env(const char* name) {
   if (setting == nullptr)
     throw DistError(std::string("internal error: environment variable ") + name +
                     " is read but not in the settings registry (src/util/settings.cpp)");
+  const char* read_as = name;
   const char* v = std::getenv(name);
-  if (v == nullptr && setting->torch_name != nullptr) v = std::getenv(setting->torch_name);
+  if (v == nullptr && setting->torch_name != nullptr) v = std::getenv(read_as = setting->torch_name);
   if (v == nullptr) return std::nullopt;
-  return std::string(v);
+  return parse_setting(*setting, read_as, v);
+}
+
+void check_environment() {
+  for (const SettingInfo& s : all_settings()) get_env(s.name);
 }
 
 std::optional<long long> get_env_int(const char* name) {
@@ -37,8 +42,8 @@ std::optional<long long> get_env_int(const char* name) {
 
 bool env_flag(const char* name, bool default_value) {
   auto v = get_env(name);
-  if (!v || v->empty()) return default_value;
-  return !(*v == "0" || *v == "false" || *v == "FALSE" || *v == "off" || *v == "OFF" || *v == "no");
+  if (!v) return default_value;
+  return *v == "1";  // the registry's spelling of a bool (parse_setting)
 }
 
 }  // namespace tdist

@@ -10,15 +10,15 @@
 namespace tdist {
 
 namespace {
+// The values come in the registry's spelling (util/settings.cpp: aliases
+// such as torch's WARNING and FATAL are mapped there).
 LogLevel parse_level() {
   auto debug = get_env("TDIST_DEBUG");
-  if (debug && (*debug == "INFO" || *debug == "DETAIL")) return *debug == "DETAIL" ? LogLevel::Debug : LogLevel::Info;
+  if (debug && *debug != "OFF") return *debug == "DETAIL" ? LogLevel::Debug : LogLevel::Info;
   auto v = get_env("TDIST_LOG_LEVEL");
-  if (!v) return LogLevel::Warn;
-  if (*v == "ERROR" || *v == "FATAL") return LogLevel::Error;
-  if (*v == "INFO") return LogLevel::Info;
-  if (*v == "DEBUG" || *v == "DETAIL") return LogLevel::Debug;
-  return LogLevel::Warn;
+  if (!v || *v == "WARN") return LogLevel::Warn;
+  if (*v == "ERROR") return LogLevel::Error;
+  return *v == "INFO" ? LogLevel::Info : LogLevel::Debug;
 }
 const char* level_name(LogLevel l) {
   switch (l) {
@@ -31,8 +31,19 @@ const char* level_name(LogLevel l) {
 }
 }  // namespace
 
+// A log line may be written where nothing can throw (a destructor, a thread's
+// last words): a bad level is said here, once, as an error line, and the
+// default kept. init_process_group reads the settings first (check_environment)
+// and raises the same DistValueError to the caller.
 LogLevel log_level() {
-  static const LogLevel level = parse_level();
+  static const LogLevel level = [] {
+    try {
+      return parse_level();
+    } catch (const std::exception& e) {
+      log_line(LogLevel::Error, e.what());
+      return LogLevel::Warn;
+    }
+  }();
   return level;
 }
 

@@ -1,6 +1,14 @@
 #include "util/settings.h"
 
+#include <algorithm>
 #include <array>
+#include <cctype>
+#include <charconv>
+#include <climits>
+#include <utility>
+#include <vector>
+
+#include "tdist/errors.h"
 
 namespace tdist {
 
@@ -82,7 +90,9 @@ constexpr std::array kSettings{
                 "with the same arguments.",
                 "util"},
     SettingInfo{"TDIST_LOG_LEVEL", "ERROR, WARN, INFO, DEBUG", "WARN", "TORCH_CPP_LOG_LEVEL",
-                "The least severe log lines written to stderr (torch's WARNING and FATAL are accepted too).", "util"},
+                "The least severe log lines written to stderr (torch's WARNING and FATAL, and its 0 to 3 for INFO "
+                "to FATAL, are accepted too).",
+                "util", "WARNING=WARN,FATAL=ERROR,DETAIL=DEBUG,0=INFO,1=WARN,2=ERROR,3=ERROR"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_ENTRIES", "int", "2000", "TORCH_FR_BUFFER_SIZE",
                 "Operations each group's flight recorder keeps (0 turns it off, but TDIST_TRACE keeps 64 for its timeline; at most 2^20).", "trace"},
     SettingInfo{"TDIST_FLIGHT_RECORDER_DIR", "path", "unset", nullptr,
@@ -117,7 +127,7 @@ constexpr std::array kSettings{
     SettingInfo{"TDIST_STORE_HANDSHAKE_MS", "ms", "5000", nullptr,
                 "Time a new connection has to say hello and authenticate.", "store"},
     SettingInfo{"TDIST_STORE_IDLE_TIMEOUT_S", "s", "0 (never)", nullptr,
-                "Closes an authenticated connection with nothing pending after this long.", "store"},
+                "Closes an authenticated connection with nothing pending after this long.", "store", nullptr, 0},
 
     // Groups.
     SettingInfo{"TDIST_TIMEOUT", "s", "1800 (30 minutes, torch's)", nullptr,
@@ -137,9 +147,9 @@ constexpr std::array kSettings{
                 "transport"},
     SettingInfo{"TDIST_TCP_RENDEZVOUS_BYTES", "bytes", "512 KiB", nullptr,
                 "Socket messages larger than this wait for their receive (rendezvous); 0: every message does.",
-                "transport"},
+                "transport", nullptr, 0},
     SettingInfo{"TDIST_SPIN_US", "µs", "250", nullptr,
-                "How long a waiting thread polls the sockets and rings before it blocks.", "transport"},
+                "How long a waiting thread polls the sockets and rings before it blocks.", "transport", nullptr, 0},
     SettingInfo{"TDIST_SHM", "bool", "1", nullptr,
                 "0: no shared memory between ranks of a host (no rings, no shared-memory collectives).",
                 "transport"},
@@ -157,11 +167,11 @@ constexpr std::array kSettings{
                 "The largest frame of a large message's data on a peer's socket (0: one frame), so that the "
                 "peer's own announcements pass between frames and both directions stream at once. Set, it "
                 "applies to every socket (on loopback frames cost 1.5-2.5x from 1 MiB).",
-                "transport"},
+                "transport", nullptr, 0},
     SettingInfo{"TDIST_TCP_NOTSENT_LOWAT", "bytes", "128 KiB to peers on other hosts, else 0", nullptr,
                 "TCP_NOTSENT_LOWAT of the sockets that carry data (0: the kernel's): how much may wait "
                 "unsent in the kernel ahead of an announcement. Set, it applies to every socket.",
-                "transport"},
+                "transport", nullptr, 0},
     SettingInfo{"TDIST_SHM_RING_BYTES", "bytes", "512 KiB", nullptr,
                 "Each direction's ring between two ranks of a host (4 KiB to 1 GiB).", "transport"},
     SettingInfo{"TDIST_SHARE_CONNECTIONS", "bool", "1", nullptr,
@@ -171,11 +181,13 @@ constexpr std::array kSettings{
 
     // Collectives.
     SettingInfo{"TDIST_SHM_SLOT_BYTES", "bytes", "256 KiB", nullptr,
-                "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.", "engines"},
+                "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.",
+                "engines", nullptr, 1},
     SettingInfo{"TDIST_SHM_SPIN_US", "µs", "50", nullptr,
-                "How long a rank polls for the others in a shared-memory round before it sleeps.", "engines"},
+                "How long a rank polls for the others in a shared-memory round before it sleeps.",
+                "engines", nullptr, 0},
     SettingInfo{"TDIST_SHM_ONE_ROUND_BYTES", "bytes", "8 KiB", nullptr,
-                "Up to this size a shared-memory reduction folds everything in one round.", "engines"},
+                "Up to this size a shared-memory reduction folds everything in one round.", "engines", nullptr, 0},
     SettingInfo{"TDIST_BULK_COPY_BYTES", "bytes", "a quarter of the last-level cache (at least 1 MiB)", nullptr,
                 "Copies from this size on use streaming stores; 0 or less: never.", "engines"},
     SettingInfo{"TDIST_HOME_CPU", "bool", "1", nullptr,
@@ -186,7 +198,7 @@ constexpr std::array kSettings{
                 "of in steps inside each host and among hosts.",
                 "engines"},
     SettingInfo{"TDIST_ALGO_SEGMENT_BYTES", "bytes", "per algorithm (256 KiB to 4 MiB)", nullptr,
-                "Segment size of the pipelined algorithms (ring, chain).", "engines"},
+                "Segment size of the pipelined algorithms (ring, chain).", "engines", nullptr, 1},
     SettingInfo{"TDIST_ALGO_BROADCAST", "text", "unset (the selector's choice)", nullptr,
                 "Forces broadcast's algorithm by name, or `shm` for the shared-memory engine.", "engines"},
     SettingInfo{"TDIST_ALGO_ALL_REDUCE", "text", "unset", nullptr, "The same for all_reduce.", "engines"},
@@ -222,6 +234,89 @@ std::string settings_markdown() {
            (s.torch_name ? "`" + std::string(s.torch_name) + "`" : std::string("")) + " | " + s.meaning + " |\n";
   }
   return out;
+}
+
+namespace {
+
+enum class Kind { Bool, Number, Free, Choice };
+
+Kind kind_of(std::string_view type) {
+  if (type == "bool") return Kind::Bool;
+  if (type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s") return Kind::Number;
+  if (type == "text" || type == "path" || type == "path prefix" || type == "list") return Kind::Free;
+  return Kind::Choice;  // "OFF, INFO, DETAIL"
+}
+
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// "A, B, C" or "A=B,C=D" as its parts.
+std::vector<std::string> split(std::string_view list, char sep) {
+  std::vector<std::string> out;
+  while (!list.empty()) {
+    size_t end = list.find(sep);
+    std::string_view part = list.substr(0, end);
+    while (!part.empty() && part.front() == ' ') part.remove_prefix(1);
+    out.emplace_back(part);
+    if (end == std::string_view::npos) break;
+    list.remove_prefix(end + 1);
+  }
+  return out;
+}
+
+std::string accepted(const SettingInfo& s, Kind kind) {
+  switch (kind) {
+    case Kind::Bool: return "1 or 0 (or true/false, yes/no, on/off)";
+    case Kind::Number: {
+      const std::string type = s.type;
+      const char* unit = type == "bytes" ? " of bytes" : type == "µs" ? " of microseconds" : type == "ms" ?
+                         " of milliseconds" : type == "s" ? " of seconds" : "";
+      std::string out = std::string("a whole number") + unit;
+      return s.min == LLONG_MIN ? out : out + ", at least " + std::to_string(s.min);
+    }
+    case Kind::Choice: {
+      std::string out = std::string("one of ") + s.type;
+      if (s.aliases) {
+        const char* sep = " (or ";
+        for (const std::string& a : split(s.aliases, ',')) out += std::exchange(sep, ", ") + a.substr(0, a.find('='));
+        out += ")";
+      }
+      return out + ", in any case";
+    }
+    case Kind::Free: break;
+  }
+  return "any text";
+}
+
+}  // namespace
+
+std::optional<std::string> parse_setting(const SettingInfo& setting, const char* read_as, const std::string& value) {
+  const Kind kind = kind_of(setting.type);
+  if (kind == Kind::Free) return value;
+  if (value.empty() && kind != Kind::Number) return std::nullopt;
+  const std::string v = upper(value);
+  if (kind == Kind::Bool) {
+    if (v == "1" || v == "TRUE" || v == "YES" || v == "ON") return "1";
+    if (v == "0" || v == "FALSE" || v == "NO" || v == "OFF") return "0";
+  } else if (kind == Kind::Number) {
+    long long n = 0;
+    const char* first = value.data() + (value.size() > 1 && value[0] == '+' ? 1 : 0);
+    const char* last = value.data() + value.size();
+    auto [end, ec] = std::from_chars(first, last, n);
+    if (!value.empty() && ec == std::errc() && end == last && n >= setting.min) return value;
+  } else {
+    for (const std::string& choice : split(setting.type, ','))
+      if (v == choice) return choice;
+    if (setting.aliases)
+      for (const std::string& alias : split(setting.aliases, ','))
+        if (v == alias.substr(0, alias.find('='))) return alias.substr(alias.find('=') + 1);
+  }
+  const std::string name = read_as;
+  const std::string why = name == setting.name ? "" : " (read because " + std::string(setting.name) + " is unset)";
+  throw DistValueError("environment variable " + name + "='" + value + "'" + why + " is not valid: expected " +
+                       accepted(setting, kind) + ". Fix or unset it (docs/configuration.md lists every setting)");
 }
 
 }  // namespace tdist

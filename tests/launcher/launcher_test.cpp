@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -565,6 +566,17 @@ TEST(LauncherUsage, BadOptionsExit2NamingTheOption) {
     EXPECT_NE(r.err.find(c.names), std::string::npos) << r.err;
     EXPECT_EQ(r.err.rfind("tdistrun: ", 0), 0u) << r.err;
   }
+}
+
+TEST(LauncherUsage, ATypoExits2WithOneLineThatSuggestsTheOption) {
+  ScratchDir dir;
+  Result r = run(dir, {"--nproc_per_nodes=2", worker_path(), "dump", dir.path()});
+  ASSERT_TRUE(r.exited()) << r.describe();
+  EXPECT_EQ(r.code(), 2) << r.describe();
+  EXPECT_NE(r.err.find("unknown option '--nproc_per_nodes'; did you mean --nproc-per-node?"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(exists(dir.file("rank0.env")));
 }
 
 TEST(LauncherUsage, BadEnvironmentNamesTheVariable) {

@@ -302,6 +302,29 @@ TEST(LauncherOptions, ErrorsNameTheOption) {
   }
 }
 
+// A typo gets the nearest known options (underscores read as dashes, as
+// torchrun does), on the one line of the error; nothing near gets no guess.
+TEST(LauncherOptions, AnUnknownOptionSuggestsTheNearestKnownOnes) {
+  struct Case {
+    std::string typed, suggestion;
+  };
+  for (const Case& c : std::vector<Case>{
+           {"--nproc_per_nodes", "did you mean --nproc-per-node?"},
+           {"--nprocs-per-node", "did you mean --nproc-per-node?"},
+           {"--master_adress", "did you mean --master-addr?"},
+           {"--nndoes", "did you mean --nnodes?"},
+           {"--max_restats=3", "did you mean --max-restarts?"},
+       }) {
+    ParseResult r = parse({c.typed, "prog"});
+    EXPECT_EQ(r.action, Action::kUsageError) << c.typed;
+    EXPECT_NE(r.error.find(c.suggestion), std::string::npos) << c.typed << ": " << r.error;
+    EXPECT_EQ(r.error.find('\n'), std::string::npos) << r.error;
+  }
+  ParseResult far = parse({"--frobnicate", "prog"});
+  EXPECT_EQ(far.action, Action::kUsageError);
+  EXPECT_EQ(far.error.find("did you mean"), std::string::npos) << far.error;
+}
+
 // ---------------------------------------------------------------------------
 
 struct Captured {

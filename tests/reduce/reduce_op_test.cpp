@@ -62,8 +62,8 @@ TEST(ReduceOpTest, SupportMatrix) {
           check_reduce_op(op, dtype, "reduce_scatter");
           ADD_FAILURE() << "no error";
         } catch (const DistValueError& e) {
-          EXPECT_THAT(e.what(), StartsWith("reduce_scatter: ReduceOp " + std::string(op.name()) +
-                                           " is not defined for dtype " + std::string(dtype_name(dtype))));
+          EXPECT_THAT(e.what(), StartsWith("reduce_scatter: ReduceOp." + std::string(op.name()) +
+                                           " is not defined for " + std::string(dtype_name(dtype)) + " ("));
         }
       }
     }
@@ -77,14 +77,16 @@ TEST(ReduceOpTest, MessageNamesOpDtypeOperationAndAlternatives) {
     check_reduce_op(ReduceOp::MAX, DType::Complex64, "all_reduce");
     FAIL() << "no error";
   } catch (const DistValueError& e) {
-    EXPECT_THAT(e.what(), StartsWith("all_reduce: ReduceOp MAX is not defined for dtype complex64"));
+    EXPECT_THAT(e.what(), StartsWith("all_reduce: ReduceOp.MAX is not defined for complex64 (complex numbers have "
+                                     "no order"));
     EXPECT_THAT(e.what(), HasSubstr("complex64 supports SUM, AVG, PRODUCT, PREMUL_SUM"));
   }
   try {
     check_reduce_op(ReduceOp::BAND, DType::Float32, "reduce");
     FAIL() << "no error";
   } catch (const DistValueError& e) {
-    EXPECT_THAT(e.what(), StartsWith("reduce: ReduceOp BAND is not defined for dtype float32"));
+    EXPECT_THAT(e.what(), StartsWith("reduce: ReduceOp.BAND is not defined for float32 (bitwise ops need an "
+                                     "integer or bool tensor"));
   }
   EXPECT_THROW(check_reduce_op(static_cast<ReduceOp::Kind>(77), DType::Float32, "x"), DistValueError);
   EXPECT_THROW(check_reduce_op(ReduceOp::SUM, static_cast<DType>(77), "x"), DistValueError);

@@ -110,8 +110,8 @@ TEST(ArenaFailure, DifferentSizesFailEveryRankNamingAPeerAndLeaveBuffersAlone) {
   // Each rank finds the mismatch itself, or hears of it from the one that did first.
   for (int r = 0; r < 3; ++r) {
     EXPECT_TRUE(contains(errors[r], "all_reduce #1") && contains(errors[r], "rank ")) << errors[r];
-    EXPECT_TRUE(contains(errors[r], "size mismatch") && contains(errors[r], "all_reduce (float32, SUM, 40 bytes)") &&
-                contains(errors[r], "all_reduce (float32, SUM, 80 bytes)"))
+    EXPECT_TRUE(contains(errors[r], "size mismatch") && contains(errors[r], "on float32 (10 elements, SUM)") &&
+                contains(errors[r], "on float32 (20 elements, SUM)"))
         << errors[r];
   }
 }

@@ -9,8 +9,11 @@
 #include <sstream>
 
 #include "common/scoped_env.h"
+#include "tdist/distributed.h"
 #include "tdist/errors.h"
+#include "tdist/store.h"
 #include "util/env.h"
+#include "util/logging.h"
 #include "util/settings.h"
 
 namespace tdist::testing {
@@ -86,6 +89,125 @@ TEST(Settings, AnUnregisteredNameIsRefused) {
   } catch (const DistError& e) {
     EXPECT_NE(std::string(e.what()).find("TDIST_NOT_A_SETTING"), std::string::npos) << e.what();
   }
+}
+
+// The message of the DistValueError that reading `name` gives, or "" where it gives none.
+std::string refusal(const char* name) {
+  try {
+    get_env(name);
+  } catch (const DistValueError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_mentions(const std::string& message, std::initializer_list<const char*> words) {
+  for (const char* w : words) EXPECT_NE(message.find(w), std::string::npos) << "no '" << w << "' in: " << message;
+}
+
+TEST(Settings, ABadLogLevelIsAnErrorNamingTheVariableTheValueAndTheChoices) {
+  ScopedEnv level("TDIST_LOG_LEVEL", "loud");
+  expect_mentions(refusal("TDIST_LOG_LEVEL"), {"TDIST_LOG_LEVEL", "'loud'", "ERROR, WARN, INFO, DEBUG"});
+}
+
+TEST(Settings, ABadDebugLevelIsAnErrorNamingTheVariableTheValueAndTheChoices) {
+  ScopedEnv debug("TDIST_DEBUG", "verbose");
+  expect_mentions(refusal("TDIST_DEBUG"), {"TDIST_DEBUG", "'verbose'", "OFF, INFO, DETAIL"});
+}
+
+TEST(Settings, TorchsNamesFollowTheSameRuleAndTheErrorNamesThem) {
+  ScopedEnv ours("TDIST_LOG_LEVEL", nullptr), no_debug("TDIST_DEBUG", nullptr);
+  ScopedEnv level("TORCH_CPP_LOG_LEVEL", "loud"), debug("TORCH_DISTRIBUTED_DEBUG", "verbose");
+  expect_mentions(refusal("TDIST_LOG_LEVEL"), {"TORCH_CPP_LOG_LEVEL='loud'", "TDIST_LOG_LEVEL is unset"});
+  expect_mentions(refusal("TDIST_DEBUG"), {"TORCH_DISTRIBUTED_DEBUG='verbose'", "TDIST_DEBUG is unset"});
+}
+
+TEST(Settings, ChoicesTakeAnyCaseAndTheirAliasesAndComeBackInTheRegistrysSpelling) {
+  ScopedEnv level("TDIST_LOG_LEVEL", "warning");
+  EXPECT_EQ(get_env("TDIST_LOG_LEVEL"), "WARN");
+  ScopedEnv fatal("TDIST_LOG_LEVEL", "FATAL");
+  EXPECT_EQ(get_env("TDIST_LOG_LEVEL"), "ERROR");
+  ScopedEnv torchs("TDIST_LOG_LEVEL", nullptr), number("TORCH_CPP_LOG_LEVEL", "0");  // torch's INFO
+  EXPECT_EQ(get_env("TDIST_LOG_LEVEL"), "INFO");
+  ScopedEnv debug("TDIST_DEBUG", "detail");
+  EXPECT_EQ(get_env("TDIST_DEBUG"), "DETAIL");
+  ScopedEnv empty("TDIST_DEBUG", "");
+  EXPECT_EQ(get_env("TDIST_DEBUG"), std::nullopt);
+}
+
+TEST(Settings, BoolsComeBackAsOneOrZeroAndAnythingElseIsRefused) {
+  ScopedEnv shm("TDIST_SHM", "false");
+  EXPECT_EQ(get_env("TDIST_SHM"), "0");  // its reader tests != "0": "false" used to mean on
+  ScopedEnv on("TDIST_SHM", "Yes");
+  EXPECT_EQ(get_env("TDIST_SHM"), "1");
+  ScopedEnv bad("TDIST_SHM", "nope");
+  expect_mentions(refusal("TDIST_SHM"), {"TDIST_SHM='nope'", "1 or 0"});
+  EXPECT_THROW(env_flag("TDIST_SHM", true), DistValueError);
+}
+
+TEST(Settings, NumbersMustBeWholeNumbers) {
+  ScopedEnv spin("TDIST_SPIN_US", "fast");  // its reader used std::stoll: std::invalid_argument, no name
+  expect_mentions(refusal("TDIST_SPIN_US"), {"TDIST_SPIN_US='fast'", "a whole number of microseconds"});
+  ScopedEnv ring("TDIST_SHM_RING_BYTES", "4k");
+  expect_mentions(refusal("TDIST_SHM_RING_BYTES"), {"TDIST_SHM_RING_BYTES='4k'", "a whole number of bytes"});
+  // Where a reader would take a smaller value silently, the registry's least one counts.
+  ScopedEnv slot("TDIST_SHM_SLOT_BYTES", "0");  // was the default, without a word
+  expect_mentions(refusal("TDIST_SHM_SLOT_BYTES"), {"TDIST_SHM_SLOT_BYTES='0'", "of bytes, at least 1"});
+  ScopedEnv segment("TDIST_ALGO_SEGMENT_BYTES", "-5");  // was 2^64 - 5 bytes
+  expect_mentions(refusal("TDIST_ALGO_SEGMENT_BYTES"), {"'-5'", "at least 1"});
+  ScopedEnv fine("TDIST_SHM_RING_BYTES", "65536");
+  EXPECT_EQ(get_env("TDIST_SHM_RING_BYTES"), "65536");
+}
+
+// Every setting follows its type's rule: one that is not free text refuses a
+// value of no type, naming itself, and every type is one the parser knows.
+TEST(Settings, EverySettingRefusesABadValueOfItsType) {
+  const std::set<std::string> free{"text", "path", "path prefix", "list"};
+  for (const SettingInfo& s : all_settings()) {
+    const std::string type = s.type;
+    if (free.count(type)) {
+      EXPECT_EQ(parse_setting(s, s.name, "#?"), "#?") << s.name;
+      continue;
+    }
+    EXPECT_TRUE(type == "bool" || type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s" ||
+                type.find(", ") != std::string::npos)
+        << s.name << ": type '" << type << "' is neither a known one nor a list of choices";
+    try {
+      parse_setting(s, s.name, "#?");
+      ADD_FAILURE() << s.name << " took '#?'";
+    } catch (const DistValueError& e) {
+      expect_mentions(e.what(), {s.name, "'#?'", "expected"});
+    }
+  }
+}
+
+TEST(Settings, InitProcessGroupRaisesABadSettingBeforeItConnects) {
+  for (const auto& [name, value] : {std::pair{"TDIST_LOG_LEVEL", "loud"}, std::pair{"TDIST_DEBUG", "verbose"}}) {
+    ScopedEnv bad(name, value);
+    InitOptions o;
+    o.store = std::make_shared<HashStore>();
+    o.world_size = 1;
+    o.rank = 0;
+    try {
+      init_process_group(o);
+      destroy_process_group();
+      ADD_FAILURE() << name << "=" << value << " was accepted";
+    } catch (const DistValueError& e) {
+      expect_mentions(e.what(), {name, value});
+    }
+  }
+}
+
+// A log line may be the first reader (no init_process_group): it cannot throw
+// there, so it says the error once on stderr and logs at the default level.
+TEST(Settings, ALogLineThatReadsABadLevelFirstSaysSoOnStderr) {
+  ScopedEnv bad("TDIST_LOG_LEVEL", "loud");
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(log_level(), LogLevel::Warn);
+  EXPECT_EQ(log_level(), LogLevel::Warn);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  expect_mentions(err, {"TDIST_LOG_LEVEL='loud'", "ERROR, WARN, INFO, DEBUG"});
+  EXPECT_EQ(err.find("is not valid"), err.rfind("is not valid")) << "said more than once: " << err;
 }
 
 }  // namespace

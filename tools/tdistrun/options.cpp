@@ -3,11 +3,13 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <vector>
 
 #include "init/slurm.h"
 #include "tdist/errors.h"
@@ -206,6 +208,43 @@ std::string invalid(const Setting& s, const std::string& expected) {
   return "invalid value '" + s.value + "' for " + s.shown + ": expected " + expected;
 }
 
+// Edits (insert, delete, replace, swap two neighbours) from a to b: how far a
+// typo is from what was meant.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1])});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// "; did you mean --nproc-per-node?" for the options nearest to an unknown
+// one (underscores already read as dashes), if any is near enough to be a
+// typo of it: a third of the name's letters, at least one and at most three.
+std::string did_you_mean(const std::string& normalized) {
+  std::vector<const OptionDef*> nearest;
+  size_t best = std::min<size_t>(3, std::max<size_t>(1, normalized.size() / 3)) + 1;
+  for (const auto& def : kOptions) {
+    const size_t d = edit_distance(normalized, def.name);
+    if (d < best) {
+      nearest.clear();
+      best = d;
+    }
+    if (d == best) nearest.push_back(&def);
+  }
+  if (nearest.empty()) return "";
+  std::string out = "; did you mean";
+  for (size_t i = 0; i < nearest.size(); ++i)
+    out += std::string(i == 0 ? " --" : i + 1 == nearest.size() ? " or --" : ", --") + nearest[i]->name;
+  return out + "?";
+}
+
 // Finds the option a user's spelling names: exact, else a unique prefix (as argparse).
 const OptionDef* find_option(const std::string& typed, std::string* error) {
   const std::string normalized = normalize(typed);
@@ -218,7 +257,7 @@ const OptionDef* find_option(const std::string& typed, std::string* error) {
   }
   if (matches.size() == 1) return matches[0];
   if (matches.empty()) {
-    *error = "unknown option '--" + typed + "'";
+    *error = "unknown option '--" + typed + "'" + did_you_mean(normalized);
   } else {
     *error = "ambiguous option '--" + typed + "' could be";
     for (size_t i = 0; i < matches.size(); ++i) *error += std::string(i ? ", --" : " --") + matches[i]->name;

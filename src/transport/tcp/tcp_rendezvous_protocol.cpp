@@ -111,7 +111,7 @@ void TcpTransport::on_request_to_send(Peer& p) {
   if (cannot_buffer) {  // the stream cannot go on without reading the head somewhere
     fail_peer(p, std::make_exception_ptr(DistBackendError(
                      "out of memory: cannot buffer " + std::to_string(head) + " bytes of a message of " +
-                     std::to_string(size) + " bytes (tag " + std::to_string(tag) + ") from " +
+                     std::to_string(size) + " bytes (" + tag_text(tag) + ") from " +
                      describe_peer(p.rank) + " until its receive is posted")));
     return;
   }

@@ -146,11 +146,15 @@ std::string TcpTransport::host_of(int peer) const {
   return peers_.at(peer) ? peers_[peer]->host_id : std::string();
 }
 
+std::string TcpTransport::tag_text(uint64_t tag) const {
+  return options_.describe_tag ? options_.describe_tag(tag) : "tag " + std::to_string(tag);
+}
+
 std::exception_ptr TcpTransport::size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const {
   return std::make_exception_ptr(DistBackendError(
-      "message size mismatch with " + describe_peer(peer) + ": expected " + std::to_string(posted) +
-      " bytes, the peer sent " + std::to_string(arrived) + " bytes (tag " + std::to_string(tag) +
-      "); the ranks called the operation with different sizes"));
+      "message size mismatch with " + describe_peer(peer) + " in " + tag_text(tag) + ": expected " +
+      std::to_string(posted) + " bytes, the peer sent " + std::to_string(arrived) +
+      " bytes; the ranks called the operation with different sizes"));
 }
 
 std::exception_ptr TcpTransport::out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const {

@@ -62,6 +62,9 @@ struct TcpTransportOptions {
   // peer sent instead, says how the ranks are out of step ("" if they are not).
   // The waiting receive then fails at once rather than at its deadline.
   std::function<std::string(uint64_t waiting_tag, uint64_t arrived_tag)> desync{};
+  // What a message's tag belongs to ("all_reduce #2 (float32, SUM, step 1)"),
+  // for errors about one message; unset: the tag's number is shown.
+  std::function<std::string(uint64_t tag)> describe_tag{};
 };
 
 class TcpTransport final : public Transport, private PathHost {
@@ -206,6 +209,8 @@ class TcpTransport final : public Transport, private PathHost {
   void post_send(std::shared_ptr<Request> req);
   void post_recv(std::shared_ptr<Request> req);
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
+  // "all_reduce #2 (float32, SUM, step 1)" by options_.describe_tag, else "tag N".
+  std::string tag_text(uint64_t tag) const;
   // The desync error for a receive from `peer` waiting on `waiting_tag`, or nullptr.
   std::exception_ptr out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const;
   // Blaming a stall (tcp_blame.cpp).
