@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdlib>
 #include <climits>
 #include <utility>
 #include <vector>
@@ -37,6 +40,10 @@ constexpr std::array kSettings{
     SettingInfo{"TDIST_AGENT_STORE_PREFIX", "text", "unset", nullptr,
                 "Set by tdistrun: the key prefix of this round's workers in its store; it also says that the "
                 "store is tdistrun's (tdist's protocol), not torchrun's.",
+                "launch"},
+    SettingInfo{"TDIST_LAUNCHED", "bool", "unset", nullptr,
+                "Set by tdistrun in every worker: the process was started by tdist's launcher (spawn clears "
+                "it in its children, which meet among themselves).",
                 "launch"},
     SettingInfo{"TORCHELASTIC_RESTART_COUNT", "int", "0", nullptr,
                 "Set by tdistrun and torchrun: how many times the workers were restarted.", "launch"},
@@ -130,7 +137,7 @@ constexpr std::array kSettings{
                 "Closes an authenticated connection with nothing pending after this long.", "store", nullptr, 0},
 
     // Groups.
-    SettingInfo{"TDIST_TIMEOUT", "s", "1800 (30 minutes, torch's)", nullptr,
+    SettingInfo{"TDIST_TIMEOUT", "seconds", "1800 (30 minutes, torch's)", nullptr,
                 "The default timeout of init_process_group and of new groups (new_group, new_subgroups, "
                 "split_group): how long an operation waits for its peers before it fails. A timeout passed "
                 "to the call wins over it. A positive number of seconds (fractions allowed).",
@@ -238,11 +245,12 @@ std::string settings_markdown() {
 
 namespace {
 
-enum class Kind { Bool, Number, Free, Choice };
+enum class Kind { Bool, Number, Decimal, Free, Choice };
 
 Kind kind_of(std::string_view type) {
   if (type == "bool") return Kind::Bool;
   if (type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s") return Kind::Number;
+  if (type == "seconds") return Kind::Decimal;  // fractions allowed: "0.5"
   if (type == "text" || type == "path" || type == "path prefix" || type == "list") return Kind::Free;
   return Kind::Choice;  // "OFF, INFO, DETAIL"
 }
@@ -276,6 +284,7 @@ std::string accepted(const SettingInfo& s, Kind kind) {
       std::string out = std::string("a whole number") + unit;
       return s.min == LLONG_MIN ? out : out + ", at least " + std::to_string(s.min);
     }
+    case Kind::Decimal: return "a positive number of seconds (fractions allowed, e.g. 60 or 0.5)";
     case Kind::Choice: {
       std::string out = std::string("one of ") + s.type;
       if (s.aliases) {
@@ -295,7 +304,7 @@ std::string accepted(const SettingInfo& s, Kind kind) {
 std::optional<std::string> parse_setting(const SettingInfo& setting, const char* read_as, const std::string& value) {
   const Kind kind = kind_of(setting.type);
   if (kind == Kind::Free) return value;
-  if (value.empty() && kind != Kind::Number) return std::nullopt;
+  if (value.empty() && kind != Kind::Number && kind != Kind::Decimal) return std::nullopt;
   const std::string v = upper(value);
   if (kind == Kind::Bool) {
     if (v == "1" || v == "TRUE" || v == "YES" || v == "ON") return "1";
@@ -306,6 +315,14 @@ std::optional<std::string> parse_setting(const SettingInfo& setting, const char*
     const char* last = value.data() + value.size();
     auto [end, ec] = std::from_chars(first, last, n);
     if (!value.empty() && ec == std::errc() && end == last && n >= setting.min) return value;
+  } else if (kind == Kind::Decimal) {
+    char* end = nullptr;
+    errno = 0;
+    // strtod would skip leading blanks, which no other number here takes.
+    const bool blank = value.empty() || std::isspace(static_cast<unsigned char>(value[0]));
+    const double d = blank ? 0 : std::strtod(value.c_str(), &end);
+    if (!blank && errno == 0 && end == value.c_str() + value.size() && std::isfinite(d) && d > 0)
+      return value;
   } else {
     for (const std::string& choice : split(setting.type, ','))
       if (v == choice) return choice;

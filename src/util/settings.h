@@ -16,7 +16,7 @@ namespace tdist {
 
 struct SettingInfo {
   const char* name;           // "TDIST_SHM"
-  const char* type;           // "bool", "int", "bytes", "µs", "ms", "s", "text", "path", "list"
+  const char* type;           // "bool", "int", "bytes", "µs", "ms", "s", "seconds" (fractions allowed), "text", "path", "list"
   const char* default_value;  // as a user reads it ("1", "512 KiB", "unset")
   const char* torch_name;     // torch's equivalent, read where `name` is unset; nullptr: none
   const char* meaning;        // one or two sentences
@@ -38,7 +38,8 @@ std::string settings_markdown();
 // where ours is unset), as the setting's readers take it, by its type: a bool
 // as "1" or "0" (1/0, true/false, yes/no, on/off in any case), a choice
 // ("OFF, INFO, DETAIL") in the registry's spelling (any case, or an alias), a
-// number ("int", "bytes", "µs", "ms", "s", at least its min) as given; text, paths and lists as
+// number ("int", "bytes", "µs", "ms", "s", at least its min; "seconds", positive, fractions
+// allowed) as given; text, paths and lists as
 // given. An empty bool or choice counts as unset (nullopt). Anything else is a
 // DistValueError naming the variable, the value and what is accepted: a bad
 // value is never ignored, whichever setting it is.

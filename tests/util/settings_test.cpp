@@ -169,7 +169,7 @@ TEST(Settings, EverySettingRefusesABadValueOfItsType) {
       EXPECT_EQ(parse_setting(s, s.name, "#?"), "#?") << s.name;
       continue;
     }
-    EXPECT_TRUE(type == "bool" || type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s" ||
+    EXPECT_TRUE(type == "bool" || type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s" || type == "seconds" ||
                 type.find(", ") != std::string::npos)
         << s.name << ": type '" << type << "' is neither a known one nor a list of choices";
     try {
@@ -179,6 +179,16 @@ TEST(Settings, EverySettingRefusesABadValueOfItsType) {
       expect_mentions(e.what(), {s.name, "'#?'", "expected"});
     }
   }
+}
+
+// A decimal number of seconds takes fractions, and refuses what is not a positive number.
+TEST(Settings, SecondsTakeFractionsAndRefuseWhatIsNotAPositiveNumber) {
+  const SettingInfo* timeout = find_setting("TDIST_TIMEOUT");
+  ASSERT_NE(timeout, nullptr);
+  EXPECT_EQ(parse_setting(*timeout, timeout->name, "0.5"), "0.5");
+  EXPECT_EQ(parse_setting(*timeout, timeout->name, "60"), "60");
+  for (const char* bad : {"", "0", "-1", "1e999", "nan", "5s", " 5"})
+    EXPECT_THROW(parse_setting(*timeout, timeout->name, bad), DistValueError) << "'" << bad << "'";
 }
 
 TEST(Settings, InitProcessGroupRaisesABadSettingBeforeItConnects) {
