@@ -227,9 +227,12 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
     failed.store(true, std::memory_order_release);
   }
   if (links) links->note_failure(e);
-  // Make the peers see it now rather than at their own deadline.
-  if (arena) arena->abort(label + ": " + error_message(e));
-  if (hierarchy && hierarchy->arena) hierarchy->arena->abort(label + ": " + error_message(e));
+  // Make the peers see it now rather than at their own deadline, in words
+  // that name this rank once (most causes already start with its label).
+  std::string why = error_message(e);
+  if (why.rfind(label + ":", 0) != 0) why = label + ": " + why;
+  if (arena) arena->abort(why);
+  if (hierarchy && hierarchy->arena) hierarchy->arena->abort(why);
   transport->abort(e);
 }
 
