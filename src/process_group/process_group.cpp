@@ -14,6 +14,7 @@
 #include "process_group/validate.h"
 #include "trace/flight_recorder.h"
 #include "trace/registry.h"
+#include "util/env.h"
 
 namespace tdist {
 
@@ -118,6 +119,10 @@ bool spec_takes_world_from_mpi(const std::string& spec) {
 
 ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, ProcessGroupOptions options)
     : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {
+  // Every setting read here, before any backend thread could meet a bad
+  // value where it cannot raise it (groups made without init_process_group,
+  // the PyTorch plugin's, included).
+  check_environment();
   options_.timeout = resolve_timeout(options_.timeout);
   if (!store_) throw DistValueError("ProcessGroup: no store given");
   if (size < 1) throw DistValueError("ProcessGroup: world size must be at least 1, got " + std::to_string(size));
