@@ -124,6 +124,7 @@ struct TcpStoreServer::Loop {
   void drop(Conn& c, LogLevel level, const std::string& why);
   // Looks at the first bytes of a connection; false: it was torch's client, and is dropped.
   bool probe_first_bytes(Conn& c, const char* data, size_t n);
+  bool hung_up(Conn& c);
   void greet(Conn& c, Request& req);
   void serve(Conn& c, Request req);
   bool authenticate(Conn& c, const Request& req);
@@ -605,6 +606,9 @@ void TcpStoreServer::Loop::serve(Conn& c, Request req) {
         r.status = Status::kTimeout;  // empty, and the client does not wait
         break;
       }
+      // A client that sent its pop and died before this was read (its
+      // hang-up is next in the socket) must take nothing: the value stays.
+      if (hung_up(c)) return drop(c, LogLevel::Debug, "disconnected before its queue_pop was answered");
       queue_bytes -= req.keys[0].size() + it->second.front().size();
       r.values.push_back(std::move(it->second.front()));
       it->second.pop_front();
@@ -715,6 +719,15 @@ void TcpStoreServer::Loop::notify(const std::string& key) {
   }
 }
 
+// Whether the client has hung up (or its socket failed), though the loop may
+// not have read that yet: a client sends nothing while it waits for an
+// answer, so an end of stream next in its socket means it is gone.
+bool TcpStoreServer::Loop::hung_up(Conn& c) {
+  char byte;
+  ssize_t peeked = ::recv(c.fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+  return peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 // Hands a pushed value to the longest-parked pop of the queue; false when
 // none takes it (the value is then still in `value`).
 bool TcpStoreServer::Loop::deliver(const std::string& queue, std::string& value) {
@@ -731,9 +744,7 @@ bool TcpStoreServer::Loop::deliver(const std::string& queue, std::string& value)
     Conn& c = *cit->second;
     // A popper that died may not have been noticed yet (its hang-up still
     // waits in epoll): look, or the value would go to a closed socket.
-    char byte;
-    ssize_t peeked = ::recv(c.fd.get(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (peeked == 0 || (peeked < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+    if (hung_up(c)) {
       drop(c, LogLevel::Debug, "disconnected while its queue_pop was parked");  // removes the waiter
       continue;
     }
