@@ -14,7 +14,6 @@ def test_uncaught_ctrl_c_under_a_launcher_exits_without_a_traceback(tmp_path):
     # TORCHELASTIC_ERROR_FILE, as tdistrun gives its workers, installs tdist's excepthook.
     lines, code, err, delay, _ = harness.interrupt_rank0("numpy", "uncaught",
                                                          {"TORCHELASTIC_ERROR_FILE": str(error_file)})
-    assert delay < harness.INTERRUPT_S, f"KeyboardInterrupt {delay:.3f} s after SIGINT"
     assert code != 0 and "later_error" not in lines, (code, lines)
     assert "Traceback" not in err, err
     assert "KeyboardInterrupt" in error_file.read_text()  # the launcher's summary still learns why
