@@ -75,7 +75,10 @@ void TcpTransport::on_readable(Peer& p) {
           case wire::kMessageMagic: begin_payload(p); break;
           case wire::kRtsMagic: on_request_to_send(p); break;
           case wire::kCtsMagic: on_clear_to_send(p); break;
-          case wire::kLeaveMagic: on_comm_left(p, p.header.comm); break;
+          case wire::kLeaveMagic:  // a header alone: a size would be read as the next header
+            if (p.header.size != 0) fail_peer(p, bad_header(describe_peer(p.rank), p.header));
+            else on_comm_left(p, p.header.comm);
+            break;
           case wire::kRdvDataMagic: begin_rendezvous_data(p); break;
           default: fail_peer(p, bad_header(describe_peer(p.rank), p.header));
         }
