@@ -1,4 +1,4 @@
-"""Runs a function on `world` ranks (forked processes) over backend "tdist".
+"""Runs a function on `world` ranks (forked processes) over backend "tdist" (or another one).
 
 Forked, not spawned: the parent has imported torch already, so a rank starts
 in milliseconds instead of re-importing torch. A rank's exception comes back
@@ -41,16 +41,21 @@ def _init_kwargs(init, rank, world, shared):
     raise ValueError("unknown init %r" % init)
 
 
-def _rank_main(rank, world, init, shared, backend, fn, args, errors):
+def _rank_main(rank, world, init, shared, backend, fn, args, errors, result_path):
     code = 0
     try:
         torch.set_num_threads(1)  # many ranks share two CPUs
-        import tdist.torch  # noqa: F401  registers backend "tdist"
+        if backend == "tdist":
+            import tdist.torch  # noqa: F401  registers backend "tdist"
 
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=60),
                                 **_init_kwargs(init, rank, world, shared))
-        fn(rank, world, *args)
+        result = fn(rank, world, *args)
         dist.destroy_process_group()
+        # A file, not a queue: a pipe would block a large result until the parent reads it,
+        # and the parent reads only after every rank ended.
+        torch.save(result, result_path + ".tmp")
+        os.rename(result_path + ".tmp", result_path)
     except BaseException:  # noqa: BLE001  every failure goes back to the parent
         errors.put((rank, traceback.format_exc()))
         code = 1
@@ -59,7 +64,8 @@ def _rank_main(rank, world, init, shared, backend, fn, args, errors):
 
 
 def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TIMEOUT):
-    """Runs fn(rank, world, *args) on every rank after init_process_group(backend).
+    """Runs fn(rank, world, *args) on every rank after init_process_group(backend); returns the
+    ranks' return values (which torch.save can write), in rank order.
 
     Raises AssertionError with every failing rank's traceback, or naming the
     ranks still running at the deadline.
@@ -75,7 +81,9 @@ def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TI
             shared = server.port
         else:
             shared = free_port()
-        procs = [ctx.Process(target=_rank_main, args=(r, world, init, shared, backend, fn, args, errors))
+        result_paths = [os.path.join(tmp, "result.%d" % r) for r in range(world)]
+        procs = [ctx.Process(target=_rank_main,
+                             args=(r, world, init, shared, backend, fn, args, errors, result_paths[r]))
                  for r in range(world)]
         for p in procs:
             p.start()
@@ -97,6 +105,7 @@ def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TI
                 p.kill()
             p.join()
         del server
+        results = [torch.load(p, weights_only=False) if os.path.exists(p) else None for p in result_paths]
     reports = []
     while not errors.empty():
         reports.append(errors.get())
@@ -107,3 +116,4 @@ def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TI
     bad = [r for r, p in enumerate(procs) if p.exitcode != 0 and r not in hung]
     if reports or bad:
         raise AssertionError("ranks %s failed%s" % (sorted(set(bad + [r for r, _ in reports])), msg))
+    return results
