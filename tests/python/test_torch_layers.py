@@ -19,6 +19,12 @@ import torch.distributed as dist
 
 import torch_harness
 
+# fully_shard and DTensor are public from torch 2.6 on (Debian's torch 1.13 cannot even import
+# its torch.distributed.fsdp on Python 3.11).
+if tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 6):
+    pytest.skip("torch %s: the layers tested here need torch 2.6 or newer" % torch.__version__,
+                allow_module_level=True)
+
 EXAMPLES = pathlib.Path(os.environ.get("TDIST_EXAMPLES_PYTHON",
                                        pathlib.Path(__file__).resolve().parents[2] / "examples" / "python")) / "torch2"
 sys.path.insert(0, str(EXAMPLES))

@@ -30,10 +30,11 @@ def named_dimensions():
         peers = rank.clone()
         dist.all_reduce(peers, group=sub.get_group())  # the sum of the ranks in this rank's group
         seen[name] = (mesh.get_local_rank(name), dist.get_process_group_ranks(sub.get_group()), float(peers))
-    flat = mesh._flatten("dp_tp")  # a 1-D mesh (and group) over all four ranks
-    everyone = rank.clone()
-    dist.all_reduce(everyone, group=flat.get_group())
-    seen["dp_tp"] = (flat.get_local_rank(), dist.get_process_group_ranks(flat.get_group()), float(everyone))
+    if hasattr(mesh, "_flatten"):  # private, in torch 2.4 and later
+        flat = mesh._flatten("dp_tp")  # a 1-D mesh (and group) over all four ranks
+        everyone = rank.clone()
+        dist.all_reduce(everyone, group=flat.get_group())
+        seen["dp_tp"] = (flat.get_local_rank(), dist.get_process_group_ranks(flat.get_group()), float(everyone))
     return seen
 
 
@@ -60,8 +61,8 @@ def hsdp_training():
 def run():
     seen = named_dimensions()
     loss, params, placements = hsdp_training()
-    summary = "device mesh: rank 0 sees dp %s, tp %s, dp_tp %s; HSDP %s: final loss %.4f, params checksum %.4f" % (
-        seen["dp"][1], seen["tp"][1], seen["dp_tp"][1], placements, loss, params.sum())
+    summary = "device mesh: rank 0 sees dp %s, tp %s, flattened %s; HSDP %s: final loss %.4f, params checksum %.4f" % (
+        seen["dp"][1], seen["tp"][1], seen.get("dp_tp", (0, "-"))[1], placements, loss, params.sum())
     return summary, {"seen": str(seen), "loss": loss, "params": params, "placements": str(placements)}
 
 
