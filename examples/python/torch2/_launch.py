@@ -1,11 +1,11 @@
 """How the torch 2.x examples start: one process per rank, as torchrun (or `python3 -m tdist.run`)
 starts them, meeting through env://. The backend is the first argument, else $TDIST_BACKEND, else
-"gloo"; "tdist" imports tdist.torch, which registers it with torch.distributed.
+"gloo".
 
 Each example has a run() that works on the default group (already initialized) and returns
 (summary line, results); main() passes it the arguments after the backend and prints the summary
-on rank 0. The tests call run() directly on
-forked ranks, once per backend, and compare the results.
+on rank 0. The tests (tests/python/test_torch_layers.py) call run() directly on forked ranks,
+once per backend, and compare the results.
 """
 import os
 import sys
@@ -22,8 +22,10 @@ def backend_name():
 
 def main(run):
     backend = backend_name()
-    if backend == "tdist":
-        import tdist.torch  # noqa: F401  registers backend "tdist" with torch.distributed
+    # tdist.torch registers backend "tdist"; under tdistrun it also serves env:// from the
+    # launcher's store (which speaks tdist's protocol, not torch's), for every backend.
+    if backend == "tdist" or os.environ.get("TDIST_AGENT_STORE_PREFIX"):
+        import tdist.torch  # noqa: F401
     torch.set_num_threads(1)  # the ranks share this machine's cores
     dist.init_process_group(backend)
     try:
