@@ -38,6 +38,11 @@ def named_dimensions():
     return seen
 
 
+def batch(rank, step):
+    g = torch.Generator().manual_seed(10 * step + rank)
+    return torch.randn(8, 8, generator=g), torch.randint(0, 3, (8,), generator=g)
+
+
 def hsdp_training():
     mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("replicate", "shard"))
     torch.manual_seed(0)
@@ -45,8 +50,7 @@ def hsdp_training():
     fully_shard(model, mesh=mesh)  # 2-D mesh: HSDP, parameters (Replicate(), Shard(0))
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     for step in range(STEPS):
-        g = torch.Generator().manual_seed(10 * step + dist.get_rank())
-        x, y = torch.randn(8, 8, generator=g), torch.randint(0, 3, (8,), generator=g)
+        x, y = batch(dist.get_rank(), step)
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
