@@ -29,7 +29,9 @@ EXAMPLES = pathlib.Path(os.environ.get("TDIST_EXAMPLES_PYTHON",
                                        pathlib.Path(__file__).resolve().parents[2] / "examples" / "python")) / "torch2"
 sys.path.insert(0, str(EXAMPLES))
 
-# Imported here, before the ranks fork, so that no rank imports torch's layers again.
+# Imported here, before the ranks fork, so that no rank imports them again: the layers, and
+# torch._dynamo, which DTensor and FSDP2 import on first use (seconds per rank on a busy box).
+import torch._dynamo  # noqa: E402,F401
 import dcp_reshard  # noqa: E402
 import ddp_comm_hooks  # noqa: E402
 import device_mesh_hsdp  # noqa: E402
