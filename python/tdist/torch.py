@@ -50,7 +50,11 @@ def _register():
     # second import under another name) must not try again.
     if BACKEND_NAME.upper() in getattr(_dist.Backend, "_plugins", {}):
         return
-    _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True)
+    # devices=["cpu"]: the backend serves CPU tensors; torch then knows it as
+    # a CPU backend (Backend.backend_capability), which layers such as
+    # DeviceMesh and DTensor look up, and it becomes the default for "cpu"
+    # when no other backend claimed it first.
+    _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
 
 
 class _TdistStoreForTorch(ForwardingStore, _dist.Store):

@@ -396,9 +396,10 @@ def check_objects(c):
 def check_all(rank, world, dtypes=None):
     import tdist.torch
 
-    # The default group is the plugin's, not Gloo's.
+    # The default group's CPU backend is the plugin's, not Gloo's.
     assert dist.get_backend() == "tdist"
-    assert isinstance(dist.distributed_c10d._get_default_group(), tdist.torch.ProcessGroupTdist)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    assert isinstance(backend, tdist.torch.ProcessGroupTdist), backend
     c = Checker(rank, world)
     for dtype in dtypes or DTYPES:
         check_reductions(c, dtype)
