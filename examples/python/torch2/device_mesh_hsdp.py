@@ -57,9 +57,8 @@ def hsdp_training():
         opt.step()
     loss = loss.detach()
     dist.all_reduce(loss)
-    placements = model[0].weight.placements
-    return loss / dist.get_world_size(), torch.cat([p.detach().full_tensor().flatten() for p in model.parameters()]), \
-        placements
+    params = torch.cat([p.detach().full_tensor().flatten() for p in model.parameters()])
+    return loss / dist.get_world_size(), params, model[0].weight.placements
 
 
 def run():

@@ -10,7 +10,6 @@ not depend on the order in which a backend adds the partial sums.
     PYTHONPATH=build/python python3 -m tdist.run --nproc-per-node 4 examples/python/torch2/dtensor_2x2.py tdist
 """
 import torch
-import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import Replicate, Shard, distribute_tensor
 
@@ -27,8 +26,9 @@ def run():
     da = distribute_tensor(a, mesh, [Shard(0), Replicate()])
     db = distribute_tensor(b, mesh, [Replicate(), Shard(1)])
     row_col = da @ db  # each rank multiplies its rows by its columns: no communication
-    # a's columns split over dimension 1 (all-to-all within the row of the mesh), b's rows to match:
-    # each rank now holds a partial product, summed by an all_reduce on redistribute.
+    # Split the inner dimension over mesh dimension 1: a's columns (a local slice of the replica),
+    # b's rows (Shard(1) -> Shard(0), an all-to-all, which torch does as all_gather + chunk on a
+    # CPU mesh). Each rank then holds a partial product; redistribute sums them (all_reduce).
     da_k = da.redistribute(mesh, [Shard(0), Shard(1)])
     db_k = db.redistribute(mesh, [Replicate(), Shard(0)])
     partial = da_k @ db_k
