@@ -2,7 +2,8 @@
 
 Run on each rank (see torch_harness.run_ranks): the default group is "tdist";
 a Gloo group over the same ranks gets identical inputs and its result is the
-reference. Where Gloo (torch 1.13) lacks an operation or a dtype, the
+reference. Where Gloo lacks an operation or a dtype (torch 1.13's lacked
+several; the stand-ins keep the reference independent of the torch version), the
 reference is built from Gloo operations it has (all_to_all from
 all_to_all_single, reduce_scatter from all_reduce) or run on a stand-in dtype
 that holds the same values exactly (bfloat16 as float32, bool as uint8, int16
