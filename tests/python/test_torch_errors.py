@@ -108,3 +108,26 @@ def test_ctrl_c_interrupts_a_blocking_all_reduce_and_fails_the_group():
     import interrupt_harness
 
     interrupt_harness.check_interrupted("torch")
+
+
+def aborted_group(rank, world):
+    # torch's _abort_process_group reaches the plugin's abort: an operation under way (rank 1
+    # never joins it) fails at once, naming the abort, and the rest of the job goes on.
+    import time
+
+    g = dist.new_group([0, 1], backend="tdist")
+    t = torch.ones(3)
+    dist.all_reduce(t, group=g)
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(4), group=g, async_op=True)
+        time.sleep(0.2)
+        dist.distributed_c10d._abort_process_group(g)
+        raises(work.wait, "rank 0 in group group(0,1)#0", "all_reduce", "aborted")
+    dist.barrier()
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((2,), float(world))), t
+
+
+def test_abort_fails_what_is_under_way():
+    torch_harness.run_ranks(aborted_group, 2)

@@ -1,6 +1,7 @@
 #include "process_group_tdist.h"
 
 #include <algorithm>
+#include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
@@ -408,18 +409,24 @@ void ProcessGroupTdist::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
   work->wait(c10d::Store::kNoTimeout);
 }
 
+namespace {
+// Views of the output and input tensors of a coalesced operation, pair i
+// being one operation's; one output per input.
+std::pair<std::vector<tdist::Tensor>, std::vector<tdist::Tensor>> paired_views(const std::vector<at::Tensor>& outputs,
+                                                                               const std::vector<at::Tensor>& inputs,
+                                                                               const std::string& op) {
+  if (outputs.size() != inputs.size())
+    invalid(op, std::to_string(outputs.size()) + " output tensors for " + std::to_string(inputs.size()) + " inputs");
+  return {to_views(outputs, op, "output tensor"), to_views(inputs, op, "input tensor")};
+}
+}  // namespace
+
 WorkPtr ProcessGroupTdist::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                            std::vector<at::Tensor>& inputs,
                                                            const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather_into_tensor_coalesced";
   const std::string op = where(name);
-  if (outputs.size() != inputs.size())
-    invalid(op, std::to_string(outputs.size()) + " output tensors for " + std::to_string(inputs.size()) + " inputs");
-  std::vector<tdist::Tensor> out_views, in_views;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    out_views.push_back(to_view(outputs[i], op, "output tensor " + std::to_string(i)));
-    in_views.push_back(to_view(inputs[i], op, "input tensor " + std::to_string(i)));
-  }
+  auto [out_views, in_views] = paired_views(outputs, inputs, op);
   auto span = ProfilerSpan::open(name, inputs);
   Works works;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -432,13 +439,7 @@ WorkPtr ProcessGroupTdist::reduce_scatter_tensor_coalesced(std::vector<at::Tenso
                                                            const c10d::ReduceScatterOptions& opts) {
   const char* name = "reduce_scatter_tensor_coalesced";
   const std::string op = where(name);
-  if (outputs.size() != inputs.size())
-    invalid(op, std::to_string(outputs.size()) + " output tensors for " + std::to_string(inputs.size()) + " inputs");
-  std::vector<tdist::Tensor> out_views, in_views;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    out_views.push_back(to_view(outputs[i], op, "output tensor " + std::to_string(i)));
-    in_views.push_back(to_view(inputs[i], op, "input tensor " + std::to_string(i)));
-  }
+  auto [out_views, in_views] = paired_views(outputs, inputs, op);
   const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
   auto span = ProfilerSpan::open(name, inputs);
   Works works;
