@@ -71,7 +71,11 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   auto directory = std::make_unique<Directory>();
   // The job token, read once: every connection of this transport is proven with it.
   directory->token = auth::job_token();
-  if (!directory->token) auth::warn_open_once(label + "'s connections to other ranks", /*speaks_for_job=*/rank == 0);
+  if (!directory->token) {
+    // The job's rank 0 speaks for the job (said once per job, not once per group's rank 0).
+    const int global = rank < static_cast<int>(options.global_ranks.size()) ? options.global_ranks[rank] : rank;
+    auth::warn_open_once(label + "'s connections to other ranks", /*speaks_for_job=*/global == 0);
+  }
   tcp::PeerRecord self;
   self.interfaces = listed_interfaces();
   if (self.interfaces.size() > static_cast<size_t>(tcp::kMaxSocketsPerPeer))
