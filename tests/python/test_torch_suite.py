@@ -9,6 +9,7 @@ check, a backend feature torch no longer grants) cannot pass silently.
 Needs the `expecttest` package next to torch (torch's testing helpers import it).
 """
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -47,7 +48,10 @@ SUBSET = [
     "test_gather_checks",
     "test_scatter",
     "test_scatter_checks",
-    # all_to_all_single, with and without splits (the list form: Gloo only takes equal sizes)
+    # all_to_all: the list form with a different size from each rank (Gloo refuses it), and
+    # all_to_all_single with and without splits
+    "test_all_to_all",
+    "test_all_to_all_full_group",
     "test_all_to_all_single_equal_split",
     "test_all_to_all_single_unequal_split",
     "test_all_to_all_single_unequal_split_full_group",
@@ -93,6 +97,10 @@ SUBSET = [
 # Tests of SUBSET that may be skipped, with the reason (none now).
 ALLOWED_SKIPS = {}
 
+# With TDIST_SUITE_BACKEND=gloo (to check this file against torch's own backend), the tests Gloo
+# fails: "ProcessGroupGloo::alltoall: invalid tensor size" (its list all_to_all wants equal sizes).
+GLOO_CANNOT = {"test_all_to_all", "test_all_to_all_full_group"}
+
 
 def run_subset(backend, out):
     cmd = [sys.executable, RUNNER, "--backend", backend, "--start-method", "fork", "--lift-gloo-checks",
@@ -110,12 +118,16 @@ def run_subset(backend, out):
 
 @pytest.mark.parametrize("backend", [os.environ.get("TDIST_SUITE_BACKEND", "tdist")])
 def test_named_subset_of_torch_suite_passes(backend):
+    # Not a skip: without it the suite cannot even be imported, and CI would pass on nothing.
+    assert importlib.util.find_spec("expecttest"), (
+        "torch's test suite imports `expecttest`: install it next to torch (pip install expecttest)")
     with tempfile.TemporaryDirectory(prefix="tdist_suite_") as tmp:
         proc, outcomes = run_subset(backend, os.path.join(tmp, "outcomes.tsv"))
     tail = proc.stdout[-6000:]
     missing = [n for n in SUBSET if n not in outcomes]
     assert not missing, "tests without an outcome: %s\n%s" % (missing, tail)
     bad = {n: o for n, o in outcomes.items()
-           if o[0] != "ok" and not (o[0] == "skipped" and n in ALLOWED_SKIPS)}
+           if o[0] != "ok" and not (o[0] == "skipped" and n in ALLOWED_SKIPS)
+           and not (backend == "gloo" and n in GLOO_CANNOT)}
     assert not bad, "\n".join("%s: %s: %s" % (n, o, d) for n, (o, d) in sorted(bad.items())) + "\n" + tail
-    assert proc.returncode == 0, tail
+    assert proc.returncode == 0 or backend == "gloo", tail
