@@ -53,8 +53,11 @@ def configure_environment(args):
     os.environ["DISTRIBUTED_TESTS_DEFAULT_TIMEOUT"] = str(args.test_timeout)
     os.environ["TDIST_SUITE_LIFT_GLOO_CHECKS"] = "1" if args.lift_gloo_checks else "0"
     if args.init_method == "file":
+        import atexit
+        import shutil
         import tempfile
         shared_dir = tempfile.mkdtemp(prefix="torch_suite_init_")
+        atexit.register(shutil.rmtree, shared_dir, True)
         os.environ["INIT_METHOD"] = "file://" + os.path.join(shared_dir, "shared_init_file")
     else:
         os.environ["INIT_METHOD"] = "env://"
