@@ -60,6 +60,14 @@ class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
             self._spawn_processes()
         torch.backends.cudnn.flags(enabled=True, allow_tf32=False).__enter__()
 
+    def tearDown(self):
+        super().tearDown()
+        # MultiProcessTestCase leaves each test's FileStore file (a mkstemp file in /tmp) behind.
+        try:
+            os.remove(self.file_name)
+        except OSError:
+            pass
+
     def _fork_processes(self):
         # Forked ranks skip re-importing torch (seconds each on a small box); the parent has
         # touched no CUDA and run no torch op, so a fork is as clean as a spawn for CPU backends.
