@@ -1,6 +1,6 @@
 #!/bin/bash
 # tdist-bench against Open MPI (with and without its hierarchical HAN
-# component) and Gloo (torch 1.13) on one emulated cluster (scripts/cluster.sh:
+# component) and Gloo (torch 2.x, scripts/torch_venv.sh) on one emulated cluster (scripts/cluster.sh:
 # hosts as network namespaces with their own hostnames, links shaped with tc),
 # in one run: for each collective and repeat, each library in turn, so that
 # all meet the machine in the same state; each cell is the median of the
@@ -112,9 +112,10 @@ run() {
         -C 2G --csv 2>>"$out/errors"
       ;;
     gloo)
+      : "${torch_python:=$(bash "$repo/scripts/torch_venv.sh" | tail -n 1)}"
       for ((r = n - 1; r >= 0; r--)); do
         local cmd=("$cluster" exec "$name" $((r / per_host)) env RANK=$r WORLD_SIZE=$n MASTER_ADDR="$master"
-          MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0 /usr/bin/python3 "$repo/bench/gloo_bench.py" "${args[@]}" --cap 2G)
+          MASTER_PORT=$port GLOO_SOCKET_IFNAME=eth0 "$torch_python" "$repo/bench/gloo_bench.py" "${args[@]}" --cap 2G)
         if ((r > 0)); then "${cmd[@]}" >/dev/null 2>>"$out/errors" & else "${cmd[@]}" 2>>"$out/errors"; fi
       done
       wait

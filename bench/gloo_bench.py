@@ -8,8 +8,8 @@ MASTER_PORT); bench/cluster.sh starts it on every emulated host.
   gloo_bench.py -t all_reduce --sizes 8,1M -n 20 -w 5 [--cap BYTES]
 
 Sizes mean what they mean to tdist-bench: for all_gather the output, for
-reduce_scatter the input, for all_to_all each rank's send buffer. torch 1.13's
-Gloo has no reduce_scatter: that collective prints no rows.
+reduce_scatter the input, for all_to_all each rank's send buffer. Collectives
+this torch's Gloo lacks print no rows.
 """
 import argparse
 import os

@@ -12,7 +12,9 @@
 #
 # Environment: TDIST_TEST_JOBS (ctest -j, default: the core count, at most 8),
 # TDIST_BUILD_JOBS (build -j, default: the core count), TDIST_SKIP_APT=1 (never run apt-get),
-# TDIST_EXTRA_PACKAGES (more Debian packages to install), ASAN_OPTIONS/UBSAN_OPTIONS (added to,
+# TDIST_EXTRA_PACKAGES (more Debian packages to install), TDIST_NO_TORCH=1 (no torch venv: the
+# PyTorch plugin and its tests are left out), TDIST_TORCH_VENV/TDIST_WHEELHOUSE/TDIST_TORCH_SPEC
+# (see scripts/torch_venv.sh), ASAN_OPTIONS/UBSAN_OPTIONS (added to,
 # and overriding, the sanitizer defaults), CMAKE_GENERATOR (default Ninja when ninja is there).
 # Exits non-zero when anything fails; the last lines summarise each build.
 set -euo pipefail
@@ -22,13 +24,14 @@ set -euo pipefail
 # libcrypto for the job token's HMAC-SHA256 and nonces). The SGD example
 # (examples/sgd_digits.cpp) reads the digits data set that python3-sklearn ships, with zlib.
 # The Python module (python/) needs Debian's Python headers, pybind11, NumPy and pytest; the
-# PyTorch plugin (python/torch/) needs torch 1.13 and its C++ headers. The emulated-cluster tests
+# PyTorch plugin (python/torch/) is built for torch 2.x from the Python package index, in a
+# virtual environment (python3-venv) that scripts/torch_venv.sh keeps. The emulated-cluster tests
 # (tests/cluster, scripts/cluster.sh) need iproute2, and iptables where the kernel has no netem.
 # Open MPI: the mpi backend, its tests under mpirun (tests/mpi) and bench/compare.sh's peer.
 TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev libssl-dev
   zlib1g-dev python3-sklearn
-  python3-dev pybind11-dev python3-numpy python3-pytest python3-torch libtorch-dev
+  python3-dev pybind11-dev python3-numpy python3-pytest python3-venv
   iproute2 iptables)
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -178,7 +181,18 @@ fi
 echo "repo: $repo; $(cmake --version | head -n 1); $(c++ --version | head -n 1); $nproc_ cores"
 normal_built=1
 if ((normal)); then
-  run_suite "normal build" build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDIST_SANITIZE=OFF || true
+  declare -a torch_args=()
+  if [[ ${TDIST_NO_TORCH:-0} != 1 ]]; then
+    log "torch 2.x for the PyTorch plugin (scripts/torch_venv.sh)"
+    if torch_python=$(bash scripts/torch_venv.sh | tail -n 1); then
+      torch_args=("-DTDIST_TORCH_PYTHON=$torch_python")
+    else
+      summaries+=("torch venv: FAILED (scripts/torch_venv.sh); the plugin and its tests are left out")
+      status=1
+    fi
+  fi
+  run_suite "normal build" build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTDIST_SANITIZE=OFF \
+    ${torch_args[@]+"${torch_args[@]}"} || true
   if [[ ${summaries[-1]} == *"FAILED to"* ]]; then normal_built=0; fi
 fi
 

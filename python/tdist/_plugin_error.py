@@ -29,17 +29,17 @@ def _build_info():
 def _absent():
     info = _build_info()
     if info is not None and getattr(info, "TORCH_PLUGIN", None) is False:
-        return ("the build this package comes from left the plugin out: CMake found no libtorch when it "
-                "configured (its output has a line 'PyTorch plugin: not built (missing: ...)'); install "
-                "Debian's libtorch-dev, python3-torch, pybind11-dev and python3-dev, then configure, build "
-                "and install again")
+        return ("the build this package comes from left the plugin out: CMake found no torch 2.x when it "
+                "configured (its output has a line 'PyTorch plugin: not built (...)' saying why); make a "
+                "venv with torch 2.x (scripts/torch_venv.sh prints its python), configure again with "
+                "-DTDIST_TORCH_PYTHON=<that python>, build and install, and run the program with that python")
     if info is not None and getattr(info, "INSTALLED", False):
         return ("this installation lacks it although its build made it (cmake --install left it out "
                 "before): install again with `cmake --install BUILD_DIR --prefix %s`" % info.PREFIX)
     if info is not None and getattr(info, "TORCH_PLUGIN", None):
         return "the build configured it but has not built it yet: cmake --build BUILD_DIR --target _tdist_torch"
-    return ("it is built by the project's CMake when Debian's libtorch-dev, python3-torch, pybind11-dev and "
-            "python3-dev are installed")
+    return ("it is built by the project's CMake for the torch 2.x of the interpreter -DTDIST_TORCH_PYTHON names "
+            "(scripts/torch_venv.sh makes such a venv; scripts/test.sh passes it)")
 
 
 def _does_not_load(path, error):

@@ -7,7 +7,7 @@ Every operation of a "tdist" group (point-to-point, collectives, barrier, and
 through them DistributedDataParallel and the object collectives) runs on the
 tdist C++ library over the store torch made for the group, whatever the init
 method (env://, tcp://, file://, store=). Tensors must be dense, contiguous
-CPU tensors. Errors of tdist reach Python as RuntimeError with tdist's message
+CPU tensors (the backend is registered for device "cpu"). Errors of tdist reach Python as RuntimeError with tdist's message
 (rank, group, operation, peer).
 """
 
@@ -16,9 +16,15 @@ import os as _os
 import torch
 import torch.distributed as _dist
 
+if int(torch.__version__.split(".")[0]) < 2:
+    raise ImportError(
+        "tdist.torch needs torch 2.x; this interpreter (%s) has torch %s from %s: run the program with "
+        "the python of the venv the plugin was built for (scripts/torch_venv.sh prints it)"
+        % (__import__("sys").executable, torch.__version__, _os.path.dirname(torch.__file__)))
+
 try:
     from tdist import _tdist_torch
-except ImportError as e:  # absent (built only where libtorch-dev was found) or not loading
+except ImportError as e:  # absent (built only where CMake found torch 2.x) or not loading
     from tdist._plugin_error import explain as _explain
 
     raise ImportError(_explain(e)) from e
@@ -50,7 +56,11 @@ def _register():
     # second import under another name) must not try again.
     if BACKEND_NAME.upper() in getattr(_dist.Backend, "_plugins", {}):
         return
-    _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True)
+    # devices=["cpu"]: the backend serves CPU tensors; torch then knows it as
+    # a CPU backend (Backend.backend_capability), which layers such as
+    # DeviceMesh and DTensor look up, and it becomes the default for "cpu"
+    # when no other backend claimed it first.
+    _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
 
 
 class _TdistStoreForTorch(ForwardingStore, _dist.Store):

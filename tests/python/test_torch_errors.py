@@ -36,9 +36,8 @@ def refusals(rank, world):
     raises(work.get_future, "tdist", "send", "no future")
     dist.recv(torch.zeros(1), (rank - 1) % world)
     work.wait()
-    # torch's Python refuses monitored_barrier for other backends than Gloo;
-    # the group's own method is the plugin's and works.
-    raises(lambda: dist.monitored_barrier(), "GLOO")
+    # monitored_barrier, through torch's function and the group's method.
+    dist.monitored_barrier(timeout=datetime.timedelta(seconds=30))
     pg.monitored_barrier(datetime.timedelta(seconds=30), wait_all_ranks=True)
     # pg_options are Gloo's/NCCL's; the factory refuses them (on every rank: new_group is collective).
     raises(lambda: dist.new_group(backend="tdist", pg_options=object()), "pg_options")
@@ -109,3 +108,26 @@ def test_ctrl_c_interrupts_a_blocking_all_reduce_and_fails_the_group():
     import interrupt_harness
 
     interrupt_harness.check_interrupted("torch")
+
+
+def aborted_group(rank, world):
+    # torch's _abort_process_group reaches the plugin's abort: an operation under way (rank 1
+    # never joins it) fails at once, naming the abort, and the rest of the job goes on.
+    import time
+
+    g = dist.new_group([0, 1], backend="tdist")
+    t = torch.ones(3)
+    dist.all_reduce(t, group=g)
+    if rank == 0:
+        work = dist.all_reduce(torch.ones(4), group=g, async_op=True)
+        time.sleep(0.2)
+        dist.distributed_c10d._abort_process_group(g)
+        raises(work.wait, "rank 0 in group group(0,1)#0", "all_reduce", "aborted")
+    dist.barrier()
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    assert torch.equal(t, torch.full((2,), float(world))), t
+
+
+def test_abort_fails_what_is_under_way():
+    torch_harness.run_ranks(aborted_group, 2)

@@ -15,14 +15,21 @@ import torch_harness
 Event = collections.namedtuple("Event", "shapes dtypes start_us end_us")
 
 
+def start_us(event):
+    return event.start_ns() / 1000.0
+
+
+def duration_us(event):
+    return event.duration_ns() / 1000.0
+
+
 def profiled_events(prof):
-    """The profile's events by name. Read from the results torch.profiler makes its FunctionEvents
-    of, because only they carry dtypes where torch is built without Kineto (Debian's: its Chrome
-    trace then has no inputs)."""
+    """The profile's events by name, read from the results torch.profiler makes its FunctionEvents
+    of (they carry the shapes and dtypes)."""
     by_name = {}
     for e in prof.profiler.kineto_results.events():
         by_name.setdefault(e.name(), []).append(
-            Event(e.shapes(), e.dtypes(), e.start_us(), e.start_us() + e.duration_us()))
+            Event(e.shapes(), e.dtypes(), start_us(e), start_us(e) + duration_us(e)))
     return by_name
 
 

@@ -1,4 +1,4 @@
-"""Backend "tdist" through torch 1.13: sparse (COO) all_reduce as Gloo does it, and
+"""Backend "tdist" through torch: sparse (COO) all_reduce as Gloo does it, and
 all_reduce_coalesced as one tdist operation.
 
 Each rank's sparse input is built from a seed every rank knows, so the expected result is the

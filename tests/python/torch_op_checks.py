@@ -2,7 +2,8 @@
 
 Run on each rank (see torch_harness.run_ranks): the default group is "tdist";
 a Gloo group over the same ranks gets identical inputs and its result is the
-reference. Where Gloo (torch 1.13) lacks an operation or a dtype, the
+reference. Where Gloo lacks an operation or a dtype (torch 1.13's lacked
+several; the stand-ins keep the reference independent of the torch version), the
 reference is built from Gloo operations it has (all_to_all from
 all_to_all_single, reduce_scatter from all_reduce) or run on a stand-in dtype
 that holds the same values exactly (bfloat16 as float32, bool as uint8, int16
@@ -393,12 +394,73 @@ def check_objects(c):
     c.count += 4
 
 
+def check_torch2_forms(c):
+    """What torch 2.x sends a backend beyond the classic calls: the coalescing manager's
+    coalesced all_reduce / all_gather / reduce_scatter, gather into one tensor, torch's canonical
+    *_single names, split_group, get_future_result and monitored_barrier through torch."""
+    rank, world = c.rank, c.world
+    c10d = dist.distributed_c10d
+    xs = [make((n,), torch.float32, rank, 200 + n) for n in (3, 0, 8)]
+    wants = [c.gloo_all_reduce(x, R.SUM) for x in xs]
+    gathered = [torch.cat(c.gloo_all_gather(x)) for x in xs]
+    # reduce_scatter of world x n: rank r gets row r of the sum.
+    ins = [make((world * n,), torch.float32, rank, 210 + n) for n in (2, 5)]
+    rs_wants = [c.gloo_all_reduce(x, R.SUM).view(world, -1)[rank] for x in ins]
+    for async_ops in (False, True):
+        got = [x.clone() for x in xs]
+        with c10d._coalescing_manager(async_ops=async_ops) as cm:
+            for t in got:
+                dist.all_reduce(t)
+        if async_ops:
+            cm.wait()
+        c.same(got, wants, "coalesced all_reduce (async %s)" % async_ops)
+        outs = [torch.empty(world * x.numel()) for x in xs]
+        with c10d._coalescing_manager(async_ops=async_ops) as cm:
+            for o, x in zip(outs, xs):
+                dist.all_gather_into_tensor(o, x)
+        if async_ops:
+            cm.wait()
+        c.same(outs, gathered, "coalesced all_gather_into_tensor (async %s)" % async_ops)
+        outs = [torch.empty(x.numel() // world) for x in ins]
+        with c10d._coalescing_manager(async_ops=async_ops) as cm:
+            for o, x in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, x)
+        if async_ops:
+            cm.wait()
+        c.same(outs, rs_wants, "coalesced reduce_scatter_tensor (async %s)" % async_ops)
+    # The canonical *_single names.
+    out = torch.empty(world * 8)
+    dist.all_gather_single(out, xs[2])
+    c.same(out, gathered[2], "all_gather_single")
+    out = torch.empty(5)
+    dist.reduce_scatter_single(out, ins[1])
+    c.same(out, rs_wants[1], "reduce_scatter_single")
+    for root in sorted({0, world - 1}):
+        out = torch.full((world * 8,), -1.0) if rank == root else None
+        dist.gather_into_tensor(xs[2], out, dst=root)  # input first, as gather()
+        if rank == root:
+            c.same(out, gathered[2], "gather_into_tensor to %d" % root)
+    # get_future_result: SUCCESS, a number (torch.distributed.WorkResult's values).
+    work = dist.all_reduce(xs[2].clone(), async_op=True)
+    assert work.get_future_result().wait() == 0, "get_future_result"
+    # split_group: two halves (odd worlds: the larger first), each a working group.
+    half = (world + 1) // 2
+    halves = [list(range(half)), list(range(half, world))] if world > 1 else [[0]]
+    sub = dist.split_group(split_ranks=halves)
+    mine = halves[0] if rank < half else halves[1]
+    t = torch.full((3,), float(rank))
+    dist.all_reduce(t, group=sub)
+    c.same(t, torch.full((3,), float(sum(mine))), "all_reduce in split_group %s" % mine)
+    dist.monitored_barrier(timeout=__import__("datetime").timedelta(seconds=60), wait_all_ranks=True)
+
+
 def check_all(rank, world, dtypes=None):
     import tdist.torch
 
-    # The default group is the plugin's, not Gloo's.
+    # The default group's CPU backend is the plugin's, not Gloo's.
     assert dist.get_backend() == "tdist"
-    assert isinstance(dist.distributed_c10d._get_default_group(), tdist.torch.ProcessGroupTdist)
+    backend = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    assert isinstance(backend, tdist.torch.ProcessGroupTdist), backend
     c = Checker(rank, world)
     for dtype in dtypes or DTYPES:
         check_reductions(c, dtype)
@@ -410,6 +472,7 @@ def check_all(rank, world, dtypes=None):
     check_async(c)
     check_subgroup(c)
     check_objects(c)
+    check_torch2_forms(c)
     dist.barrier()
     assert c.count > 400, c.count  # a guard against a check loop that silently ran nothing
     print("rank %d of %d: %d checks against Gloo passed" % (rank, world, c.count))

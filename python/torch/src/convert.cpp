@@ -71,13 +71,12 @@ tdist::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const std::string& operat
     case c10d::ReduceOp::BOR: return tdist::ReduceOp::BOR;
     case c10d::ReduceOp::BXOR: return tdist::ReduceOp::BXOR;
     case c10d::ReduceOp::PREMUL_SUM: {
-      // torch 1.13 stores the factor in an NCCL-named supplement: a double, or a one-element tensor.
-      auto* s = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      // The factor: a double, or a one-element tensor (torch's PreMulSumSupplement).
+      auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
       if (s == nullptr) invalid(operation, "PREMUL_SUM without its factor");
-      if (!s->tensor_factors.empty()) {
-        const at::Tensor& f = s->tensor_factors.front();
-        if (f.numel() != 1) invalid(operation, "PREMUL_SUM needs a one-element factor tensor");
-        return tdist::ReduceOp::premul_sum(f.item<double>());
+      if (s->tensor_factor.defined()) {
+        if (s->tensor_factor.numel() != 1) invalid(operation, "PREMUL_SUM needs a one-element factor tensor");
+        return tdist::ReduceOp::premul_sum(s->tensor_factor.item<double>());
       }
       return tdist::ReduceOp::premul_sum(s->double_factor);
     }

@@ -6,6 +6,7 @@
 #include <c10/util/StringUtil.h>
 
 #include "convert.h"
+#include "group_names.h"
 #include "store_adapter.h"
 #include "tdist/errors.h"
 
@@ -38,9 +39,10 @@ std::shared_ptr<tdist::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::S
 ProcessGroupTdist::ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                      std::chrono::milliseconds timeout, std::string group_name,
                                      std::vector<int> global_ranks)
-    : c10d::ProcessGroup(rank, size),
+    : c10d::Backend(rank, size),
+      timeout_(timeout),
       pg_(make_group(store, rank, size, timeout, std::move(group_name), std::move(global_ranks))) {
-  init();  // torch's logging hook for process groups
+  init();  // torch's logging hook for backends
 }
 
 ProcessGroupTdist::~ProcessGroupTdist() {
@@ -109,7 +111,7 @@ WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
   auto span = ProfilerSpan::open(name, tensors);
-  if (t.defined() && t.layout() == c10::kSparse) return allreduce_sparse(tensors, opts, std::move(span));
+  if (t.defined() && t.layout() == c10::kSparse) return sparse_all_reduce(tensors, opts, std::move(span));
   auto w = pg_->all_reduce(to_view(t, op), {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLREDUCE, name, std::move(span), {w}, tensors);
 }
@@ -118,8 +120,14 @@ WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10
 // gathered (their counts first), summed as one sparse tensor, coalesced, and
 // copied into the caller's tensor. The gathered sizes decide the later
 // buffers, so this runs to completion before it returns (its Work is complete).
-WorkPtr ProcessGroupTdist::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts,
-                                            std::shared_ptr<ProfilerSpan> span) {
+WorkPtr ProcessGroupTdist::allreduce_sparse(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
+  const at::Tensor& t = single(tensors, where("all_reduce"), "tensor");
+  if (t.defined() && t.layout() != c10::kSparse) return allreduce(tensors, opts);
+  return sparse_all_reduce(tensors, opts, ProfilerSpan::open("all_reduce", tensors));
+}
+
+WorkPtr ProcessGroupTdist::sparse_all_reduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts,
+                                             std::shared_ptr<ProfilerSpan> span) {
   const char* name = "all_reduce";
   const std::string op = where(name) + " (sparse)";
   at::Tensor& t = tensors.front();
@@ -399,5 +407,98 @@ void ProcessGroupTdist::monitoredBarrier(const c10d::BarrierOptions& opts, bool 
                     {pg_->monitored_barrier({.timeout = timeout_of(opts), .wait_all_ranks = wait_all_ranks})}, {});
   work->wait(c10d::Store::kNoTimeout);
 }
+
+WorkPtr ProcessGroupTdist::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::AllgatherOptions& opts) {
+  const char* name = "all_gather_into_tensor_coalesced";
+  const std::string op = where(name);
+  if (outputs.size() != inputs.size())
+    invalid(op, std::to_string(outputs.size()) + " output tensors for " + std::to_string(inputs.size()) + " inputs");
+  std::vector<tdist::Tensor> out_views, in_views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    out_views.push_back(to_view(outputs[i], op, "output tensor " + std::to_string(i)));
+    in_views.push_back(to_view(inputs[i], op, "input tensor " + std::to_string(i)));
+  }
+  auto span = ProfilerSpan::open(name, inputs);
+  Works works;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    works.push_back(pg_->all_gather_into_tensor(out_views[i], in_views[i], {.timeout = timeout_of(opts)}));
+  return track(c10d::OpType::COALESCED, name, std::move(span), std::move(works), outputs, inputs);
+}
+
+WorkPtr ProcessGroupTdist::reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                           std::vector<at::Tensor>& inputs,
+                                                           const c10d::ReduceScatterOptions& opts) {
+  const char* name = "reduce_scatter_tensor_coalesced";
+  const std::string op = where(name);
+  if (outputs.size() != inputs.size())
+    invalid(op, std::to_string(outputs.size()) + " output tensors for " + std::to_string(inputs.size()) + " inputs");
+  std::vector<tdist::Tensor> out_views, in_views;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    out_views.push_back(to_view(outputs[i], op, "output tensor " + std::to_string(i)));
+    in_views.push_back(to_view(inputs[i], op, "input tensor " + std::to_string(i)));
+  }
+  const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  auto span = ProfilerSpan::open(name, inputs);
+  Works works;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    works.push_back(pg_->reduce_scatter_tensor(out_views[i], in_views[i], options));
+  return track(c10d::OpType::COALESCED, name, std::move(span), std::move(works), outputs, inputs);
+}
+
+WorkPtr ProcessGroupTdist::gather_into_tensor(at::Tensor& output, at::Tensor& input, const c10d::GatherOptions& opts) {
+  const char* name = "gather_into_tensor";
+  const std::string op = where(name);
+  const int r = root(opts.rootRank, op, "destination");
+  auto in_view = to_view(input, op, "input tensor");
+  std::vector<tdist::Tensor> out_views;
+  if (r == rank_) {
+    // The destination's flat output holds world_size inputs back to back.
+    auto out_view = to_view(output, op, "output tensor");
+    if (output.numel() != input.numel() * size_)
+      invalid(op, "output tensor has " + std::to_string(output.numel()) + " elements, not world_size (" +
+                      std::to_string(size_) + ") x the input's " + std::to_string(input.numel()));
+    if (output.scalar_type() != input.scalar_type())
+      invalid(op, std::string("output tensor is ") + c10::toString(output.scalar_type()) + ", input tensor " +
+                      c10::toString(input.scalar_type()));
+    at::Tensor flat = output.view({size_, input.numel()});
+    for (int i = 0; i < size_; ++i) out_views.push_back(to_view(flat[i], op, "output tensor"));
+  }
+  auto span = ProfilerSpan::open(name, input);
+  auto w = pg_->gather(out_views, in_view, {.root = r, .timeout = timeout_of(opts)});
+  return track(c10d::OpType::GATHER, name, std::move(span), {w}, {output}, {input});
+}
+
+c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupTdist::getBackendOptions() {
+  auto options = c10::make_intrusive<c10d::Backend::Options>("tdist", timeout_);
+  options->group_name = pg_->group_name();
+  for (int r = 0; r < size_; ++r) options->global_ranks_in_group.push_back(pg_->global_rank(r));
+  return options;
+}
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupTdist::split(const c10::intrusive_ptr<c10d::Store>& store,
+                                                           const std::vector<int>& ranks,
+                                                           const c10::intrusive_ptr<c10d::Backend::Options>& opts) {
+  const std::string op = where("split_group");
+  auto me = std::find(ranks.begin(), ranks.end(), rank_);
+  for (int r : ranks)
+    if (r < 0 || r >= size_)
+      invalid(op, "rank " + std::to_string(r) + " is outside this group's [0, " + std::to_string(size_) + ")");
+  if (me == ranks.end()) return nullptr;
+  std::vector<int> global;
+  for (int r : ranks) global.push_back(pg_->global_rank(r));
+  const auto timeout = opts && opts->timeout.count() > 0 ? opts->timeout : timeout_;
+  std::string name = group_name_for(global);
+  return c10::make_intrusive<ProcessGroupTdist>(store, static_cast<int>(me - ranks.begin()),
+                                                static_cast<int>(ranks.size()), timeout, std::move(name),
+                                                std::move(global));
+}
+
+void ProcessGroupTdist::abort() {
+  pg_->abort(std::make_exception_ptr(tdist::DistBackendError(where("abort") + ": the process group was aborted")));
+}
+
+void ProcessGroupTdist::shutdown() { pg_->shutdown(); }
 
 }  // namespace tdist_torch

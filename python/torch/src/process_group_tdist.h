@@ -1,7 +1,8 @@
-// ProcessGroupTdist: the c10d::ProcessGroup that torch.distributed gets for
-// backend "tdist". Every operation is carried by a tdist::ProcessGroup (the
-// tdist C++ library) built over torch's store for the group; tensors are
-// handed over as views, without copies.
+// ProcessGroupTdist: the c10d::Backend that torch.distributed gets for
+// backend "tdist" (torch 2.x: a ProcessGroup holds one Backend per device
+// type; this one serves "cpu"). Every operation is carried by a
+// tdist::ProcessGroup (the tdist C++ library) built over torch's store for the
+// group; tensors are handed over as views, without copies.
 #pragma once
 
 #include <chrono>
@@ -10,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "tdist/process_group.h"
@@ -18,7 +19,7 @@
 
 namespace tdist_torch {
 
-class ProcessGroupTdist final : public c10d::ProcessGroup {
+class ProcessGroupTdist final : public c10d::Backend {
  public:
   // Blocks until every rank of the group has joined (or `timeout` passes).
   // `global_ranks`: the group's members as ranks of the default group (empty: 0..size-1).
@@ -28,11 +29,24 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
 
   const std::string getBackendName() const override { return "tdist"; }
   const std::string& groupName() const { return pg_->group_name(); }
+  // What torch clones for split_group's children: name, timeout, members.
+  c10::intrusive_ptr<c10d::Backend::Options> getBackendOptions() override;
+  // split_group / new_group over this group: every member of this group
+  // calls it; those outside `ranks` (ranks of this group) get null.
+  bool supportsSplitting() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> split(const c10::intrusive_ptr<c10d::Store>& store, const std::vector<int>& ranks,
+                                          const c10::intrusive_ptr<c10d::Backend::Options>& opts) override;
+  // abort fails what is under way (Backend::abort of the C++ library) and
+  // every later call; shutdown ends the group after it drained.
+  void abort() override;
+  void shutdown() override;
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
                                            const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
+                                                  const c10d::AllreduceOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                      const c10d::AllreduceCoalescedOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors, const c10d::ReduceOptions& opts) override;
@@ -44,6 +58,17 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
   c10::intrusive_ptr<c10d::Work> allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllgatherOptions& opts) override;
+  // The coalesced forms (torch's _coalescing_manager, FSDP): one tdist
+  // operation per pair, issued back to back, one Work for all.
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                 std::vector<at::Tensor>& inputs,
+                                                                 const c10d::ReduceScatterOptions& opts) override;
+  // gather into one flat tensor on the destination (world_size inputs, in rank order).
+  c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
+                                                    const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
@@ -79,15 +104,16 @@ class ProcessGroupTdist final : public c10d::ProcessGroup {
                                        std::vector<std::shared_ptr<tdist::Work>> works, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> inputs = {});
   // all_reduce of a sparse COO tensor, as Gloo does it (SUM only).
-  c10::intrusive_ptr<c10d::Work> allreduce_sparse(std::vector<at::Tensor>& tensors,
-                                                  const c10d::AllreduceOptions& opts,
-                                                  std::shared_ptr<ProfilerSpan> span);
+  c10::intrusive_ptr<c10d::Work> sparse_all_reduce(std::vector<at::Tensor>& tensors,
+                                                   const c10d::AllreduceOptions& opts,
+                                                   std::shared_ptr<ProfilerSpan> span);
   // The one tensor of `tensors` (torch passes lists; CPU backends take one per process).
   const at::Tensor& single(const std::vector<at::Tensor>& tensors, const std::string& op, const char* what) const;
   int root(int64_t rank, const std::string& op, const char* what) const;
   // The context errors start with: "rank 1 in group default_pg: all_reduce".
   std::string where(const char* op) const;
 
+  std::chrono::milliseconds timeout_;  // the group's, for getBackendOptions
   std::mutex mu_;
   std::vector<c10::intrusive_ptr<WorkTdist>> in_flight_;
   uint64_t collectives_ = 0;

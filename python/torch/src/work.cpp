@@ -193,4 +193,45 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkTdist::getFuture() {
   return future_;
 }
 
+c10::intrusive_ptr<c10::ivalue::Future> WorkTdist::getFutureResult() {
+  std::lock_guard<std::mutex> lock(future_mu_);
+  if (result_future_) return result_future_;
+  if (is_point_to_point())
+    throw tdist::DistBackendError("tdist (torch backend), rank " + std::to_string(rank_) + ": " + op_ +
+                                  " has no future (point-to-point operations do not, as with Gloo); use wait()");
+  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::IntType::get());
+  result_future_ = future;
+  // The first part that did not succeed says how the whole did.
+  struct Pending {
+    std::atomic<size_t> left;
+    std::mutex mu;
+    tdist::WorkResult result = tdist::WorkResult::SUCCESS;
+  };
+  auto pending = std::make_shared<Pending>();
+  pending->left = works_.size();
+  auto to_torch = [](tdist::WorkResult r) {
+    switch (r) {
+      case tdist::WorkResult::SUCCESS: return c10d::WorkResult::SUCCESS;
+      case tdist::WorkResult::TIMEOUT: return c10d::WorkResult::TIMEOUT;
+      case tdist::WorkResult::COMM_ERROR: return c10d::WorkResult::COMM_ERROR;
+      default: return c10d::WorkResult::UNKNOWN;
+    }
+  };
+  auto finish = [future, pending, to_torch](tdist::Future& part) {
+    auto r = tdist::Work::result_of(part.exception());
+    {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      if (pending->result == tdist::WorkResult::SUCCESS) pending->result = r;
+    }
+    if (pending->left.fetch_sub(1) != 1) return;
+    future->markCompleted(c10::IValue(static_cast<int64_t>(to_torch(pending->result))));
+  };
+  if (works_.empty()) {
+    future->markCompleted(c10::IValue(static_cast<int64_t>(c10d::WorkResult::SUCCESS)));
+    return future;
+  }
+  for (auto& w : works_) w->get_future()->add_done_callback(finish);
+  return future;
+}
+
 }  // namespace tdist_torch

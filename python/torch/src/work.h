@@ -70,6 +70,10 @@ class WorkTdist final : public c10d::Work {
   // A future completed with the output tensors (DDP's comm hooks chain on
   // it). Point-to-point operations have none, as with Gloo.
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
+  // A future completed with torch's WorkResult (SUCCESS, or COMM_ERROR for
+  // any failure) once every part has ended; it never holds an error, so a
+  // program can look at the outcome without catching. Point-to-point too.
+  c10::intrusive_ptr<c10::ivalue::Future> getFutureResult() override;
 
  private:
   bool is_point_to_point() const;
@@ -83,6 +87,7 @@ class WorkTdist final : public c10d::Work {
   const std::weak_ptr<tdist::ProcessGroup> group_;  // weak: a Work kept by Python must not keep a destroyed group
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  c10::intrusive_ptr<c10::ivalue::Future> result_future_;
 };
 
 }  // namespace tdist_torch
