@@ -64,6 +64,7 @@ SUBSET = [
     "test_batch_isend_irecv_gloo",
     "test_batch_isend_irecv_gloo_tags",
     "test_send_recv_torch_profiler",
+    "test_send_recv_any_source_torch_profiler",
     "test_isend_autograd_profiler",
     # barriers and timeouts
     "test_barrier",
