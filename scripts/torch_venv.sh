@@ -21,6 +21,9 @@ venv=${TDIST_TORCH_VENV:-$HOME/.cache/tdist/venv-torch}
 wheels=${TDIST_WHEELHOUSE:-$HOME/.cache/tdist/wheels}
 spec=${TDIST_TORCH_SPEC:-torch>=2,<3}
 start=$SECONDS
+# Beside torch: expecttest, which torch's own distributed test suite imports
+# (tests/python/test_torch_suite.py) and torch's wheel does not depend on.
+extras=(expecttest)
 
 say() { printf 'torch_venv: %s\n' "$*" >&2; }
 
@@ -34,10 +37,10 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 # Resolves the newest matching torch on the index and fetches only what the wheelhouse lacks.
 # Without the index (offline), what the wheelhouse holds is used.
 mkdir -p "$wheels"
-if ! "${pip[@]}" download -q --dest "$wheels" "$spec" >&2; then
+if ! "${pip[@]}" download -q --dest "$wheels" "$spec" "${extras[@]}" >&2; then
   say "could not reach the package index; using the wheelhouse ($wheels) as it is"
 fi
 # The newest torch the wheelhouse holds that matches (pip does nothing when it is installed).
-"${pip[@]}" install -q --no-index --find-links "$wheels" --upgrade --upgrade-strategy only-if-needed "$spec" >&2
+"${pip[@]}" install -q --no-index --find-links "$wheels" --upgrade --upgrade-strategy only-if-needed "$spec" "${extras[@]}" >&2
 say "torch $("$venv/bin/python" -c 'import torch; print(torch.__version__)') in $venv ($((SECONDS - start)) s)"
 echo "$venv/bin/python"
