@@ -6,6 +6,7 @@
 #include "tdist/errors.h"
 #include "algorithms/blocks.h"
 #include "algorithms/collective.h"
+#include "algorithms/monitored_barrier_message.h"
 
 namespace tdist {
 
@@ -42,6 +43,7 @@ void barrier_dissemination(CollectiveContext& ctx) {
 // 1 failed to pass monitoredBarrier in 2000 ms"; every such rank with
 // wait_all_ranks, "Ranks 1, 3"), by global rank like every tdist error,
 // followed by its description (group rank where it differs, and address).
+// With no time at all (a timeout of 0), rank 0 says it timed out, as Gloo.
 void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
   const int n = ctx.size();
   char token = 1;
@@ -55,6 +57,7 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
   for (int r = 1; r < n; ++r) arrivals[r] = ctx.transport.irecv(r, step_tag(ctx.tag, 0), &tokens[r], 1);
   // Wait for every rank up to the one deadline (not one timeout per rank), so
   // all late ranks can be named.
+  const bool no_time_left = ctx.deadline.expired();
   std::vector<int> missing;
   for (int r = 1; r < n; ++r) {
     if (!arrivals[r]->wait_until(ctx.deadline) || arrivals[r]->error()) {
@@ -63,15 +66,14 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
     }
   }
   if (!missing.empty()) {
-    std::string list, peers;
+    std::vector<int> global;
+    std::string peers;
     for (size_t i = 0; i < missing.size(); ++i) {
-      list += (i ? ", " : "") + std::to_string(global_rank_of(ctx.transport, missing[i]));
+      global.push_back(global_rank_of(ctx.transport, missing[i]));
       peers += (i ? "; " : "") + ctx.transport.describe_peer(missing[i]);
     }
-    // torch's words first (logs and tests grep for them), then which peers.
-    std::string what = std::string("[Rank 0]: ") + (missing.size() > 1 ? "Ranks " : "Rank ") + list +
-                       " failed to pass monitoredBarrier in " + std::to_string(ctx.deadline.timeout().count()) +
-                       " ms (" + (wait_all_ranks ? "" : "the first one missing; ") + peers + ")";
+    const std::string what =
+        monitored_barrier_failure(global, ctx.deadline.timeout(), wait_all_ranks, no_time_left, peers);
     auto error = std::make_exception_ptr(DistBackendError(what));
     // The receives of the ranks still missing point into `tokens`: abort (which
     // fails them and stops the progress thread) before `tokens` is released.

@@ -76,6 +76,7 @@ SUBSET = [
     "test_barrier_timeout_full_group",
     "test_monitored_barrier_gloo",
     "test_monitored_barrier_gloo_subgroup",
+    "test_monitored_barrier_gloo_rank_0_timeout",
     # groups
     "test_get_backend",
     "test_get_rank_size_full_group",

@@ -11,6 +11,7 @@
 #include "tdist/errors.h"
 #include "backends/mpi/mpi_layout.h"
 #include "backends/mpi/mpi_types.h"
+#include "algorithms/monitored_barrier_message.h"
 #include "backends/registry.h"
 #include "reduce/reduce.h"
 #include "tensor/split.h"
@@ -677,25 +678,19 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOption
     std::vector<MPI_Request> arrivals(static_cast<size_t>(n), MPI_REQUEST_NULL);
     for (int r = 1; r < n; ++r) MPI_Irecv(&(*tokens)[r], 1, MPI_CHAR, r, 0, st->internal, &arrivals[r]);
     // One deadline for all (not one timeout per rank), so every late rank can be named.
+    const bool no_time_left = deadline.expired();
     std::vector<int> missing;
     for (int r = 1; r < n; ++r) {
       std::vector<MPI_Request> one{arrivals[r]};
       const int rc = test_until(one, statuses, deadline);
       arrivals[r] = one[0];
       if (rc != MPI_SUCCESS) {
-        missing.push_back(r);
+        missing.push_back(options_.global_ranks.empty() ? r : options_.global_ranks[r]);
         if (!opts.wait_all_ranks) break;
       }
     }
     if (!missing.empty()) {
-      std::string list;
-      for (size_t i = 0; i < missing.size(); ++i)
-        list += (i ? ", " : "") + std::to_string(options_.global_ranks.empty() ? missing[i]
-                                                                               : options_.global_ranks[missing[i]]);
-      // torch's words (logs and tests grep for them).
-      failure = std::string("[Rank 0]: ") + (missing.size() > 1 ? "Ranks " : "Rank ") + list +
-                " failed to pass monitoredBarrier in " + std::to_string(deadline.timeout().count()) + " ms" +
-                (opts.wait_all_ranks ? "" : " (the first one missing)");
+      failure = monitored_barrier_failure(missing, deadline.timeout(), opts.wait_all_ranks, no_time_left, "");
       for (MPI_Request& r : arrivals)
         if (r != MPI_REQUEST_NULL) {
           MPI_Cancel(&r);
