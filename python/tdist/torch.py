@@ -7,8 +7,9 @@ Every operation of a "tdist" group (point-to-point, collectives, barrier, and
 through them DistributedDataParallel and the object collectives) runs on the
 tdist C++ library over the store torch made for the group, whatever the init
 method (env://, tcp://, file://, store=). Tensors must be dense, contiguous
-CPU tensors (the backend is registered for device "cpu"). Errors of tdist reach Python as RuntimeError with tdist's message
-(rank, group, operation, peer).
+CPU tensors (the backend is registered for device "cpu"). Errors of tdist
+reach Python as RuntimeError with tdist's message (rank, group, operation,
+peer). Needs torch 2.x.
 """
 
 import os as _os
