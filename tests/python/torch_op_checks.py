@@ -407,27 +407,21 @@ def check_torch2_forms(c):
     ins = [make((world * n,), torch.float32, rank, 210 + n) for n in (2, 5)]
     rs_wants = [c.gloo_all_reduce(x, R.SUM).view(world, -1)[rank] for x in ins]
     for async_ops in (False, True):
-        got = [x.clone() for x in xs]
-        with c10d._coalescing_manager(async_ops=async_ops) as cm:
-            for t in got:
-                dist.all_reduce(t)
-        if async_ops:
-            cm.wait()
+        def coalesced(issue, pairs):
+            """Issues issue(out, in) for each pair inside the coalescing manager; the outputs."""
+            with c10d._coalescing_manager(async_ops=async_ops) as cm:
+                for o, x in pairs:
+                    issue(o, x)
+            if async_ops:
+                cm.wait()
+            return [o for o, _ in pairs]
+
+        got = coalesced(lambda t, _: dist.all_reduce(t), [(x.clone(), None) for x in xs])
         c.same(got, wants, "coalesced all_reduce (async %s)" % async_ops)
-        outs = [torch.empty(world * x.numel()) for x in xs]
-        with c10d._coalescing_manager(async_ops=async_ops) as cm:
-            for o, x in zip(outs, xs):
-                dist.all_gather_into_tensor(o, x)
-        if async_ops:
-            cm.wait()
-        c.same(outs, gathered, "coalesced all_gather_into_tensor (async %s)" % async_ops)
-        outs = [torch.empty(x.numel() // world) for x in ins]
-        with c10d._coalescing_manager(async_ops=async_ops) as cm:
-            for o, x in zip(outs, ins):
-                dist.reduce_scatter_tensor(o, x)
-        if async_ops:
-            cm.wait()
-        c.same(outs, rs_wants, "coalesced reduce_scatter_tensor (async %s)" % async_ops)
+        got = coalesced(dist.all_gather_into_tensor, [(torch.empty(world * x.numel()), x) for x in xs])
+        c.same(got, gathered, "coalesced all_gather_into_tensor (async %s)" % async_ops)
+        got = coalesced(dist.reduce_scatter_tensor, [(torch.empty(x.numel() // world), x) for x in ins])
+        c.same(got, rs_wants, "coalesced reduce_scatter_tensor (async %s)" % async_ops)
     # The canonical *_single names.
     out = torch.empty(world * 8)
     dist.all_gather_single(out, xs[2])
