@@ -25,6 +25,7 @@
 #include "tdist/errors.h"
 #include "util/job_token.h"
 #include "util/logging.h"
+#include "util/thread_name.h"
 
 namespace tdist::store_detail {
 
@@ -871,6 +872,7 @@ void TcpStoreServer::start(Fd listen) {
   ev.data.u64 = kWakeId;
   ::epoll_ctl(loop_->epoll.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
   thread_ = std::thread([loop = loop_.get()] {
+    name_this_thread("tdist-store");
     try {
       loop->run();
     } catch (const std::exception& e) {

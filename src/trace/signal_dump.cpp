@@ -15,6 +15,7 @@
 #include "trace/registry.h"
 #include "trace/timeline.h"
 #include "util/logging.h"
+#include "util/thread_name.h"
 
 namespace tdist::trace {
 
@@ -96,6 +97,7 @@ void dump_then_terminate() {
 }
 
 void signal_thread(int fd) {
+  name_this_thread("tdist-signals");
   for (;;) {
     char byte;
     ssize_t n = read(fd, &byte, 1);

@@ -14,6 +14,7 @@
 
 #include "tdist/errors.h"
 #include "backends/mpi/mpi_types.h"
+#include "util/thread_name.h"
 
 namespace tdist::mpi {
 
@@ -132,7 +133,10 @@ struct Runtime::Progress {
   std::thread thread;
 
   Progress() {
-    thread = std::thread([this] { loop(); });
+    thread = std::thread([this] {
+      name_this_thread("tdist-mpi");
+      loop();
+    });
     id = thread.get_id();
   }
   ~Progress() {

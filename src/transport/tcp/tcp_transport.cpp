@@ -21,6 +21,7 @@
 #include "util/host_id.h"
 #include "util/env.h"
 #include "util/logging.h"
+#include "util/thread_name.h"
 
 namespace tdist {
 
@@ -102,8 +103,15 @@ void TcpTransport::start() {
   spin_ = spin.spin;
   pause_only_ = std::min(spin.spin, spin.pause_only);
   rendezvous_bytes_ = rendezvous_threshold();
-  progress_ = std::thread([this] { progress_loop(); });
-  if (directory_) acceptor_ = std::thread([this] { accept_loop(); });
+  progress_ = std::thread([this] {
+    name_this_thread("tdist-progress");
+    progress_loop();
+  });
+  if (directory_)
+    acceptor_ = std::thread([this] {
+      name_this_thread("tdist-accept");
+      accept_loop();
+    });
 }
 
 void TcpTransport::epoll_update(int op, int fd, uint32_t events, uint32_t id) {
