@@ -37,11 +37,10 @@ class WorkQueue {
       if (!stopped_.load(std::memory_order_relaxed)) {
         // Only here, under mu_ and not stopped: stop() reads thread_ after
         // setting stopped_ under mu_, when nothing can start it any more.
-        if (!thread_.joinable())
-          thread_ = std::thread([this] {
-            name_this_thread("tdist-ops");
-            loop();
-          });
+        if (!thread_.joinable()) {
+          thread_ = std::thread([this] { loop(); });
+          name_thread(thread_, "tdist-ops");
+        }
         items_.push_back({std::move(work), std::move(run)});
         queued_.fetch_add(1, std::memory_order_seq_cst);
         cv_.notify_one();

@@ -872,7 +872,6 @@ void TcpStoreServer::start(Fd listen) {
   ev.data.u64 = kWakeId;
   ::epoll_ctl(loop_->epoll.get(), EPOLL_CTL_ADD, wake_.get(), &ev);
   thread_ = std::thread([loop = loop_.get()] {
-    name_this_thread("tdist-store");
     try {
       loop->run();
     } catch (const std::exception& e) {
@@ -882,6 +881,7 @@ void TcpStoreServer::start(Fd listen) {
       loop->listen.reset();
     }
   });
+  name_thread(thread_, "tdist-store");
   TDIST_LOG(LogLevel::Debug, loop_->name << ": listening");
 }
 

@@ -97,7 +97,6 @@ void dump_then_terminate() {
 }
 
 void signal_thread(int fd) {
-  name_this_thread("tdist-signals");
   for (;;) {
     char byte;
     ssize_t n = read(fd, &byte, 1);
@@ -145,7 +144,9 @@ void install_signal_dumps() {
       return;
     }
     fcntl(fds[0], F_SETFL, 0);  // the thread blocks; the handlers must not
-    std::thread(signal_thread, fds[0]).detach();
+    std::thread signals(signal_thread, fds[0]);
+    name_thread(signals, "tdist-signals");
+    signals.detach();
     const int inherited = g_signal_fd.exchange(fds[1]);
     if (inherited >= 0) close(inherited);  // the parent's, in a forked child
     g_term_seen = 0;

@@ -133,10 +133,8 @@ struct Runtime::Progress {
   std::thread thread;
 
   Progress() {
-    thread = std::thread([this] {
-      name_this_thread("tdist-mpi");
-      loop();
-    });
+    thread = std::thread([this] { loop(); });
+    name_thread(thread, "tdist-mpi");
     id = thread.get_id();
   }
   ~Progress() {

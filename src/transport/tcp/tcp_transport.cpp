@@ -103,15 +103,12 @@ void TcpTransport::start() {
   spin_ = spin.spin;
   pause_only_ = std::min(spin.spin, spin.pause_only);
   rendezvous_bytes_ = rendezvous_threshold();
-  progress_ = std::thread([this] {
-    name_this_thread("tdist-progress");
-    progress_loop();
-  });
-  if (directory_)
-    acceptor_ = std::thread([this] {
-      name_this_thread("tdist-accept");
-      accept_loop();
-    });
+  progress_ = std::thread([this] { progress_loop(); });
+  name_thread(progress_, "tdist-progress");
+  if (directory_) {
+    acceptor_ = std::thread([this] { accept_loop(); });
+    name_thread(acceptor_, "tdist-accept");
+  }
 }
 
 void TcpTransport::epoll_update(int op, int fd, uint32_t events, uint32_t id) {
