@@ -10,8 +10,8 @@
 
 namespace tdist {
 
-// `missing`: global ranks, first missing first. `no_time_left`: the deadline
-// had passed before rank 0 began to wait (a timeout of 0): then, as Gloo,
+// `missing`: global ranks, first missing first. `no_time_left`: the timeout
+// was 0, so rank 0 had no time to wait at all: then, as Gloo,
 // rank 0 says it timed out, and names who had not arrived. `peers`: how to
 // reach them ("" to leave out).
 inline std::string monitored_barrier_failure(const std::vector<int>& missing, Millis timeout, bool wait_all_ranks,

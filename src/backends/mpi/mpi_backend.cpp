@@ -678,7 +678,7 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOption
     std::vector<MPI_Request> arrivals(static_cast<size_t>(n), MPI_REQUEST_NULL);
     for (int r = 1; r < n; ++r) MPI_Irecv(&(*tokens)[r], 1, MPI_CHAR, r, 0, st->internal, &arrivals[r]);
     // One deadline for all (not one timeout per rank), so every late rank can be named.
-    const bool no_time_left = deadline.expired();
+    const bool no_time_left = deadline.timeout().count() <= 0;  // a timeout of 0, as in barrier.cpp
     std::vector<int> missing;
     for (int r = 1; r < n; ++r) {
       std::vector<MPI_Request> one{arrivals[r]};
