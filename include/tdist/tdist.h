@@ -2,6 +2,7 @@
 #pragma once
 
 #include "tdist/backend.h"
+#include "tdist/cuda.h"
 #include "tdist/device_mesh.h"
 #include "tdist/distributed.h"
 #include "tdist/dtype.h"

@@ -28,6 +28,7 @@ bool registering_builtins = false;  // only true inside the call_once below
 constexpr void (*kBuiltinBackends[])() = {
     register_tdist_backend,
     register_mpi_backend,
+    register_nccl_backend,
 };
 
 // Built-ins are registered on first lookup rather than by static initializers,

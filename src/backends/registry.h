@@ -28,6 +28,7 @@ std::vector<std::string> registered_backends();
 // Registers one built-in backend (see kBuiltinBackends in registry.cpp);
 // each is defined in its backend's file.
 void register_tdist_backend();
-void register_mpi_backend();  // nothing in a build without MPI
+void register_mpi_backend();   // nothing in a build without MPI
+void register_nccl_backend();  // nothing in a build without CUDA
 
 }  // namespace tdist

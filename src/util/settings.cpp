@@ -186,6 +186,13 @@ constexpr std::array kSettings{
                 "group then fails them all); 0: each group connects anew and fails alone.",
                 "transport"},
 
+    // Devices.
+    SettingInfo{"TDIST_EMULATE_CUDA", "int", "0", nullptr,
+                "N > 0: N CUDA devices emulated in host memory replace the CUDA runtime (streams run each "
+                "step at once, IPC handles are memfds). For testing the data paths of CUDA tensors on "
+                "machines without a GPU; never for real work.",
+                "device", nullptr, 0},
+
     // Collectives.
     SettingInfo{"TDIST_SHM_SLOT_BYTES", "bytes", "256 KiB", nullptr,
                 "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.",
