@@ -36,6 +36,9 @@ struct BackendOptions {
   // for new_group), or null: what it can share (connections, threads, a
   // parent communicator) a new backend takes from there instead of making it.
   std::shared_ptr<Backend> parent{};
+  // The device this rank uses (torch's device_id; the index of a CUDA device),
+  // -1: not given (LOCAL_RANK's or the current device, chosen at first use).
+  int device_id = -1;
 };
 
 class Backend {

@@ -25,6 +25,10 @@ struct InitOptions {
   std::shared_ptr<Store> store{};      // exclusive with init_method
   std::chrono::milliseconds timeout = kUnsetTimeout;  // kUnsetTimeout: TDIST_TIMEOUT, else 30 min
   std::string group_name{};            // deprecated in torch; kept for messages
+  // torch's device_id: the device of this rank (Device{DeviceType::CUDA, LOCAL_RANK}
+  // typically). The backends bind to it now (nccl creates its communicator
+  // eagerly) and new groups inherit it.
+  std::optional<Device> device_id{};
 };
 
 // A rank argument: a global rank (an int converts), or a rank within the

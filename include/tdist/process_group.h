@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct ProcessGroupOptions {
   std::chrono::milliseconds timeout = kUnsetTimeout;  // kUnsetTimeout: TDIST_TIMEOUT, else 30 min
   std::string group_name = "default_pg";
   std::vector<int> global_ranks{};  // empty: 0..size-1
+  // The device this rank uses (torch's device_id): its backend binds to it at
+  // once (nccl: eager communicator init) rather than at the first operation.
+  std::optional<Device> device_id{};
   // The group whose connections this one may reuse (new_group passes the
   // default group): each backend takes from its counterpart there what it
   // can share. Dropped once the group is made.
@@ -48,6 +52,7 @@ class ProcessGroup {
   const std::string& group_name() const { return options_.group_name; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   const std::vector<int>& global_ranks() const { return options_.global_ranks; }
+  const std::optional<Device>& device_id() const { return options_.device_id; }
   int global_rank(int group_rank) const;
   int group_rank(int global_rank) const;  // -1 when not a member
   const std::shared_ptr<Store>& store() const { return store_; }
@@ -157,7 +162,8 @@ class ProcessGroup {
   // a member). Before the backends: they may still end its entries while they
   // shut down.
   std::shared_ptr<trace::FlightRecorder> recorder_;
-  std::map<DeviceType, std::shared_ptr<Backend>> backends_;
+  std::vector<Backend*> distinct_backends() const;
+  std::map<DeviceType, std::shared_ptr<Backend>> backends_;  // one instance may serve several devices
   Backend* cpu_backend_ = nullptr;  // backends_[CPU], found without a map lookup on every call
 };
 

@@ -52,6 +52,7 @@ void init_process_group(const InitOptions& given) {
   ProcessGroupOptions pg;
   pg.backend = options.backend;
   pg.timeout = options.timeout;
+  pg.device_id = options.device_id;
   pg.group_name = options.group_name.empty() ? "default_pg" : options.group_name;
   trace::set_identity(r.rank, r.world_size);
   auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);

@@ -59,6 +59,7 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   options.group_name = new_group_name(ranks, index);
   options.global_ranks = ranks;
   options.parent = world_group;
+  options.device_id = world_group->device_id();
   auto it = std::find(ranks.begin(), ranks.end(), world_group->rank());
   Group g;
   if (it == ranks.end()) {
@@ -134,6 +135,7 @@ Group split_group(const Group& parent_group, const std::vector<std::vector<int>>
     options.group_name = "split_" + new_group_name(globals, index);
     options.global_ranks = globals;
     options.parent = parent;
+    options.device_id = parent->device_id();
     const int rank = static_cast<int>(std::find(mine.begin(), mine.end(), me) - mine.begin());
     g = std::make_shared<ProcessGroup>(store, rank, static_cast<int>(mine.size()), options);
     std::lock_guard<std::mutex> lock(world().mu);

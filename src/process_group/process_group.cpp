@@ -137,8 +137,18 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
                          std::to_string(size) + " members");
   backend_spec_ = spec_as_given(options_.backend);
   BackendOptions bopts{options_.timeout, options_.group_name, options_.global_ranks};
+  if (options_.device_id) bopts.device_id = options_.device_id->index;
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
+    // A backend named for several devices ("tdist": cpu and cuda) is one
+    // instance serving them all: one set of connections, one sequence of
+    // collectives, as torch's Gloo serves both.
+    auto same = std::find_if(backends_.begin(), backends_.end(),
+                             [&](const auto& kv) { return kv.second->name() == entry.name; });
+    if (same != backends_.end()) {
+      backends_[device] = same->second;
+      continue;
+    }
     bopts.parent = nullptr;
     if (options_.parent && options_.parent->is_member())
       if (auto it = options_.parent->backends_.find(device); it != options_.parent->backends_.end())
@@ -172,12 +182,20 @@ std::shared_ptr<ProcessGroup> ProcessGroup::non_member(std::vector<int> global_r
 
 ProcessGroup::~ProcessGroup() { shutdown(); }
 
+// Each backend once, though it may serve several devices.
+std::vector<Backend*> ProcessGroup::distinct_backends() const {
+  std::vector<Backend*> out;
+  for (auto& [device, backend] : backends_)
+    if (std::find(out.begin(), out.end(), backend.get()) == out.end()) out.push_back(backend.get());
+  return out;
+}
+
 void ProcessGroup::shutdown() {
-  for (auto& [device, backend] : backends_) backend->shutdown();
+  for (Backend* backend : distinct_backends()) backend->shutdown();
 }
 
 void ProcessGroup::abort(std::exception_ptr cause) {
-  for (auto& [device, backend] : backends_) backend->abort(cause);
+  for (Backend* backend : distinct_backends()) backend->abort(cause);
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
@@ -198,9 +216,14 @@ Backend& ProcessGroup::backend_for(Device device) const {
   if (!is_member())
     throw DistValueError("this process (not a member of group " + options_.group_name + ") cannot use its backend");
   auto it = backends_.find(device.type);
-  if (it == backends_.end())
-    throw DistValueError("group " + options_.group_name + " (backend '" + backend_spec_ + "') has no backend for " +
-                         device.str() + " tensors");
+  if (it == backends_.end()) {
+    std::string served;
+    for (auto& [d, backend] : backends_)
+      served += (served.empty() ? "" : ", ") + std::string(device_type_name(d)) + " (" + backend->name() + ")";
+    throw DistValueError("rank " + std::to_string(options_.global_ranks[rank_]) + " in group " + options_.group_name +
+                         ": backend '" + backend_spec_ + "' does not serve " + device.str() + " tensors (it serves " +
+                         served + "); name a backend per device, as \"cpu:tdist,cuda:nccl\"");
+  }
   return *it->second;
 }
 

@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "device/device_runtime.h"
 #include "tdist/backend.h"
 #include "tdist/errors.h"
 #include "tensor/split.h"
@@ -33,12 +34,33 @@ void reduce_op(const ProcessGroup& g, const char* op, ReduceOp reduce, const Ten
   check_reduce_op(reduce, t.dtype(), where(g, op + (seq > 0 ? " #" + std::to_string(seq) : std::string())));
 }
 
+// A device tensor's memory is where it says: a device this process has, and
+// a pointer of that device (a host pointer labelled cuda:0 would make the
+// kernels fault, far from the call that was wrong). Without a runtime the
+// backend says why it cannot serve the tensor.
+void device_memory(const ProcessGroup& g, const Tensor& t, const char* op) {
+  device::Runtime* rt = device::runtime(t.device().type);
+  if (rt == nullptr || rt->device_count() == 0) return;
+  const int index = t.device().index, count = rt->device_count();
+  if (index >= count)
+    invalid(g, op, "tensor " + t.str() + ": this process has " + std::to_string(count) + " " +
+                       device_type_name(t.device().type) + " device" + (count == 1 ? "" : "s") + ", so no " +
+                       t.device().str());
+  const int actual = rt->device_of(t.data());
+  const int expected = index >= 0 ? index : rt->current_device();
+  if (actual != expected)
+    invalid(g, op, "tensor " + t.str() + " says " + t.device().str() + " but its memory is " +
+                       (actual < 0 ? std::string("host memory")
+                                   : "on " + Device{t.device().type, actual}.str()));
+}
+
 // Every tensor of one call is on the device of its first (the backend was
 // picked for that device), and has data unless it is empty.
 void tensor(const ProcessGroup& g, const Tensor& t, const char* op, Device device) {
   if (t.device().type != device.type)
     invalid(g, op, "tensor " + t.str() + " is on " + t.device().str() + ", the call's others on " + device.str());
   if (t.data() == nullptr && t.numel() > 0) invalid(g, op, "tensor " + t.str() + " has no data");
+  if (t.device().type != DeviceType::CPU && t.numel() > 0) device_memory(g, t, op);
 }
 
 void rank(const ProcessGroup& g, int r, const char* op, const char* what) {
