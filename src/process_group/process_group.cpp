@@ -140,6 +140,12 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   if (options_.device_id) bopts.device_id = options_.device_id->index;
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
+    if (std::find(entry.devices.begin(), entry.devices.end(), device) == entry.devices.end()) {
+      std::string served;
+      for (DeviceType d : entry.devices) served += (served.empty() ? "" : ", ") + std::string(device_type_name(d));
+      throw DistValueError("backend spec '" + backend_spec_ + "': backend '" + name + "' does not serve " +
+                           device_type_name(device) + " tensors (it serves " + served + ")");
+    }
     // A backend named for several devices ("tdist": cpu and cuda) is one
     // instance serving them all: one set of connections, one sequence of
     // collectives, as torch's Gloo serves both.
