@@ -226,6 +226,7 @@ class CudaRuntime final : public Runtime {
                              (driver_.stream_wait_value32 ? "found" : "not found in the driver") +
                              "); check can_wait_on_host_word first");
     DeviceGuard guard(device);
+    bind_primary_context(device);
     // The word's device address: the same as its host address under unified addressing, but
     // asked for, as the driver's documentation requires for host memory.
     void* device_word = nullptr;
@@ -347,6 +348,7 @@ class CudaRuntime final : public Runtime {
     if (device < 0)
       throw DistBackendError("ipc_handle: " + pointer_text(device_ptr) + " is not CUDA device memory");
     DeviceGuard guard(device);
+    bind_primary_context(device);
     void* base = device_ptr;
     if (driver_.mem_get_address_range != nullptr) {
       CUdeviceptr start = 0;
@@ -420,6 +422,13 @@ class CudaRuntime final : public Runtime {
   }
 
  private:
+  // Driver calls act on the calling thread's current context, which the runtime binds to a
+  // thread only lazily; cudaSetDevice binds the device's primary context at once (CUDA 12+).
+  static void bind_primary_context(int device) {
+    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess)
+      throw_cuda_error(e, "cudaSetDevice", device, "to bind its context for a driver call");
+  }
+
   // A device index this runtime has, or DistBackendError naming the operation and why not.
   void require_device(const char* what, int device) const {
     if (device >= 0 && device < count_) return;
