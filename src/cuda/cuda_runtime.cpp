@@ -83,7 +83,8 @@ bool parse_handle(const std::string& text, cudaIpcMemHandle_t& handle, size_t& o
   }
   offset = 0;
   if (text.size() == kDigitsLen) return true;
-  if (text[kDigitsLen] != ':' || text.size() == kDigitsLen + 1) return false;
+  // At most 18 digits of offset: no overflow, and far beyond any allocation.
+  if (text[kDigitsLen] != ':' || text.size() == kDigitsLen + 1 || text.size() > kDigitsLen + 1 + 18) return false;
   for (size_t i = kDigitsLen + 1; i < text.size(); ++i) {
     if (text[i] < '0' || text[i] > '9') return false;
     offset = offset * 10 + static_cast<size_t>(text[i] - '0');
@@ -380,9 +381,9 @@ class CudaRuntime final : public Runtime {
                              text.substr(0, 160) + "' (128 hex digits, then an optional :offset)");
     const std::string key = text.substr(0, 2 * sizeof(handle.reserved));
     std::lock_guard<std::mutex> lock(ipc_mutex_);
-    auto [it, fresh] = imports_.try_emplace(key);
-    Import& import = it->second;
-    if (fresh) {
+    auto it = imports_.find(key);
+    if (it == imports_.end()) {
+      Import import;
       if (auto exp = exported_.find(key); exp != exported_.end()) {
         // CUDA refuses to open a handle in the process that exported it: ranks that are
         // threads of one process get the exporter's own allocation instead.
@@ -391,17 +392,16 @@ class CudaRuntime final : public Runtime {
         DeviceGuard guard(device);
         void* base = nullptr;
         // Lazy peer access: a handle from another device of this host maps through NVLink/PCIe.
-        if (cudaError_t e = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess) {
-          imports_.erase(it);
+        if (cudaError_t e = cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess); e != cudaSuccess)
           throw_cuda_error(e, "cudaIpcOpenMemHandle", device, "handle " + key.substr(0, 16) + "...");
-        }
         import = Import{base, true, 0};
       }
+      it = imports_.emplace(key, import).first;
     }
     // One mapping per allocation however often it is opened (CUDA maps a handle once per
     // process), closed when the last ipc_open of it is closed.
-    ++import.opens;
-    void* mapped = static_cast<char*>(import.base) + offset;
+    ++it->second.opens;
+    void* mapped = static_cast<char*>(it->second.base) + offset;
     opened_.emplace(mapped, key);
     return mapped;
   }
