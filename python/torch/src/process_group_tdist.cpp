@@ -477,7 +477,7 @@ WorkPtr ProcessGroupTdist::gather_into_tensor(at::Tensor& output, at::Tensor& in
   std::vector<tdist::Tensor> out_views;
   if (r == rank_) {
     // The destination's flat output holds world_size inputs back to back.
-    to_view(output, op, "output tensor");  // dense, contiguous and on the CPU, or DistValueError
+    to_view(output, op, "output tensor");  // dense, contiguous and on a device served, or DistValueError
     if (output.numel() != input.numel() * size_)
       invalid(op, "output tensor has " + std::to_string(output.numel()) + " elements, not world_size (" +
                       std::to_string(size_) + ") x the input's " + std::to_string(input.numel()));
