@@ -262,6 +262,13 @@ class MpiComm final : public Comm {
         p.result = recv;
         p.result_count = me < 2 ? count : 0;
         break;
+      case Coll::Copy:
+        p.run = [=] { std::memcpy(recv, send, bytes); };
+        p.input = send;
+        p.input_count = count;
+        p.result = recv;
+        p.result_count = count;
+        break;
     }
     return p;
   }
@@ -292,6 +299,9 @@ int main(int argc, char** argv) {
     if (rank == 0) std::fputs(tbench::help_text(program).c_str(), stdout);
   } else if (parsed.action == tbench::Action::UsageError) {
     if (rank == 0) std::fprintf(stderr, "%s: %s (see --help)\n", program, parsed.error.c_str());
+    status = 2;
+  } else if (parsed.options.device != tbench::Memory::Cpu) {
+    if (rank == 0) std::fprintf(stderr, "%s: --device cuda is tdist-bench's; %s measures host buffers\n", program, program);
     status = 2;
   } else {
     try {

@@ -7,7 +7,10 @@ Every operation of a "tdist" group (point-to-point, collectives, barrier, and
 through them DistributedDataParallel and the object collectives) runs on the
 tdist C++ library over the store torch made for the group, whatever the init
 method (env://, tcp://, file://, store=). Tensors must be dense, contiguous
-CPU tensors (the backend is registered for device "cpu"). Errors of tdist
+CPU tensors, and CUDA tensors where the plugin and libtdist were built with CUDA
+(DEVICES lists what the backend is registered for): an operation on CUDA tensors is
+ordered after the work queued on torch's current stream, and Work.wait() makes that
+stream wait for it without blocking the host, as with NCCL. Errors of tdist
 reach Python as RuntimeError with tdist's message (rank, group, operation,
 peer). Needs torch 2.x.
 """
@@ -35,6 +38,9 @@ from tdist.forwarding_store import ForwardingStore  # noqa: E402  (after the ext
 ProcessGroupTdist = _tdist_torch.ProcessGroupTdist
 
 BACKEND_NAME = "tdist"
+# "cuda" too where the extension was built against a torch with CUDA and libtdist has CUDA
+# (CUDA tensors then run on tdist's device data paths, ordered on torch's current stream).
+DEVICES = ["cpu", "cuda"] if _tdist_torch.serves_cuda() else ["cpu"]
 
 
 def _create(options, pg_options=None):
@@ -57,11 +63,12 @@ def _register():
     # second import under another name) must not try again.
     if BACKEND_NAME.upper() in getattr(_dist.Backend, "_plugins", {}):
         return
-    # devices=["cpu"]: the backend serves CPU tensors; torch then knows it as
-    # a CPU backend (Backend.backend_capability), which layers such as
-    # DeviceMesh and DTensor look up, and it becomes the default for "cpu"
-    # when no other backend claimed it first.
-    _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=["cpu"])
+    # devices: what the backend serves, which torch records
+    # (Backend.backend_capability) and layers such as DeviceMesh and DTensor
+    # look up; it becomes the default for a device no other backend claimed
+    # first (torch's own map gives "cuda" to nccl). torch then makes one
+    # ProcessGroupTdist per group for all of them.
+    _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=DEVICES)
 
 
 class _TdistStoreForTorch(ForwardingStore, _dist.Store):
@@ -109,4 +116,4 @@ def _register_env_rendezvous():
 _register()
 _register_env_rendezvous()
 
-__all__ = ["ProcessGroupTdist", "BACKEND_NAME"]
+__all__ = ["ProcessGroupTdist", "BACKEND_NAME", "DEVICES"]

@@ -41,6 +41,16 @@ for np in 2 3; do
   else
     echo "ok: $np ranks table run"
   fi
+  # --copy-limit: the copy rows come last, checked like the collectives.
+  "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" -t all_reduce -b 8 -e 64K -f 32 -n 2 -c --csv \
+    --copy-limit >"$tmp/copy" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ] || [ "$(tail -1 "$tmp/copy" | cut -d, -f2)" != copy ] ||
+     awk -F, 'NR > 1 && $11 != "" && $14 != "0"' "$tmp/copy" | grep -q .; then
+    echo "FAIL: $np ranks --copy-limit run (exit $rc):"; cat "$tmp/copy"; fail=1
+  else
+    echo "ok: $np ranks --copy-limit run"
+  fi
   # JSON ends with the totals.
   "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" -t all_reduce -b 8 -e 64 -n 2 -c --json \
     >"$tmp/json" 2>&1

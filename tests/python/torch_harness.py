@@ -63,14 +63,17 @@ def _rank_main(rank, world, init, shared, backend, fn, args, errors, result_path
     os._exit(code)
 
 
-def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TIMEOUT):
+def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TIMEOUT, start_method="fork"):
     """Runs fn(rank, world, *args) on every rank after init_process_group(backend); returns the
     ranks' return values (which torch.save can write), in rank order.
+
+    start_method "spawn" for ranks that use CUDA: a process that has initialized CUDA cannot
+    fork children that use it (fn must then be importable: a module-level function).
 
     Raises AssertionError with every failing rank's traceback, or naming the
     ranks still running at the deadline.
     """
-    ctx = multiprocessing.get_context("fork")
+    ctx = multiprocessing.get_context(start_method)
     errors = ctx.SimpleQueue()
     server = None
     with tempfile.TemporaryDirectory(prefix="tdist_torch_") as tmp:

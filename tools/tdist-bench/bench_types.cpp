@@ -24,6 +24,7 @@ std::string_view coll_name(Coll c) {
     case Coll::ReduceScatter: return "reduce_scatter";
     case Coll::AllToAll: return "all_to_all";
     case Coll::SendRecv: return "sendrecv";
+    case Coll::Copy: return "copy";
   }
   return "?";
 }
@@ -63,6 +64,7 @@ std::optional<Coll> parse_coll(std::string_view s) {
   if (v == "reducescatter" || v == "reduce_scatter_tensor") return Coll::ReduceScatter;
   if (v == "alltoall" || v == "all_to_all_single") return Coll::AllToAll;
   if (v == "send_recv" || v == "pingpong" || v == "ping_pong" || v == "p2p") return Coll::SendRecv;
+  if (v == "copy" || v == "memcpy" || v == "d2d") return Coll::Copy;
   return std::nullopt;
 }
 
@@ -110,7 +112,7 @@ bool is_chunked(Coll c) { return c == Coll::AllGather || c == Coll::ReduceScatte
 
 bool has_place(Coll c, Place p) {
   if (p == Place::Out) return true;
-  return c != Coll::AllToAll && c != Coll::SendRecv;
+  return c != Coll::AllToAll && c != Coll::SendRecv && c != Coll::Copy;
 }
 
 double busbw_factor(Coll c, int n) {
@@ -121,7 +123,8 @@ double busbw_factor(Coll c, int n) {
     case Coll::AllToAll: return static_cast<double>(n - 1) / n;
     case Coll::Broadcast:
     case Coll::Reduce:
-    case Coll::SendRecv: return 1.0;
+    case Coll::SendRecv:
+    case Coll::Copy: return 1.0;
   }
   return 1.0;
 }

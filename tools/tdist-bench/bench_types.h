@@ -12,7 +12,11 @@
 
 namespace tbench {
 
-enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, SendRecv };
+// Copy is no collective: each rank copies the row's bytes from its send to its
+// receive buffer (memcpy, or cudaMemcpy on a device), the physical limit a
+// collective among ranks of one memory or one GPU is measured against
+// (--copy-limit). "all" does not include it.
+enum class Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, SendRecv, Copy };
 inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::Broadcast,     Coll::Reduce,  Coll::AllGather,
                                      Coll::ReduceScatter, Coll::AllToAll, Coll::SendRecv};
 
@@ -48,7 +52,7 @@ bool is_chunked(Coll c);
 bool has_place(Coll c, Place p);
 
 // nccl-tests' busbw = algbw * factor: 2(n-1)/n all_reduce; (n-1)/n all_gather,
-// reduce_scatter, all_to_all; 1 broadcast, reduce, sendrecv.
+// reduce_scatter, all_to_all; 1 broadcast, reduce, sendrecv, copy.
 double busbw_factor(Coll c, int world_size);
 
 // Element count for a requested size: size / element size, rounded down to a

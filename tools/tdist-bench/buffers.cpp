@@ -156,6 +156,7 @@ Expect expected_at(const CheckSpec& s, size_t i) {
     case Coll::ReduceScatter: return reduce_over_ranks(s.dt, op, n, s.rank * chunk + i);
     case Coll::AllToAll: return single(op, static_cast<int>(i / chunk), s.rank * chunk + i % chunk);
     case Coll::SendRecv: return single(op, 1 - s.rank, i);
+    case Coll::Copy: return single(op, s.rank, i);
   }
   return {};
 }
@@ -234,7 +235,8 @@ size_t result_count(Coll c, size_t count, int n, int rank, int root) {
     case Coll::AllReduce:
     case Coll::Broadcast:
     case Coll::AllGather:
-    case Coll::AllToAll: return count;
+    case Coll::AllToAll:
+    case Coll::Copy: return count;
     case Coll::Reduce: return rank == root ? count : 0;
     case Coll::ReduceScatter: return n > 0 ? count / static_cast<size_t>(n) : 0;
     case Coll::SendRecv: return rank < 2 ? count : 0;

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,14 @@ class Comm {
   // "" when the combination runs, else why not (printed as a skipped row).
   virtual std::string unsupported(Coll c, Dt d, Op o) const = 0;
   virtual Prepared prepare(const Call& call) = 0;
+
+  // Device buffers (tdist-bench --device cuda): `bytes` of device memory, or
+  // null where the buffers are host memory, which the driver allocates itself.
+  // The driver fills inputs and checks results of device buffers through host
+  // copies (upload, download), outside the timed loops.
+  virtual std::shared_ptr<void> device_buffer(size_t /*bytes*/) { return nullptr; }
+  virtual void upload(void* /*device_dst*/, const void* /*host_src*/, size_t /*bytes*/) {}
+  virtual void download(void* /*host_dst*/, const void* /*device_src*/, size_t /*bytes*/) {}
 };
 
 }  // namespace tbench

@@ -19,11 +19,27 @@ std::string describe_this_process() {
 
 namespace {
 
+// A benchmark buffer: host memory, or device memory the runner allocated
+// (Comm::device_buffer), which the driver reaches through a host staging buffer.
+struct BenchBuffer {
+  Buffer host;
+  std::shared_ptr<void> device;
+  void* data() const { return device ? device.get() : host.data(); }
+};
+
+BenchBuffer allocate(Comm& comm, size_t bytes) {
+  BenchBuffer m;
+  m.device = comm.device_buffer(bytes);
+  if (!m.device) m.host = Buffer(bytes);
+  return m;
+}
+
 struct Sweep {
   Comm& comm;
   const Options& o;
   Reporter& rep;
-  Buffer send, recv;
+  BenchBuffer send, recv;
+  Buffer stage;  // host copies of device inputs and results; empty for host buffers
   double busbw_sum = 0;
   int busbw_n = 0;
   int64_t wrong_total = 0;
@@ -35,7 +51,7 @@ struct Sweep {
     const Op fill_op = is_reducing(c) ? op : Op::Sum;
     Call call{c, d, op, o.root, place, send.data(), recv.data(), count};
     Prepared prep = comm.prepare(call);
-    fill_pattern(d, fill_op, comm.rank(), prep.input, prep.input_count);
+    fill_input(d, fill_op, prep);
     double secs = time_loop(comm, prep.run, warmup, iters);
     if (c == Coll::SendRecv) secs /= 2;  // latency: half the round trip
     cell.measured = true;
@@ -44,14 +60,37 @@ struct Sweep {
     busbw_sum += cell.busbw;
     ++busbw_n;
     if (o.check) {
-      poison(prep.result, prep.result_count * dt_size(d));
-      fill_pattern(d, fill_op, comm.rank(), prep.input, prep.input_count);
+      const size_t result_bytes = prep.result_count * dt_size(d);
+      if (on_device()) {
+        poison(stage.data(), result_bytes);
+        comm.upload(prep.result, stage.data(), result_bytes);
+      } else {
+        poison(prep.result, result_bytes);
+      }
+      fill_input(d, fill_op, prep);
       prep.run();
+      const void* result = prep.result;
+      if (on_device()) {
+        comm.download(stage.data(), prep.result, result_bytes);
+        result = stage.data();
+      }
       CheckSpec spec{c, d, op, comm.size(), comm.rank(), o.root, count};
-      cell.wrong = comm.sum_int64(count_wrong(spec, prep.result, prep.result_count));
+      cell.wrong = comm.sum_int64(count_wrong(spec, result, prep.result_count));
       wrong_total += cell.wrong;
     }
     return cell;
+  }
+
+  bool on_device() const { return send.device != nullptr; }
+
+  // The rank's pattern into the operation's input, through the host for device buffers.
+  void fill_input(Dt d, Op fill_op, const Prepared& prep) {
+    if (!on_device()) {
+      fill_pattern(d, fill_op, comm.rank(), prep.input, prep.input_count);
+      return;
+    }
+    fill_pattern(d, fill_op, comm.rank(), stage.data(), prep.input_count);
+    comm.upload(prep.input, stage.data(), prep.input_count * dt_size(d));
   }
 
   void table(Coll c, Dt d, Op op) {
@@ -91,7 +130,9 @@ int run_benchmark(Comm& comm, const Options& o, const std::string& program) {
 
   uint64_t largest = 0;
   for (uint64_t s : sweep_sizes(o)) largest = std::max(largest, s);
-  Sweep sweep{comm, o, *rep, Buffer(largest), Buffer(largest)};
+  BenchBuffer send = allocate(comm, largest), recv = allocate(comm, largest);
+  Buffer stage = send.device ? Buffer(largest) : Buffer();
+  Sweep sweep{comm, o, *rep, std::move(send), std::move(recv), std::move(stage)};
 
   for (Coll c : o.colls) {
     if (c == Coll::SendRecv && comm.size() < 2) {

@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
     rank = tdist::get_rank();
     int status = 0;
     {
-      tbench::TdistComm comm;
+      tbench::TdistComm comm(parsed.options);
       status = tbench::run_benchmark(comm, parsed.options, program);
     }
     tdist::destroy_process_group();

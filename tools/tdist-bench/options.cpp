@@ -51,7 +51,8 @@ constexpr Spec kSpecs[] = {
     {'d', "datatype", true},     {'o', "op", true},       {'r', "root", true},       {'w', "warmup_iters", true},
     {'n', "iters", true},        {'c', "check", false},   {'t', "op-name", true},    {'C', "cap_bytes", true},
     {'\0', "place", true},       {'\0', "csv", false},    {'\0', "json", false},     {'h', "help", false},
-    {'\0', "sizes", true},      {'\0', "backend", true},
+    {'\0', "sizes", true},      {'\0', "backend", true}, {'\0', "device", true},
+    {'\0', "copy-limit", false},
 };
 
 const Spec* find_long(const std::string& name) {
@@ -120,7 +121,7 @@ std::string apply(const Spec& spec, const std::string& value, Options& o, bool& 
       auto c = parse_coll(item);
       if (!c)
         return bad("unknown collective '" + item +
-                   "' (all_reduce broadcast reduce all_gather reduce_scatter all_to_all sendrecv all)");
+                   "' (all_reduce broadcast reduce all_gather reduce_scatter all_to_all sendrecv copy all)");
       o.colls.push_back(*c);
     }
     if (o.colls.empty()) return bad("no collective");
@@ -155,6 +156,12 @@ std::string apply(const Spec& spec, const std::string& value, Options& o, bool& 
   } else if (name == "backend") {
     if (value.empty()) return bad("expected a backend name (tdist, mpi)");
     o.backend = value;
+  } else if (name == "device") {
+    if (value == "cpu") o.device = Memory::Cpu;
+    else if (value == "cuda" || value == "gpu") o.device = Memory::Cuda;
+    else return bad("expected cpu or cuda");
+  } else if (name == "copy-limit") {
+    o.copy_limit = true;
   } else if (name == "csv") {
     o.format = Format::Csv;
   } else if (name == "json") {
@@ -257,6 +264,10 @@ ParseResult parse_options(int argc, char** argv) {
     r.action = Action::Help;
     return r;
   }
+  // After every -t: the copy table comes last, after the collectives it bounds.
+  if (r.options.copy_limit &&
+      std::find(r.options.colls.begin(), r.options.colls.end(), Coll::Copy) == r.options.colls.end())
+    r.options.colls.push_back(Coll::Copy);
   if (r.options.sizes.empty() && r.options.min_bytes > r.options.max_bytes) {
     r.action = Action::UsageError;
     r.error = "--minbytes (" + std::to_string(r.options.min_bytes) + ") is larger than --maxbytes (" +
@@ -308,7 +319,8 @@ prints; add tdistrun's --no-prefix for clean --csv/--json output).
 
 Options (nccl-tests letters; "-b 8", "-b8", "--minbytes 8", "--minbytes=8"):
   -t, --op-name LIST     collectives, comma-separated: all_reduce broadcast reduce
-                         all_gather reduce_scatter all_to_all sendrecv, or all [all_reduce]
+                         all_gather reduce_scatter all_to_all sendrecv, or all [all_reduce];
+                         copy: a local copy of the same bytes on every rank (see --copy-limit)
   -b, --minbytes SIZE    smallest size [8]; suffixes K, M, G (powers of 1024)
   -e, --maxbytes SIZE    largest size [32M]
   -f, --stepfactor F     multiply the size by F each step [2]; 1: add --stepbytes
@@ -331,6 +343,15 @@ Options (nccl-tests letters; "-b 8", "-b8", "--minbytes 8", "--minbytes=8"):
   --json                 one JSON document on stdout, one record per size
   --backend NAME         tdist-bench: the backend to measure, tdist or mpi (under mpirun)
                          [tdist]
+  --device cpu|cuda      tdist-bench: where the buffers live [cpu]. cuda: device memory
+                         (cudaMalloc) on GPU LOCAL_RANK % device count, operations on a
+                         stream of the benchmark's own (tdist's current stream); each timed
+                         iteration ends with the host waiting for that stream, so times are
+                         end to end (call, device work, completion seen by the host)
+  --copy-limit           also measure, last, a local copy of each size on every rank
+                         (-t copy: memcpy, or a device-to-device cudaMemcpyAsync with
+                         --device cuda, timed the same way): the physical limit the
+                         collectives are compared with (busbw = algbw for copy)
   -h, --help             this text
 
 Sizes and columns (as nccl-tests):

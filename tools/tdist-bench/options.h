@@ -11,6 +11,8 @@
 namespace tbench {
 
 enum class Format { Table, Csv, Json };
+// Where the buffers live: host memory, or a CUDA device (tdist-bench --device cuda).
+enum class Memory { Cpu, Cuda };
 enum class Places { Both, OutOnly, InOnly };
 
 struct Options {
@@ -32,6 +34,8 @@ struct Options {
   Places places = Places::Both;
   Format format = Format::Table;
   std::string backend = "tdist";  // --backend (tdist-bench only)
+  Memory device = Memory::Cpu;     // --device (tdist-bench only)
+  bool copy_limit = false;         // --copy-limit: Coll::Copy is added after the collectives
 };
 
 enum class Action { Run, Help, UsageError };

@@ -1,7 +1,11 @@
 #include "tdist_comm.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 #include <tdist/tdist.h>
+
+#include "cuda_memory.h"
 
 extern char** environ;
 
@@ -38,10 +42,53 @@ char* at(void* base, size_t elements, size_t elem_size) { return static_cast<cha
 
 }  // namespace
 
-TdistComm::TdistComm() : rank_(tdist::get_rank()), size_(tdist::get_world_size()) {}
+TdistComm::TdistComm(const Options& options) : rank_(tdist::get_rank()), size_(tdist::get_world_size()) {
+  if (options.device != Memory::Cuda) return;
+  const int count = cuda_memory::device_count();
+  if (cuda_memory::built() && count == 0)
+    throw std::runtime_error("--device cuda: no CUDA device (cudaGetDeviceCount found none)");
+  if (!tdist::cuda::is_built())
+    throw std::runtime_error("--device cuda: this libtdist was built without CUDA; its backends refuse device buffers");
+  // Ranks of one host share the GPUs round-robin: N ranks on a one-GPU machine share it.
+  const char* local = std::getenv("LOCAL_RANK");
+  const int local_rank = local ? std::atoi(local) : rank_;
+  device_ = count > 0 ? local_rank % count : 0;
+  cuda_memory::set_device(device_);
+  device_name_ = cuda_memory::describe(device_);
+  stream_ = cuda_memory::create_stream();
+  tdist::cuda::set_current_stream(stream_, device_);
+}
+
+TdistComm::~TdistComm() {
+  if (!on_device()) return;
+  tdist::cuda::set_current_stream(nullptr, device_);
+  cuda_memory::destroy_stream(stream_);
+}
 
 std::string TdistComm::library() const {
-  return std::string("tdist ") + TDIST_VERSION_STRING + " (backend " + tdist::get_backend() + ")";
+  std::string s = std::string("tdist ") + TDIST_VERSION_STRING + " (backend " + tdist::get_backend() + ")";
+  if (on_device()) s += ", device buffers on cuda:" + std::to_string(device_) + " " + device_name_;
+  return s;
+}
+
+std::shared_ptr<void> TdistComm::device_buffer(size_t bytes) {
+  if (!on_device()) return nullptr;
+  return std::shared_ptr<void>(cuda_memory::allocate(bytes), [](void* p) { cuda_memory::release(p); });
+}
+
+void TdistComm::upload(void* device_dst, const void* host_src, size_t bytes) {
+  cuda_memory::upload(device_dst, host_src, bytes);
+}
+
+void TdistComm::download(void* host_dst, const void* device_src, size_t bytes) {
+  cuda_memory::download(host_dst, device_src, bytes);
+}
+
+void TdistComm::copy(void* dst, const void* src, size_t bytes) const {
+  if (on_device())
+    cuda_memory::copy_async(dst, src, bytes, stream_);
+  else
+    std::memcpy(dst, src, bytes);
 }
 
 void TdistComm::barrier() { tdist::barrier(); }
@@ -70,8 +117,15 @@ std::vector<std::string> TdistComm::settings() const {
 }
 
 std::vector<std::string> TdistComm::notes() const {
-  return {"all_reduce, broadcast and reduce are in-place in tdist's API: their out-of-place time is",
-          "a memcpy into the receive buffer (on the root only for broadcast and reduce) + the in-place call."};
+  std::vector<std::string> notes = {
+      "all_reduce, broadcast and reduce are in-place in tdist's API: their out-of-place time is",
+      "a memcpy into the receive buffer (on the root only for broadcast and reduce) + the in-place call."};
+  if (on_device()) {
+    notes.push_back("--device cuda: buffers from cudaMalloc; operations on the benchmark's own stream (tdist's");
+    notes.push_back("current stream); each iteration ends with cudaStreamSynchronize: times are end to end.");
+    notes.push_back("The out-of-place copies and the copy rows are cudaMemcpyAsync on that stream.");
+  }
+  return notes;
 }
 
 std::string TdistComm::unsupported(Coll c, Dt d, Op o) const {
@@ -89,8 +143,10 @@ Prepared TdistComm::prepare(const Call& call) {
   const int n = size_, me = rank_, root = call.root;
   const size_t chunk = count / static_cast<size_t>(n);
   const bool in_place = call.place == Place::In;
-  auto tensor = [dt](void* p, size_t elements) {
-    return tdist::Tensor(p, dt, {static_cast<int64_t>(elements)});
+  const tdist::Device device =
+      on_device() ? tdist::Device{tdist::DeviceType::CUDA, device_} : tdist::Device{tdist::DeviceType::CPU, -1};
+  auto tensor = [dt, device](void* p, size_t elements) {
+    return tdist::Tensor(p, dt, {static_cast<int64_t>(elements)}, device);
   };
   void* send = call.send;
   void* recv = call.recv;
@@ -102,8 +158,8 @@ Prepared TdistComm::prepare(const Call& call) {
         p.run = [t, op] { tdist::all_reduce(t, op); };
         p.input = recv;
       } else {
-        p.run = [t, op, send, recv, bytes] {
-          std::memcpy(recv, send, bytes);
+        p.run = [this, t, op, send, recv, bytes] {
+          copy(recv, send, bytes);
           tdist::all_reduce(t, op);
         };
         p.input = send;
@@ -118,8 +174,8 @@ Prepared TdistComm::prepare(const Call& call) {
       if (in_place || me != root) {
         p.run = [t, root] { tdist::broadcast(t, root); };
       } else {
-        p.run = [t, root, send, recv, bytes] {
-          std::memcpy(recv, send, bytes);
+        p.run = [this, t, root, send, recv, bytes] {
+          copy(recv, send, bytes);
           tdist::broadcast(t, root);
         };
       }
@@ -136,8 +192,8 @@ Prepared TdistComm::prepare(const Call& call) {
         p.input = recv;
       } else if (me == root) {
         tdist::Tensor t = tensor(recv, count);
-        p.run = [t, root, op, send, recv, bytes] {
-          std::memcpy(recv, send, bytes);
+        p.run = [this, t, root, op, send, recv, bytes] {
+          copy(recv, send, bytes);
           tdist::reduce(t, root, op);
         };
         p.input = send;
@@ -202,6 +258,21 @@ Prepared TdistComm::prepare(const Call& call) {
       p.result_count = me < 2 ? count : 0;
       break;
     }
+    case Coll::Copy: {
+      p.run = [this, send, recv, bytes] { copy(recv, send, bytes); };
+      p.input = send;
+      p.input_count = count;
+      p.result = recv;
+      p.result_count = count;
+      break;
+    }
+  }
+  if (on_device()) {
+    // End to end: the host sees the device work of the iteration done before the next.
+    p.run = [run = std::move(p.run), stream = stream_] {
+      run();
+      cuda_memory::synchronize(stream);
+    };
   }
   return p;
 }

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "cuda_streams.h"
+#include "tdist/cuda.h"
 #include "tdist/errors.h"
 
 #include <ATen/core/Tensor.h>
@@ -15,6 +17,21 @@ namespace {
   // tdist's own error for bad arguments; it reaches Python as RuntimeError,
   // as Gloo's TORCH_CHECKs do, so code written for Gloo catches it.
   throw tdist::DistValueError("tdist (torch backend), " + op + ": " + what);
+}
+
+// The tdist device of `t`: the CPU, or cuda:N where this plugin carries CUDA
+// tensors (torch and libtdist both built with CUDA: cuda_streams.h).
+tdist::Device device_of(const at::Tensor& t, const std::string& op, const std::string& what) {
+  if (t.device().is_cpu()) return {};
+  if (t.device().is_cuda()) {
+    if (!serves_cuda())
+      invalid(op, what + " is on " + t.device().str() + (tdist::cuda::is_built()
+                      ? "; this tdist plugin was built against a torch without CUDA: it serves CPU tensors only"
+                      : "; this tdist was built without CUDA (CMake found no nvcc): its torch backend serves CPU "
+                        "tensors only"));
+    return tdist::Device{tdist::DeviceType::CUDA, t.device().index()};
+  }
+  invalid(op, what + " is on " + t.device().str() + "; the tdist backend serves CPU and CUDA tensors only");
 }
 
 }  // namespace
@@ -43,14 +60,13 @@ tdist::DType to_dtype(c10::ScalarType type, const std::string& op) {
 tdist::Tensor to_view(const at::Tensor& t, const std::string& op, const std::string& what) {
   if (!t.defined()) invalid(op, what + " is undefined");
   if (t.layout() != c10::kStrided) invalid(op, what + " is not dense (sparse tensors are not supported)");
-  if (!t.device().is_cpu())
-    invalid(op, what + " is on " + t.device().str() + "; the tdist backend serves CPU tensors only");
+  const tdist::Device device = device_of(t, op, what);
   // Gloo refuses non-contiguous tensors too; a silent copy would hide that an
   // in-place result does not land where the caller looks.
   if (!t.is_contiguous()) invalid(op, what + " is not contiguous (call .contiguous() first)");
   if (t.is_conj() || t.is_neg()) invalid(op, what + " has a lazy conjugate/negative bit (call .resolve_conj())");
   std::vector<int64_t> shape(t.sizes().begin(), t.sizes().end());
-  return tdist::Tensor(t.data_ptr(), to_dtype(t.scalar_type(), op), std::move(shape));
+  return tdist::Tensor(t.data_ptr(), to_dtype(t.scalar_type(), op), std::move(shape), device);
 }
 
 std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op, const std::string& what) {

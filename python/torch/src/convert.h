@@ -22,7 +22,8 @@ namespace tdist_torch {
 // The dtype tdist uses for `type`; tdist::DistValueError naming `op` and the type when tdist has none.
 tdist::DType to_dtype(c10::ScalarType type, const std::string& op);
 
-// A view of `t`'s memory. `t` must be a dense, contiguous CPU tensor; otherwise
+// A view of `t`'s memory, on tdist's device for `t`'s (cpu, cuda:N). `t` must be
+// a dense, contiguous tensor on the CPU or, where the plugin serves CUDA, a CUDA device; otherwise
 // tdist::DistValueError naming `op`, `what` ("tensor", "output tensor 2") and the problem.
 tdist::Tensor to_view(const at::Tensor& t, const std::string& op, const std::string& what = "tensor");
 std::vector<tdist::Tensor> to_views(const std::vector<at::Tensor>& ts, const std::string& op, const std::string& what);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../../ext/interruptible_wait.h"
+#include "cuda_streams.h"
 #include "group_names.h"
 #include "process_group_tdist.h"
 
@@ -38,6 +39,10 @@ PYBIND11_MODULE(_tdist_torch, m) {
   py::class_<tdist_torch::ProcessGroupTdist, c10::intrusive_ptr<tdist_torch::ProcessGroupTdist>, c10d::Backend>(
       m, "ProcessGroupTdist", "The torch.distributed backend (c10d Backend) whose operations run on the tdist library")
       .def_property_readonly("tdist_group_name", &tdist_torch::ProcessGroupTdist::groupName);
+
+  // The devices torch.distributed registers the backend for (tdist/torch.py).
+  m.def("serves_cuda", &tdist_torch::serves_cuda,
+        "Whether this plugin carries CUDA tensors: the torch it was built against and libtdist both have CUDA.");
 
   // The GIL is released while the ranks meet: the store may be a Python
   // store, and other Python threads should run while this one waits.

@@ -7,6 +7,7 @@
 #include <c10/util/StringUtil.h>
 
 #include "convert.h"
+#include "cuda_streams.h"
 #include "group_names.h"
 #include "store_adapter.h"
 #include "tdist/errors.h"
@@ -102,6 +103,7 @@ WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10
   const at::Tensor& t = single(tensors, op, "tensor");
   if (opts.rootTensor != 0) invalid(op, "rootTensor must be 0");
   const int r = root(opts.rootRank, op, "source");
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   auto w = pg_->broadcast(to_view(t, op), {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::BROADCAST, name, std::move(span), {w}, tensors);
@@ -111,6 +113,7 @@ WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10
   const char* name = "all_reduce";
   const std::string op = where(name);
   const at::Tensor& t = single(tensors, op, "tensor");
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   if (t.defined() && t.layout() == c10::kSparse) return sparse_all_reduce(tensors, opts, std::move(span));
   auto w = pg_->all_reduce(to_view(t, op), {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
@@ -134,7 +137,7 @@ WorkPtr ProcessGroupTdist::sparse_all_reduce(std::vector<at::Tensor>& tensors, c
   at::Tensor& t = tensors.front();
   if (opts.reduceOp != c10d::ReduceOp::SUM)
     invalid(op, "sparse tensors are reduced with ReduceOp.SUM only (as Gloo)");
-  if (!t.device().is_cpu()) invalid(op, "tensor is on " + t.device().str() + "; the tdist backend serves CPU tensors");
+  if (!t.device().is_cpu()) invalid(op, "tensor is on " + t.device().str() + "; the tdist backend reduces sparse tensors on the CPU only");
   const auto timeout = timeout_of(opts);
   const at::Tensor input = t.coalesce();
   const at::Tensor indices = input._indices().contiguous();
@@ -202,6 +205,7 @@ WorkPtr ProcessGroupTdist::allreduce_coalesced(std::vector<at::Tensor>& tensors,
       invalid(op, "tensor " + std::to_string(i) + " is " + c10::toString(tensors[i].scalar_type()) + ", tensor 0 " +
                       c10::toString(tensors[0].scalar_type()) + ": the tensors must all have the same dtype");
   auto views = to_views(tensors, op, "tensor");
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   auto w = pg_->all_reduce_coalesced(views, {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLREDUCE_COALESCED, name, std::move(span), {w}, tensors);
@@ -215,6 +219,7 @@ WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::
   const tdist::ReduceOptions options{.root = root(opts.rootRank, op, "destination"),
                                      .op = to_reduce_op(opts.reduceOp, op),
                                      .timeout = timeout_of(opts)};
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   auto w = pg_->reduce(to_view(t, op), options);
   return track(c10d::OpType::REDUCE, name, std::move(span), {w}, tensors);
@@ -229,6 +234,7 @@ WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outpu
     invalid(op, "expects exactly one output list per process, got " + std::to_string(outputs.size()));
   auto out_views = to_views(outputs[0], op, "output tensor");
   auto in_view = to_view(in, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
   auto w = pg_->all_gather(out_views, in_view, {.timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLGATHER, name, std::move(span), {w}, outputs[0], inputs);
@@ -239,6 +245,7 @@ WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input
   const std::string op = where(name);
   auto out_view = to_view(output, op, "output tensor");
   auto in_view = to_view(input, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(input));
   auto span = ProfilerSpan::open(name, input);
   auto w = pg_->all_gather_into_tensor(out_view, in_view, {.timeout = timeout_of(opts)});
   return track(c10d::OpType::_ALLGATHER_BASE, name, std::move(span), {w}, {output}, {input});
@@ -262,6 +269,7 @@ WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tenso
           to_view(output_lists[r][j], op, "output tensor [" + std::to_string(r) + "][" + std::to_string(j) + "]"));
   }
   auto in_views = to_views(inputs, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
   Works works;
   for (size_t j = 0; j < inputs.size(); ++j)
@@ -287,6 +295,7 @@ WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs,
   }
   auto out_views = to_views(out, op, "output tensor");
   auto in_view = to_view(in, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
   auto w = pg_->gather(out_views, in_view, {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::GATHER, name, std::move(span), {w}, out, inputs);
@@ -308,6 +317,7 @@ WorkPtr ProcessGroupTdist::scatter(std::vector<at::Tensor>& outputs, std::vector
   }
   auto out_view = to_view(out, op, "output tensor");
   auto in_views = to_views(in, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(outputs));
   auto span = ProfilerSpan::open(name, in);  // the source's tensors; none elsewhere (as Gloo)
   auto w = pg_->scatter(out_view, in_views, {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::SCATTER, name, std::move(span), {w}, outputs, in);
@@ -324,6 +334,7 @@ WorkPtr ProcessGroupTdist::reduce_scatter(std::vector<at::Tensor>& outputs,
   auto out_view = to_view(out, op, "output tensor");
   auto in_views = to_views(inputs[0], op, "input tensor");
   const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  const TorchStreamScope streams(cuda_device_of(inputs[0]));
   auto span = ProfilerSpan::open(name, inputs[0]);
   auto w = pg_->reduce_scatter(out_view, in_views, options);
   return track(c10d::OpType::REDUCE_SCATTER, name, std::move(span), {w}, outputs, inputs[0]);
@@ -336,6 +347,7 @@ WorkPtr ProcessGroupTdist::_reduce_scatter_base(at::Tensor& output, at::Tensor& 
   auto out_view = to_view(output, op, "output tensor");
   auto in_view = to_view(input, op, "input tensor");
   const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  const TorchStreamScope streams(cuda_device_of(input));
   auto span = ProfilerSpan::open(name, input);
   auto w = pg_->reduce_scatter_tensor(out_view, in_view, options);
   return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, std::move(span), {w}, {output}, {input});
@@ -347,6 +359,7 @@ WorkPtr ProcessGroupTdist::alltoall_base(at::Tensor& output, at::Tensor& input, 
   const std::string op = where(name);
   auto out_view = to_view(output, op, "output tensor");
   auto in_view = to_view(input, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(input));
   auto span = ProfilerSpan::open(name, input);
   auto w = pg_->all_to_all_single(
       out_view, in_view,
@@ -360,6 +373,7 @@ WorkPtr ProcessGroupTdist::alltoall(std::vector<at::Tensor>& outputs, std::vecto
   const std::string op = where(name);
   auto out_views = to_views(outputs, op, "output tensor");
   auto in_views = to_views(inputs, op, "input tensor");
+  const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
   auto w = pg_->all_to_all(out_views, in_views, {.timeout = timeout_of(opts)});
   return track(c10d::OpType::ALLTOALL, name, std::move(span), {w}, outputs, inputs);
@@ -371,6 +385,7 @@ WorkPtr ProcessGroupTdist::send(std::vector<at::Tensor>& tensors, int dst, int t
   const at::Tensor& t = single(tensors, op, "tensor");
   auto view = to_view(t, op);
   const int peer = root(dst, op, "destination");
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   auto w = pg_->send(view, peer, tag);
   return track(c10d::OpType::SEND, name, std::move(span), {w}, {}, tensors);
@@ -382,6 +397,7 @@ WorkPtr ProcessGroupTdist::recv(std::vector<at::Tensor>& tensors, int src, int t
   const at::Tensor& t = single(tensors, op, "tensor");
   auto view = to_view(t, op);
   const int peer = root(src, op, "source");
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   auto w = pg_->recv(view, peer, tag);
   return track(c10d::OpType::RECV, name, std::move(span), {w}, tensors);
@@ -394,6 +410,7 @@ WorkPtr ProcessGroupTdist::recvAnysource(std::vector<at::Tensor>& tensors, int t
   auto view = to_view(t, op);
   // Gloo's title for a receive from any source ("gloo:recvAnySource"), which torch's own
   // tests count apart from "recv" (distributed_test's _test_send_recv_any_source).
+  const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open("recvAnySource", tensors);
   auto w = pg_->recv(view, tdist::kAnySource, tag);
   return track(c10d::OpType::RECVANYSOURCE, name, std::move(span), {w}, tensors);
@@ -429,6 +446,7 @@ WorkPtr ProcessGroupTdist::allgather_into_tensor_coalesced(std::vector<at::Tenso
   const char* name = "all_gather_into_tensor_coalesced";
   const std::string op = where(name);
   auto [out_views, in_views] = paired_views(outputs, inputs, op);
+  const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
   Works works;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -443,6 +461,7 @@ WorkPtr ProcessGroupTdist::reduce_scatter_tensor_coalesced(std::vector<at::Tenso
   const std::string op = where(name);
   auto [out_views, in_views] = paired_views(outputs, inputs, op);
   const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
   Works works;
   for (size_t i = 0; i < inputs.size(); ++i)
@@ -458,7 +477,7 @@ WorkPtr ProcessGroupTdist::gather_into_tensor(at::Tensor& output, at::Tensor& in
   std::vector<tdist::Tensor> out_views;
   if (r == rank_) {
     // The destination's flat output holds world_size inputs back to back.
-    to_view(output, op, "output tensor");  // dense, contiguous and on the CPU, or DistValueError
+    to_view(output, op, "output tensor");  // dense, contiguous and on a device served, or DistValueError
     if (output.numel() != input.numel() * size_)
       invalid(op, "output tensor has " + std::to_string(output.numel()) + " elements, not world_size (" +
                       std::to_string(size_) + ") x the input's " + std::to_string(input.numel()));
@@ -468,6 +487,7 @@ WorkPtr ProcessGroupTdist::gather_into_tensor(at::Tensor& output, at::Tensor& in
     at::Tensor flat = output.view({size_, input.numel()});
     for (int i = 0; i < size_; ++i) out_views.push_back(to_view(flat[i], op, "output tensor"));
   }
+  const TorchStreamScope streams(cuda_device_of(input));
   auto span = ProfilerSpan::open(name, input);
   auto w = pg_->gather(out_views, in_view, {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::GATHER, name, std::move(span), {w}, {output}, {input});

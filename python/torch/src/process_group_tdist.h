@@ -1,6 +1,7 @@
 // ProcessGroupTdist: the c10d::Backend that torch.distributed gets for
 // backend "tdist" (torch 2.x: a ProcessGroup holds one Backend per device
-// type; this one serves "cpu"). Every operation is carried by a
+// type; this one serves "cpu", and "cuda" where the plugin is built with CUDA:
+// torch then registers the one instance for both). Every operation is carried by a
 // tdist::ProcessGroup (the tdist C++ library) built over torch's store for the
 // group; tensors are handed over as views, without copies.
 #pragma once

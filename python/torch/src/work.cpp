@@ -1,11 +1,13 @@
 #include "work.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/jit_type.h>
 
+#include "cuda_streams.h"
 #include "tdist/errors.h"
 #include "../../ext/interruptible_wait.h"
 
@@ -52,6 +54,7 @@ WorkTdist::WorkTdist(int rank, c10d::OpType type, std::string op, std::vector<st
       outputs_(std::move(outputs)),
       inputs_(std::move(inputs)),
       span_(std::move(span)),
+      cuda_device_(std::max(cuda_device_of(outputs_), cuda_device_of(inputs_))),
       group_(std::move(group)) {
   if (!span_) return;
   // A collective's span ends on the thread that completes its last part
@@ -115,12 +118,19 @@ int WorkTdist::sourceRank() const {
 
 std::vector<at::Tensor> WorkTdist::result() { return outputs_; }
 
+void WorkTdist::synchronize() {
+  if (cuda_device_ < 0) return;
+  const TorchStreamScope streams(cuda_device_);
+  for (auto& w : works_) w->synchronize();
+}
+
 bool WorkTdist::wait(std::chrono::milliseconds timeout) {
   using clock = std::chrono::steady_clock;
   // The span ends before wait returns, even where the completing thread has
   // yet to run its callbacks: a program that stops its profiler right after
   // waiting must find the span closed. A wait that timed out leaves it open.
   try {
+    const TorchStreamScope streams(cuda_device_);  // the stream tdist's wait orders, for CUDA tensors
     const bool bounded = timeout > std::chrono::milliseconds(0);
     const auto deadline = clock::now() + (bounded ? timeout : std::chrono::milliseconds(0));
     for (auto& w : works_) {
@@ -161,7 +171,12 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkTdist::getFuture() {
   if (is_point_to_point())
     throw tdist::DistBackendError("tdist (torch backend), rank " + std::to_string(rank_) + ": " + op_ +
                                   " has no future (point-to-point operations do not, as with Gloo); use wait()");
-  auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()));
+  // For CUDA tensors a CUDA-aware future (as ProcessGroupNCCL's): its value's
+  // users, and those who wait on it, are ordered after the operation on the device.
+  std::vector<c10::Device> devices;
+  if (cuda_device_ >= 0) devices.emplace_back(c10::kCUDA, static_cast<c10::DeviceIndex>(cuda_device_));
+  auto future =
+      c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()), std::move(devices));
   // Completes once every part has: with the outputs, or the first error.
   // Runs on the thread that finishes the last part (tdist's progress thread
   // for async operations), as Gloo runs it on its worker thread.
@@ -173,20 +188,30 @@ c10::intrusive_ptr<c10::ivalue::Future> WorkTdist::getFuture() {
   auto pending = std::make_shared<Pending>();
   pending->left = works_.size();
   auto outputs = outputs_;
-  auto finish = [future, pending, outputs](tdist::Future& part) {
+  // Weak: the callback lives in the parts' futures, which the parts own.
+  std::vector<std::weak_ptr<tdist::Work>> parts(works_.begin(), works_.end());
+  auto finish = [future, pending, outputs, parts, device = cuda_device_](tdist::Future& part) {
     if (auto e = part.exception()) {
       std::lock_guard<std::mutex> lock(pending->mu);
       if (!pending->error) pending->error = e;
     }
     if (pending->left.fetch_sub(1) != 1) return;
-    if (pending->error)
+    if (pending->error) {
       future->setError(pending->error);
-    else
-      future->markCompleted(c10::IValue(outputs));
+      return;
+    }
+    try {
+      std::vector<std::shared_ptr<tdist::Work>> works;
+      for (auto& p : parts)
+        if (auto w = p.lock()) works.push_back(std::move(w));
+      complete_after(works, device, [&] { future->markCompleted(c10::IValue(outputs)); });
+    } catch (...) {
+      future->setErrorIfNeeded(std::current_exception());
+    }
   };
   future_ = future;
   if (works_.empty()) {
-    future->markCompleted(c10::IValue(outputs_));
+    complete_after(works_, cuda_device_, [&] { future->markCompleted(c10::IValue(outputs_)); });
     return future_;
   }
   for (auto& w : works_) w->get_future()->add_done_callback(finish);

@@ -60,11 +60,15 @@ class WorkTdist final : public c10d::Work {
   std::exception_ptr exception() const override;
   int sourceRank() const override;
   std::vector<at::Tensor> result() override;
-  void synchronize() override {}
+  // CUDA tensors: torch's current stream of their device waits (on the
+  // device) for the operation, tdist's Work::synchronize; CPU: nothing to do.
+  void synchronize() override;
   // timeout 0 (torch's kNoTimeout): wait as long as the operation takes (it
   // has its own deadline, the group's timeout). Rethrows tdist's error. On
   // Python's main thread, Ctrl-C ends the wait: the group is failed and
-  // KeyboardInterrupt raised (python/ext/interruptible_wait.h).
+  // KeyboardInterrupt raised (python/ext/interruptible_wait.h). For CUDA
+  // tensors tdist's wait orders torch's current stream after the operation
+  // (ProcessGroupNCCL's semantics: the host does not wait for the device).
   bool wait(std::chrono::milliseconds timeout) override;
   void abort() override;
   // A future completed with the output tensors (DDP's comm hooks chain on
@@ -84,6 +88,9 @@ class WorkTdist final : public c10d::Work {
   const std::vector<at::Tensor> outputs_;
   const std::vector<at::Tensor> inputs_;
   const std::shared_ptr<ProfilerSpan> span_;
+  // The CUDA device of the operation's tensors, -1 for CPU tensors: whose
+  // current stream wait() and synchronize() order, and the device of the futures.
+  const int cuda_device_;
   const std::weak_ptr<tdist::ProcessGroup> group_;  // weak: a Work kept by Python must not keep a destroyed group
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
