@@ -46,10 +46,14 @@ inline const PeerRank kAnyPeer{kAnySource, false};
 
 bool is_available();
 // Whether init_process_group can use the backend (torch's names): gloo always
-// (tdist answers to it), mpi where the build has MPI, nccl where one is registered.
+// (tdist answers to it), mpi where the build has MPI, nccl where the build has
+// CUDA and the NCCL library loads (no GPU needed, as torch).
 bool is_gloo_available();
 bool is_mpi_available();
 bool is_nccl_available();
+// The version of the NCCL library the nccl backend loads ("2.28.9"), or ""
+// where none loads (torch.cuda.nccl.version()).
+std::string nccl_version();
 // Initializes the default group; blocks until every rank joins or the timeout
 // passes (then DistError listing the ranks that did not arrive).
 void init_process_group(const InitOptions& options = {});

@@ -94,6 +94,9 @@ BackendEntry lookup_backend(const std::string& name) {
     if (canonical(name) == "mpi")
       hint = ": this build of tdist has no MPI (configured without an MPI library or with -DTDIST_WITH_MPI=OFF; "
              "apt-get install libopenmpi-dev and rebuild)";
+    if (canonical(name) == "nccl")
+      hint = ": this build of tdist has no CUDA (CMake found no nvcc, or -DTDIST_WITH_CUDA=OFF; install the CUDA "
+             "toolkit, which carries NCCL, and rebuild)";
     throw DistValueError("unknown backend '" + name + "' (registered: " + known + ")" + hint);
   }
   return it->second;

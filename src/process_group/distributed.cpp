@@ -6,6 +6,7 @@
 
 #include "tdist/backend.h"
 #include "tdist/errors.h"
+#include "backends/nccl_availability.h"
 #include "process_group/world.h"
 #include "util/env.h"
 #include "util/logging.h"
@@ -98,7 +99,8 @@ void set_debug_level_from_env() { get_debug_level(); }
 
 bool is_gloo_available() { return is_backend_available("gloo"); }
 bool is_mpi_available() { return is_backend_available("mpi"); }
-bool is_nccl_available() { return is_backend_available("nccl"); }
+bool is_nccl_available() { return is_backend_available("nccl") && nccl_library_loads(); }
+std::string nccl_version() { return nccl_library_version(); }
 
 bool is_initialized() {
   std::lock_guard<std::mutex> lock(world().mu);

@@ -36,7 +36,7 @@ const char* op_name(OpKind op) {
 }
 
 namespace {
-constexpr const char* kEngines[] = {"", "transport", "shm", "hierarchical", "mpi"};  // by EngineCode
+constexpr const char* kEngines[] = {"", "transport", "shm", "hierarchical", "mpi", "nccl"};  // by EngineCode
 constexpr const char* kReduceNames[] = {"", "sum", "avg", "product", "min", "max", "band", "bor", "bxor", "premul_sum"};
 }  // namespace
 

@@ -61,7 +61,7 @@ enum class OpKind : uint8_t {
 };
 const char* op_name(OpKind op);
 // The engines the backends name (Engine::name()), as a byte.
-enum EngineCode : uint8_t { kEngineUnknown, kEngineTransport, kEngineShm, kEngineHierarchical, kEngineMpi };
+enum EngineCode : uint8_t { kEngineUnknown, kEngineTransport, kEngineShm, kEngineHierarchical, kEngineMpi, kEngineNccl };
 // By the first letter: on the path of every operation.
 inline uint8_t engine_code(const char* name) {
   switch (name[0]) {
@@ -69,6 +69,7 @@ inline uint8_t engine_code(const char* name) {
     case 's': return kEngineShm;
     case 'h': return kEngineHierarchical;
     case 'm': return kEngineMpi;
+    case 'n': return kEngineNccl;
     default: return kEngineUnknown;
   }
 }

@@ -193,6 +193,17 @@ constexpr std::array kSettings{
                 "machines without a GPU; never for real work.",
                 "device", nullptr, 0},
 
+    // The nccl backend (NCCL reads its own NCCL_* variables; tdist passes them through untouched).
+    SettingInfo{"TDIST_NCCL_LIBRARY", "path", "unset", nullptr,
+                "The NCCL library the nccl backend loads, and the only one it tries; unset: libnccl.so.2 "
+                "through the loader's search path, else /usr/local/cuda/lib/libnccl.so.2.",
+                "backends"},
+    SettingInfo{"TDIST_NCCL_BLOCKING_WAIT", "bool", "0", "TORCH_NCCL_BLOCKING_WAIT",
+                "1: Work.wait() of an nccl operation also blocks the calling thread until the operation is "
+                "done on the device, and fails at its timeout; 0: it only orders the caller's current "
+                "stream after it (the watchdog still fails operations at their timeout).",
+                "backends"},
+
     // Collectives.
     SettingInfo{"TDIST_SHM_SLOT_BYTES", "bytes", "256 KiB", nullptr,
                 "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.",
