@@ -111,6 +111,13 @@ class Backend {
   // Rank 0 waits up to the timeout for every rank; its error names the ranks
   // that did not arrive (all of them with wait_all_ranks, else the first).
   virtual std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts);
+  // batch_isend_irecv: the point-to-point operations the calling thread
+  // issues between these two calls form one batch, which a backend may run as
+  // one (nccl: inside one ncclGroupStart/End, so that a ring exchange cannot
+  // deadlock on a send queued behind the peer's receive). The batch's Works
+  // may not complete before end_coalescing(). The default runs them one by one.
+  virtual void start_coalescing() {}
+  virtual void end_coalescing() {}
   // Fails pending and later operations and releases connections; idempotent.
   virtual void shutdown() {}
   // Fails the group with `cause` (a DistError naming why: a user interrupt,

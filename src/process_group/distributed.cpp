@@ -164,14 +164,39 @@ std::shared_ptr<Work> irecv(const Tensor& tensor, PeerRank src, const Group& gro
   return g->recv(tensor, gsrc, tag);
 }
 
+namespace {
+
+// The backend that runs the whole batch, when every operation is on one group
+// (this process a member) and one device type: it may run them as one
+// (Backend::start_coalescing). Null otherwise: they run one by one.
+Backend* batch_backend(const std::vector<P2POp>& ops) {
+  if (ops.empty()) return nullptr;
+  Group g = resolve_group(ops[0].group, "batch_isend_irecv");
+  if (!g->is_member()) return nullptr;
+  for (const P2POp& op : ops)
+    if (resolve_group(op.group, "batch_isend_irecv") != g || op.tensor.device().type != ops[0].tensor.device().type)
+      return nullptr;
+  return &g->backend_for(ops[0].tensor.device());
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<Work>> batch_isend_irecv(const std::vector<P2POp>& ops) {
   std::vector<std::shared_ptr<Work>> works(ops.size());
-  // Receives first: then no order of sends in the list can fill a socket
-  // towards a peer that is not reading yet.
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].kind == P2POp::IRECV) works[i] = irecv(ops[i].tensor, ops[i].peer, ops[i].group, ops[i].tag);
-  for (size_t i = 0; i < ops.size(); ++i)
-    if (ops[i].kind == P2POp::ISEND) works[i] = isend(ops[i].tensor, ops[i].peer, ops[i].group, ops[i].tag);
+  Backend* batch = batch_backend(ops);
+  if (batch) batch->start_coalescing();
+  try {
+    // Receives first: then no order of sends in the list can fill a socket
+    // towards a peer that is not reading yet.
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == P2POp::IRECV) works[i] = irecv(ops[i].tensor, ops[i].peer, ops[i].group, ops[i].tag);
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (ops[i].kind == P2POp::ISEND) works[i] = isend(ops[i].tensor, ops[i].peer, ops[i].group, ops[i].tag);
+  } catch (...) {
+    if (batch) batch->end_coalescing();  // what was posted still runs
+    throw;
+  }
+  if (batch) batch->end_coalescing();
   return works;
 }
 

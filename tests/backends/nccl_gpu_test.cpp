@@ -231,6 +231,25 @@ TEST(NcclGpuGroups, NewGroupAndSplitGroupSplitTheCommunicator) {
   destroy_process_group();
 }
 
+// A send to itself and a receive from itself: two NCCL launches one after the
+// other would leave the send waiting for a receive queued behind it; batched
+// (batch_isend_irecv hands the batch to the backend) they run as one group.
+TEST(NcclGpuGroups, BatchIsendIrecvRunsAsOneNcclGroup) {
+  REQUIRE_GPU();
+  init_process_group(InitOptions{.backend = "nccl", .world_size = 1, .rank = 0,
+                                 .store = std::make_shared<HashStore>(), .timeout = 60s,
+                                 .device_id = Device{DeviceType::CUDA, 0}});
+  const auto in = pattern(DType::Int64, 4097, 2);
+  DeviceBuffer a(in.size()), b(in.size());
+  a.upload(in);
+  b.upload(std::vector<unsigned char>(in.size(), 0));
+  auto works = batch_isend_irecv({P2POp(P2POp::ISEND, a.tensor(DType::Int64, 4097), 0),
+                                  P2POp(P2POp::IRECV, b.tensor(DType::Int64, 4097), 0)});
+  for (auto& w : works) w->wait(std::chrono::milliseconds(60000));
+  EXPECT_EQ(b.download(), in);
+  destroy_process_group();
+}
+
 // The caller's stream is held up by a host function that waits for the test:
 // the all_reduce ordered after it cannot run, and the watchdog fails it at its
 // 500 ms timeout (and aborts the communicator) instead of leaving it hanging.

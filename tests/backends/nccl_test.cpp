@@ -144,6 +144,15 @@ TEST(NcclGroup, MonitoredBarrierIsUnsupportedAndSaysWhatToUse) {
   }
 }
 
+TEST(NcclGroup, CoalescingDoesNotNestAndAnEmptyBatchIsNothing) {
+  ProcessGroup pg(std::make_shared<HashStore>(), 0, 1, nccl_options(-1));
+  Backend& b = pg.backend_for(Device{DeviceType::CUDA, 0});
+  b.start_coalescing();
+  EXPECT_THROW(b.start_coalescing(), DistValueError);
+  EXPECT_NO_THROW(b.end_coalescing());
+  EXPECT_NO_THROW(b.end_coalescing());
+}
+
 TEST(NcclGroup, EmulatedCudaIsRefused) {
   setenv("TDIST_EMULATE_CUDA", "2", 1);
   try {

@@ -218,10 +218,24 @@ std::shared_ptr<Work> NcclBackend::run(Call call, const Enqueue& enqueue) {
     device::Runtime* rt = device::runtime(DeviceType::CUDA);
     void* current = rt != nullptr ? rt->current_stream(s.device) : device::thread_current_stream(s.device);
     cudaStream_t caller = current != nullptr ? static_cast<cudaStream_t>(current) : cudaStreamLegacy;
-    check_cuda(cudaEventRecord(s.ready, caller), what, "cudaEventRecord");
-    check_cuda(cudaStreamWaitEvent(s.stream, s.ready, 0), what, "cudaStreamWaitEvent");
+    const bool batched = call.p2p && coalescing_;
+    if (!batched || !batch_open_) {
+      check_cuda(cudaEventRecord(s.ready, caller), what, "cudaEventRecord");
+      check_cuda(cudaStreamWaitEvent(s.stream, s.ready, 0), what, "cudaStreamWaitEvent");
+    }
+    if (batched && !batch_open_) {
+      check_nccl(s.api, s.api.GroupStart(), what, "ncclGroupStart", comm);
+      batch_open_ = true;
+    }
     mark.started_inline(now_ticks());
     enqueue(comm, s.stream);
+    if (batched) {
+      // Issued, with the others, when the batch ends.
+      work->defer_issue();
+      work->set_mark(mark);
+      batch_.push_back(work);
+      return work;
+    }
     check_cuda(cudaEventRecord(work->end_event(), s.stream), what, "cudaEventRecord");
   } catch (const DistValueError&) {
     throw;
@@ -229,6 +243,7 @@ std::shared_ptr<Work> NcclBackend::run(Call call, const Enqueue& enqueue) {
     // Prefixed with the call, unless the message starts with it already.
     auto error = std::current_exception();
     if (error_message(error).rfind(what, 0) != 0) error = with_context(error, what + ": ");
+    if (batch_open_) fail_batch(error);
     // NCCL's and CUDA's errors at enqueue leave the communicator in doubt:
     // the group fails, as torch's does.
     state_->fail(error);
@@ -583,6 +598,46 @@ std::shared_ptr<Work> NcclBackend::monitored_barrier(const MonitoredBarrierOptio
   throw DistBackendError(state_->label + ": backend 'nccl' does not support monitored_barrier (nor does torch's "
                          "NCCL backend: it needs host-side messages with per-rank timeouts); make the group with "
                          "\"cpu:tdist,cuda:nccl\" and monitored_barrier runs on the CPU backend");
+}
+
+void NcclBackend::start_coalescing() {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  if (coalescing_)
+    throw DistValueError(state_->label + ": start_coalescing: a batch is open already (batches do not nest)");
+  coalescing_ = true;
+}
+
+void NcclBackend::end_coalescing() {
+  std::lock_guard<std::mutex> lock(issue_mu_);
+  coalescing_ = false;
+  if (!batch_open_) return;  // nothing was enqueued
+  batch_open_ = false;
+  CommState& s = *state_;
+  const std::string what = s.label + ": batch_isend_irecv of " + std::to_string(batch_.size()) + " operations";
+  try {
+    DeviceGuard guard(s.device);
+    check_nccl(s.api, s.api.GroupEnd(), what, "ncclGroupEnd", s.comm());
+    for (auto& work : batch_) {
+      check_cuda(cudaEventRecord(work->end_event(), s.stream), what, "cudaEventRecord");
+      work->issued();
+      state_->track(work);
+    }
+    batch_.clear();
+  } catch (...) {
+    auto error = std::current_exception();
+    state_->fail(error);
+    for (auto& work : batch_) work->finish(error);
+    batch_.clear();
+  }
+}
+
+// An operation of an open batch failed to enqueue: the batch is closed (NCCL
+// needs its group ended) and fails whole, with the group.
+void NcclBackend::fail_batch(std::exception_ptr error) {
+  state_->api.GroupEnd();
+  batch_open_ = false;
+  for (auto& work : batch_) work->finish(error);
+  batch_.clear();
 }
 
 void NcclBackend::abort(std::exception_ptr cause) {

@@ -59,6 +59,10 @@ class NcclBackend final : public Backend {
   std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
                                           const AllToAllOptions& opts) override;
   std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
+  // Point-to-point operations issued between these run inside one
+  // ncclGroupStart/End (batch_isend_irecv); their Works complete together.
+  void start_coalescing() override;
+  void end_coalescing() override;
   void shutdown() override;
   void abort(std::exception_ptr cause) override;
 
@@ -106,6 +110,12 @@ class NcclBackend final : public Backend {
   mutable std::mutex issue_mu_;         // issue order is the callers'; one enqueue at a time
   uint64_t seq_ = 0;                    // collectives issued
   uint64_t p2p_seq_ = 0;                // point-to-point operations issued
+  // A batch: coalescing_ between start_coalescing and end_coalescing; open_
+  // once its first operation started the NCCL group; its Works, not yet issued.
+  bool coalescing_ = false;
+  bool batch_open_ = false;
+  std::vector<std::shared_ptr<NcclWork>> batch_;
+  void fail_batch(std::exception_ptr error);
 };
 
 // Registers "nccl" for CUDA tensors (backends/registry.cpp's built-ins).

@@ -58,7 +58,8 @@ void NcclWork::set_mark(trace::FlightMark mark) {
 
 bool NcclWork::poll() const {
   if (done_.load(std::memory_order_acquire)) return true;
-  if (end_ == nullptr) return false;
+  // An event never recorded counts as complete for CUDA: not yet ours.
+  if (end_ == nullptr || !issued_.load(std::memory_order_acquire)) return false;
   const cudaError_t rc = cudaEventQuery(end_);
   if (rc == cudaErrorNotReady) return false;
   if (rc == cudaSuccess) {
@@ -107,6 +108,10 @@ void NcclWork::synchronize() {
 
 bool NcclWork::wait(std::chrono::milliseconds timeout) {
   if (done_.load(std::memory_order_acquire) && error_) std::rethrow_exception(error_);
+  if (!issued_.load(std::memory_order_acquire))
+    throw DistBackendError((state_ ? state_->label + ": " : std::string()) + op_ + " #" + std::to_string(spec_.seq) +
+                           ": Work::wait inside a batch: its operations run when the batch ends "
+                           "(end_coalescing), so waiting before would never return");
   synchronize();
   const bool given = timeout != kNoTimeout;
   if (given || spec_.barrier || (state_ && state_->blocking_wait)) {

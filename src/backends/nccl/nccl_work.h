@@ -63,6 +63,11 @@ class NcclWork final : public Work {
   const Deadline& deadline() const { return deadline_; }
   std::chrono::milliseconds timeout() const { return spec_.timeout; }
 
+  // A Work of a batch (NcclBackend::start_coalescing): its end event is
+  // recorded only when the batch ends; until then it is not done.
+  void defer_issue() { issued_.store(false, std::memory_order_relaxed); }
+  void issued() { issued_.store(true, std::memory_order_release); }
+
   // For the watchdog: queries the end event and finishes the Work when it
   // has run (true: done, either way).
   bool poll() const;
@@ -80,6 +85,7 @@ class NcclWork final : public Work {
 
   mutable std::mutex mu_;
   mutable std::atomic<bool> done_{false};
+  std::atomic<bool> issued_{true};
   mutable std::exception_ptr error_;
   mutable std::shared_ptr<Future> future_;
   mutable trace::FlightMark mark_;
