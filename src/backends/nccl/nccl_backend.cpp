@@ -649,7 +649,10 @@ void NcclBackend::abort(std::exception_ptr cause) {
 void NcclBackend::shutdown() {
   if (!state_) return;
   std::lock_guard<std::mutex> lock(issue_mu_);
-  state_->release(std::make_exception_ptr(DistBackendError(state_->label + ": the process group was destroyed")));
+  auto cause = std::make_exception_ptr(DistBackendError(state_->label + ": the process group was destroyed"));
+  if (batch_open_) fail_batch(cause);  // a batch never ended
+  coalescing_ = false;
+  state_->release(cause);
 }
 
 void register_backend_entry() {
