@@ -38,11 +38,11 @@ TEST(DeviceFront, ABackendSpecWithoutCudaRefusesCudaTensorsNamingDeviceAndBacken
   ASSERT_TRUE(emulated_cuda);
   DeviceFloats buf(4);
   with_thread_world(2, [&](ProcessGroup& pg) {
-    std::string m = value_error_of([&] { pg.all_reduce(buf.tensor(), {}); }, "all_reduce of a cuda tensor");
+    std::string m = value_error_of([&] { pg.all_reduce(buf.tensor(), AllReduceOptions{}); }, "all_reduce of a cuda tensor");
     require_message(m, {"cuda:0", "cpu:tdist", "serves cpu (tdist)", "cpu:tdist,cuda:nccl"});
     // The group goes on serving CPU tensors.
     std::vector<float> v{1.0f};
-    pg.all_reduce(v, {})->wait();
+    pg.all_reduce(v, AllReduceOptions{})->wait();
     require(v[0] == 2.0f, "the CPU all_reduce after the refusal is wrong");
   }, std::chrono::seconds(60), "cpu:tdist");
 }
@@ -52,14 +52,14 @@ TEST(DeviceFront, ACudaTensorMustBeOnADeviceThisProcessHasAndWhereItSays) {
   DeviceFloats buf(4);
   std::vector<float> host(4, 1.0f);
   with_thread_world(2, [&](ProcessGroup& pg) {
-    std::string m = value_error_of([&] { pg.all_reduce(buf.tensor(1), {}); }, "a tensor on cuda:1");
+    std::string m = value_error_of([&] { pg.all_reduce(buf.tensor(1), AllReduceOptions{}); }, "a tensor on cuda:1");
     require_message(m, {"all_reduce", "1 cuda device", "no cuda:1"});
     m = value_error_of(
-        [&] { pg.broadcast(Tensor(host.data(), DType::Float32, {4}, Device{DeviceType::CUDA, 0}), {}); },
+        [&] { pg.broadcast(Tensor(host.data(), DType::Float32, {4}, Device{DeviceType::CUDA, 0}), BroadcastOptions{}); },
         "host memory labelled cuda:0");
     require_message(m, {"broadcast", "says cuda:0", "host memory"});
     // An empty tensor has no memory to check.
-    pg.all_reduce(Tensor(nullptr, DType::Float32, {0}, Device{DeviceType::CUDA, 0}), {})->wait();
+    pg.all_reduce(Tensor(nullptr, DType::Float32, {0}, Device{DeviceType::CUDA, 0}), AllReduceOptions{})->wait();
   }, std::chrono::seconds(60), "cpu:tdist,cuda:tdist");
 }
 
