@@ -245,6 +245,8 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->label = "rank " + std::to_string(global) + " in group " +
                   (options.group_name.empty() ? std::string("default_pg") : options.group_name);
   device_path_ = std::make_shared<DevicePath>(state_->label);  // touches no device until used
+  ipc_exchange_ = std::make_shared<IpcExchange>(store, rank, size, state_->label);
+  cuda_path_ = ipc::path_setting();
   state_->shared_label = std::make_shared<const std::string>(state_->label);
   std::vector<int> globals = options.global_ranks;
   if (globals.empty())
@@ -441,9 +443,21 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
                            any.str() + " (one call takes tensors of one device)");
   device::Runtime& rt = path.runtime(op);
   DevicePath::Streams& streams = path.streams(device);
+  // The IPC path where every rank is on this host and it serves the
+  // operation; the choice depends only on what every rank sees alike (the
+  // operation, its sizes, the placement, the setting).
+  bool over_ipc = false;
+  if (state_->placement.hosts == 1 && size() > 1 && cuda_path_ != ipc::PathChoice::Staged) {
+    const ipc::Plan plan = ipc::plan(size(), args...);
+    if (plan.serves && (cuda_path_ == ipc::PathChoice::Ipc || plan.bytes >= ipc::kMinBytes)) {
+      over_ipc = true;
+      call_opts.seqs = 1 + plan.barriers;  // one per host barrier, for its tag
+    }
+  }
   size_t chunks = 1;
   if constexpr (staging::kOneTensor<Args...>) {
-    if (code.code == OpCode::AllReduce || code.code == OpCode::Broadcast || code.code == OpCode::Reduce) {
+    if (!over_ipc &&
+        (code.code == OpCode::AllReduce || code.code == OpCode::Broadcast || code.code == OpCode::Reduce)) {
       chunks = staging::chunks_of(any.nbytes());
       call_opts.seqs = static_cast<int>(chunks);
     }
@@ -465,13 +479,27 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
   // The operation comes after what the caller queued on its stream so far.
   rt.record(work->issued(), rt.current_stream(device));
   mark.queued(mark ? now_ticks() : 0);
-  queue_.push(work, [work, state = state_, path = device_path_, code, seq, timeout,
+  queue_.push(work, [work, state = state_, path = device_path_, exchange = ipc_exchange_, engines = &engines_,
+                     over_ipc, code, seq, timeout,
                      signature = std::move(signature), body, saved = std::make_tuple(args...),
                      results = std::vector<Tensor>(result.begin(), result.end()), chunks, mark,
                      recorder = mark.hold()] {
     auto call = [&](CollectiveContext& ctx) {
       std::apply(
           [&](const auto&... a) {
+            if (over_ipc) {
+              device::Runtime& rt = path->runtime("ipc");
+              const int device = work->device();
+              DevicePath::Streams& s = path->streams(device);
+              rt.set_device(device);
+              rt.stream_wait(s.in, work->issued());
+              exchange->ensure(rt, device, ctx.deadline);
+              ipc::Call step{rt, s, *exchange, *work, ctx, engines->pick(OpCode::Barrier, 0)};
+              ipc::run(step, a...);
+              rt.record(work->done(), s.in);
+              rt.synchronize(work->done());
+              return;
+            }
             if constexpr (staging::kOneTensor<Args...>) {
               if (chunks > 1) {
                 staging::run_staged_in_chunks(*path, *work, ctx, code.code, body, a...);

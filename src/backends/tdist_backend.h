@@ -17,6 +17,8 @@
 #include "algorithms/collective.h"
 #include "shm_engine/arena.h"
 #include "backends/device_path/device_path.h"
+#include "backends/device_path/ipc_collectives.h"
+#include "backends/device_path/ipc_exchange.h"
 #include "backends/work_queue.h"
 #include "work/spare_work.h"
 #include "engines/engine.h"
@@ -170,6 +172,10 @@ class TdistBackend final : public Backend {
   // Streams, events and pinned scratch of device operations; shared with
   // their queued bodies and Works.
   std::shared_ptr<DevicePath> device_path_;
+  // The same-host IPC path's exchange buffers (set up at its first use), and
+  // TDIST_CUDA_PATH as the group was created.
+  std::shared_ptr<IpcExchange> ipc_exchange_;
+  ipc::PathChoice cuda_path_ = ipc::PathChoice::Auto;
   WorkQueue queue_;
 };
 

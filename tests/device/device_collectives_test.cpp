@@ -24,6 +24,37 @@ TEST_P(DeviceCollectives, EveryOperationMatchesTheHostResult) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, DeviceCollectives, ::testing::Values(1, 2, 3, 4, 5, 8),
                          [](const auto& info) { return "world" + std::to_string(info.param); });
 
+// Each path forced (TDIST_CUDA_PATH): the IPC path maps every rank's
+// exchange buffer in every rank (and none exists when staging).
+struct Forced {
+  const char* path;
+  int world;
+};
+class DeviceCollectivesForced : public ::testing::TestWithParam<Forced> {};
+
+TEST_P(DeviceCollectivesForced, EveryOperationMatchesTheHostResult) {
+  const Forced forced = GetParam();
+  run_world(
+      forced.world, 2, {},
+      [&](int, int device) {
+        check_every_operation(group_world(), device, kLarge);
+        check_ipc_chunks(group_world(), device);
+        const int want = std::string(forced.path) == "ipc" ? forced.world : 0;
+        require(mapped_exchange_buffers() == want, std::string(forced.path) + ": " +
+                                                       std::to_string(mapped_exchange_buffers()) +
+                                                       " exchange buffers mapped, expected " + std::to_string(want));
+        barrier()->wait();
+      },
+      forced.path);
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, DeviceCollectivesForced,
+                         ::testing::Values(Forced{"ipc", 2}, Forced{"ipc", 3}, Forced{"ipc", 5}, Forced{"ipc", 8},
+                                           Forced{"staged", 2}, Forced{"staged", 4}),
+                         [](const auto& info) {
+                           return std::string(info.param.path) + "_world" + std::to_string(info.param.world);
+                         });
+
 // Two hosts of two ranks, and three hosts of one: the staged path under the
 // hierarchical and the transport engines, across "hosts".
 TEST(DeviceCollectivesAcrossHosts, TwoHostsOfTwo) {

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -293,13 +294,44 @@ inline void check_every_operation(const Group& g, int device, size_t large) {
   barrier(g)->wait();
 }
 
+// Past one half of the IPC exchange buffer (4 MiB) as well: its chunks.
+inline void check_ipc_chunks(const Group& g, int device) {
+  const int n = get_world_size(g);
+  all_reduce_case(device, g, ReduceOp::SUM, DType::Float32, 1100003);
+  all_reduce_case(device, g, ReduceOp::AVG, DType::Float16, 2100001);
+  broadcast_case(device, g, DType::Int32, 1100003, n - 1);
+  gathers_case(device, g, 1100003, 0);
+  reduce_scatter_case(device, g, ReduceOp::SUM, DType::Float32, 4 * 1024 * 1024 / (4 * n) + 5);
+  reduce_scatter_case(device, g, ReduceOp::PRODUCT, DType::Int64, 1001);
+}
+
+// The emulated IPC exchange buffers this process maps (its own and its
+// peers'): memfd mappings of exactly two halves (8 MiB). The tests' own
+// tensors are never that size.
+inline int mapped_exchange_buffers() {
+  FILE* maps = std::fopen("/proc/self/maps", "r");
+  if (maps == nullptr) return -1;
+  char line[512];
+  int found = 0;
+  while (std::fgets(line, sizeof(line), maps)) {
+    unsigned long begin = 0, end = 0;
+    if (std::strstr(line, "tdist-emulated-cuda") && std::sscanf(line, "%lx-%lx", &begin, &end) == 2 &&
+        end - begin == 8ul << 20)
+      ++found;
+  }
+  std::fclose(maps);
+  return found;
+}
+
 // Ranks as processes; hosts[r] (if given) is rank r's emulated host. Each
 // rank's device is rank % device_count(), so ranks share devices when there
 // are more ranks than devices. `emulate`: devices to emulate (0: the real ones).
+// `path`: TDIST_CUDA_PATH for every rank ("": unset, auto).
 inline void run_world(int n, int emulate, const std::vector<int>& hosts,
-                      const std::function<void(int rank, int device)>& body) {
+                      const std::function<void(int rank, int device)>& body, const std::string& path = "") {
   Shared<PortBoard> board;
   auto results = run_in_processes(n, [&](int rank) {
+    if (!path.empty()) setenv("TDIST_CUDA_PATH", path.c_str(), 1);
     if (emulate > 0)
       setenv("TDIST_EMULATE_CUDA", std::to_string(emulate).c_str(), 1);
     else
