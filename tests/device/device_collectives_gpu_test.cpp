@@ -16,7 +16,8 @@ std::string no_device_reason() {
   auto results = run_in_processes(1, [&](int) {
     unsetenv("TDIST_EMULATE_CUDA");
     auto* runtime = device::runtime(DeviceType::CUDA);
-    std::string why = runtime == nullptr ? "tdist was built without CUDA"
+    std::string why = runtime == nullptr ? (device::built_with_cuda() ? "this build's CUDA runtime is not available"
+                                                                      : "tdist was built without CUDA")
                       : runtime->device_count() == 0 ? "no CUDA device: " + runtime->unavailable_reason()
                                                      : "";
     std::snprintf(reason->data(), reason->size(), "%s", why.c_str());
