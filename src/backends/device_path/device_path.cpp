@@ -7,20 +7,25 @@ namespace tdist {
 DevicePath::DevicePath(std::string label) : label_(std::move(label)) {}
 
 DevicePath::~DevicePath() {
-  if (runtime_ == nullptr) return;
+  device::Runtime* runtime = runtime_.load();
+  if (runtime == nullptr) return;
   for (auto& s : streams_) {
     if (!s) continue;
-    for (auto* stream : {s->in, s->out, s->p2p}) runtime_->destroy_stream(stream);
-    for (auto* event : s->in_ready) runtime_->destroy_event(event);
-    for (auto* event : s->out_done) runtime_->destroy_event(event);
-    if (s->host_word) runtime_->free_pinned(s->host_word);
+    for (auto* stream : {s->in, s->out, s->p2p}) runtime->destroy_stream(stream);
+    for (auto* event : s->in_ready) runtime->destroy_event(event);
+    for (auto* event : s->out_done) runtime->destroy_event(event);
+    if (s->host_word) runtime->free_pinned(s->host_word);
   }
-  if (cache_) runtime_->free_pinned(cache_);
+  if (cache_) runtime->free_pinned(cache_);
 }
 
 device::Runtime& DevicePath::runtime(const std::string& what) {
-  if (runtime_ == nullptr) runtime_ = &device::require_runtime(DeviceType::CUDA, what);
-  return *runtime_;
+  device::Runtime* rt = runtime_.load(std::memory_order_acquire);
+  if (rt == nullptr) {
+    rt = &device::require_runtime(DeviceType::CUDA, what);
+    runtime_.store(rt, std::memory_order_release);
+  }
+  return *rt;
 }
 
 int DevicePath::device_of(const Tensor& t, const char* op) {
@@ -44,14 +49,15 @@ DevicePath::Streams& DevicePath::streams(int device) {
   if (streams_.size() <= static_cast<size_t>(device)) streams_.resize(device + 1);
   auto& slot = streams_[device];
   if (!slot) {
+    device::Runtime* rt = runtime_.load(std::memory_order_acquire);
     auto s = std::make_unique<Streams>();
-    s->in = runtime_->create_stream(device);
-    s->out = runtime_->create_stream(device);
-    s->p2p = runtime_->create_stream(device);
-    for (auto& e : s->in_ready) e = runtime_->create_event(device);
-    for (auto& e : s->out_done) e = runtime_->create_event(device);
-    if (runtime_->can_wait_on_host_word(device)) {
-      s->host_word = static_cast<uint32_t*>(runtime_->alloc_pinned(sizeof(uint32_t)));
+    s->in = rt->create_stream(device);
+    s->out = rt->create_stream(device);
+    s->p2p = rt->create_stream(device);
+    for (auto& e : s->in_ready) e = rt->create_event(device);
+    for (auto& e : s->out_done) e = rt->create_event(device);
+    if (rt->can_wait_on_host_word(device)) {
+      s->host_word = static_cast<uint32_t*>(rt->alloc_pinned(sizeof(uint32_t)));
       *s->host_word = 0;
     }
     slot = std::move(s);
@@ -83,9 +89,10 @@ void DevicePath::Lease::release() {
 }
 
 DevicePath::Lease DevicePath::scratch(size_t bytes) {
+  device::Runtime* rt = runtime_.load(std::memory_order_acquire);
   Lease lease;
   lease.owner_ = this;
-  lease.runtime_ = runtime_;
+  lease.runtime_ = rt;
   bytes = std::max<size_t>(bytes, 64);
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -93,10 +100,10 @@ DevicePath::Lease DevicePath::scratch(size_t bytes) {
       if (cache_bytes_ < bytes) {
         // Grown to the largest request seen (bounded): pinning is slow, so
         // the buffer stays for the group's next operations.
-        if (cache_) runtime_->free_pinned(cache_);
+        if (cache_) rt->free_pinned(cache_);
         cache_ = nullptr;
         cache_bytes_ = 0;
-        cache_ = static_cast<char*>(runtime_->alloc_pinned(bytes));
+        cache_ = static_cast<char*>(rt->alloc_pinned(bytes));
         cache_bytes_ = bytes;
       }
       cache_busy_ = true;
@@ -105,7 +112,7 @@ DevicePath::Lease DevicePath::scratch(size_t bytes) {
       return lease;
     }
   }
-  lease.data_ = static_cast<char*>(runtime_->alloc_pinned(bytes));
+  lease.data_ = static_cast<char*>(rt->alloc_pinned(bytes));
   return lease;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -75,7 +76,8 @@ class DevicePath {
 
  private:
   const std::string label_;
-  device::Runtime* runtime_ = nullptr;
+  // Set by the first device call (any thread; always the same runtime).
+  std::atomic<device::Runtime*> runtime_{nullptr};
   std::mutex mu_;
   std::vector<std::unique_ptr<Streams>> streams_;  // by device
   char* cache_ = nullptr;

@@ -63,10 +63,9 @@ PathChoice path_setting() {
   throw DistValueError("TDIST_CUDA_PATH='" + *value + "': expected AUTO, STAGED or IPC");
 }
 
-Plan plan(int n, Engine* const&, const Tensor& t, const ReduceOp&) {
+Plan plan(int, Engine* const&, const Tensor& t, const ReduceOp&) {
   const size_t chunks = chunks_of(static_cast<size_t>(t.numel()), per_chunk(t.element_size(), 1));
   return {true, t.nbytes(), static_cast<int>(2 * chunks)};
-  (void)n;
 }
 
 Plan plan(int, Engine* const&, const Tensor& t, const int&) {
