@@ -233,6 +233,13 @@ inline void point_to_point_case(int device, const Group& g, size_t count) {
   r->wait();
   expect_equal(in.download(), Buffer(dtype, count, [&](size_t i) { return moved(prev, i); }),
                name("irecv", dtype, count, " from " + std::to_string(prev)));
+  // The same ring as one batch.
+  in.upload(none);
+  for (auto& w : batch_isend_irecv({P2POp(P2POp::IRECV, in.tensor(), group_src(prev), g),
+                                    P2POp(P2POp::ISEND, out.tensor(), group_dst(next), g)}))
+    w->wait();
+  expect_equal(in.download(), Buffer(dtype, count, [&](size_t i) { return moved(prev, i); }),
+               name("batch_isend_irecv", dtype, count, " from " + std::to_string(prev)));
   const int peer = me ^ 1;
   if (peer >= n) return;
   in.upload(none);
