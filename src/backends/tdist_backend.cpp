@@ -6,6 +6,8 @@
 
 #include "tdist/errors.h"
 #include "algorithms/scratch.h"
+#include "backends/device_path/device_p2p_work.h"
+#include "backends/device_path/staging.h"
 #include "backends/registry.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"
@@ -14,6 +16,7 @@
 #include "transport/tcp/tcp_transport.h"
 #include "util/env.h"
 #include "util/error_context.h"
+#include "work/device_work.h"
 
 namespace tdist {
 
@@ -241,6 +244,9 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   int global = options.global_ranks.empty() ? rank : options.global_ranks[rank];
   state_->label = "rank " + std::to_string(global) + " in group " +
                   (options.group_name.empty() ? std::string("default_pg") : options.group_name);
+  device_path_ = std::make_shared<DevicePath>(state_->label);  // touches no device until used
+  ipc_exchange_ = std::make_shared<IpcExchange>(store, rank, size, state_->label);
+  cuda_path_ = ipc::path_setting();
   state_->shared_label = std::make_shared<const std::string>(state_->label);
   std::vector<int> globals = options.global_ranks;
   if (globals.empty())
@@ -382,6 +388,10 @@ template <typename Body, typename... Args>
 std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
                                             CallOptions call_opts, std::string signature, Body body,
                                             const Args&... args) {
+  // One device-type test per call on the CPU path (a list's first tensors
+  // until one is on a device; the front checked they agree).
+  if (const Tensor* on_device = staging::first_device_tensor(args...))
+    return enqueue_on_device(code, op, result, call_opts, std::move(signature), body, *on_device, args...);
   const Millis timeout = timeout_of(call_opts.timeout);
   const bool blocking = !call_opts.async_op;
   std::unique_lock<SpinLock> issue(issue_mu_);
@@ -414,6 +424,98 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
   return work;
 }
 
+// A device operation runs on the queue's thread even when blocking: the
+// caller only orders its stream after it (DeviceWork::wait). Its tensors are
+// checked here, on the caller's thread, so a wrong device is the caller's error.
+template <typename Body, typename... Args>
+std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const char* op,
+                                                      std::span<const Tensor> result, CallOptions call_opts,
+                                                      std::string signature, Body body, const Tensor& any,
+                                                      const Args&... args) {
+  const Millis timeout = timeout_of(call_opts.timeout);
+  DevicePath& path = *device_path_;
+  const int device = path.device_of(any, op);
+  std::vector<Tensor> on_device;
+  (staging::collect(on_device, args), ...);
+  for (const Tensor& t : on_device)
+    if (path.device_of(t, op) != device)
+      throw DistValueError(state_->label + ": " + op + ": tensor " + t.str() + " is on another device than " +
+                           any.str() + " (one call takes tensors of one device)");
+  device::Runtime& rt = path.runtime(op);
+  DevicePath::Streams& streams = path.streams(device);
+  // The IPC path where every rank is on this host and it serves the
+  // operation; the choice depends only on what every rank sees alike (the
+  // operation, its sizes, the placement, the setting).
+  bool over_ipc = false;
+  if (state_->placement.hosts == 1 && size() > 1 && cuda_path_ != ipc::PathChoice::Staged) {
+    const ipc::Plan plan = ipc::plan(size(), args...);
+    if (plan.serves && (cuda_path_ == ipc::PathChoice::Ipc || plan.bytes >= ipc::kMinBytes)) {
+      over_ipc = true;
+      call_opts.seqs = 1 + plan.barriers;  // one per host barrier, for its tag
+    }
+  }
+  size_t chunks = 1;
+  if constexpr (staging::kOneTensor<Args...>) {
+    if (!over_ipc &&
+        (code.code == OpCode::AllReduce || code.code == OpCode::Broadcast || code.code == OpCode::Reduce)) {
+      chunks = staging::chunks_of(any.nbytes());
+      call_opts.seqs = static_cast<int>(chunks);
+    }
+  }
+  std::unique_lock<SpinLock> issue(issue_mu_);
+  const uint64_t seq = seq_ + 1;
+  seq_ += static_cast<uint64_t>(call_opts.seqs);
+  auto work = std::make_shared<DeviceWork>(op, seq, state_->shared_label, rt, device, streams.host_word,
+                                           static_cast<uint32_t>(seq), device_path_);
+  work->set_result(std::vector<Tensor>(result.begin(), result.end()));
+  trace::FlightMark mark = trace::claim_mark();
+  if (mark) (note_engine(mark, engines_, args), ...);
+  if (auto failed = state_->failure_of(op, seq)) {
+    mark.ended(failed);
+    work->finish_unshared(failed);
+    work->signal_host_word();
+    return work;
+  }
+  // The operation comes after what the caller queued on its stream so far.
+  rt.record(work->issued(), rt.current_stream(device));
+  mark.queued(mark ? now_ticks() : 0);
+  queue_.push(work, [work, state = state_, path = device_path_, exchange = ipc_exchange_, engines = &engines_,
+                     over_ipc, code, seq, timeout,
+                     signature = std::move(signature), body, saved = std::make_tuple(args...),
+                     results = std::vector<Tensor>(result.begin(), result.end()), chunks, mark,
+                     recorder = mark.hold()] {
+    auto call = [&](CollectiveContext& ctx) {
+      std::apply(
+          [&](const auto&... a) {
+            if (over_ipc) {
+              device::Runtime& rt = path->runtime("ipc");
+              const int device = work->device();
+              DevicePath::Streams& s = path->streams(device);
+              rt.set_device(device);
+              rt.stream_wait(s.in, work->issued());
+              exchange->ensure(rt, device, ctx.deadline);
+              ipc::Call step{rt, s, *exchange, *work, ctx, engines->pick(OpCode::Barrier, 0)};
+              ipc::run(step, a...);
+              rt.record(work->done(), s.in);
+              rt.synchronize(work->done());
+              return;
+            }
+            if constexpr (staging::kOneTensor<Args...>) {
+              if (chunks > 1) {
+                staging::run_staged_in_chunks(*path, *work, ctx, code.code, body, a...);
+                return;
+              }
+            }
+            staging::run_staged(*path, *work, ctx, results, body, a...);
+          },
+          saved);
+    };
+    run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark);
+    work->signal_host_word();
+  });
+  return work;
+}
+
 uint64_t TdistBackend::start_point_to_point(bool is_send) {
   const char* op = is_send ? "send" : "recv";
   uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
@@ -421,8 +523,37 @@ uint64_t TdistBackend::start_point_to_point(bool is_send) {
   return seq;
 }
 
+std::shared_ptr<Work> TdistBackend::device_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
+                                                         Millis timeout) {
+  const char* op = is_send ? "send" : "recv";
+  DevicePath& path = *device_path_;
+  const int device = path.device_of(tensor, op);
+  device::Runtime& rt = path.runtime(op);
+  DevicePath::Streams& s = path.streams(device);
+  rt.set_device(device);
+  // Staging waits for the caller's stream as it is now: a send reads what the
+  // caller wrote before, a receive's copy-out overwrites nothing it still uses.
+  device::EventHandle issued = rt.create_event(device);
+  rt.record(issued, rt.current_stream(device));
+  rt.stream_wait(s.p2p, issued);
+  rt.destroy_event(issued);
+  DevicePath::Lease host = path.scratch(tensor.nbytes());
+  Tensor on_host(host.get(), tensor.dtype(), tensor.shape());
+  if (is_send && tensor.nbytes() != 0) {
+    device::EventHandle copied = rt.create_event(device);
+    rt.copy(host.get(), tensor.data(), tensor.nbytes(), s.p2p);
+    rt.record(copied, s.p2p);
+    rt.synchronize(copied);
+    rt.destroy_event(copied);
+  }
+  auto inner = point_to_point(is_send, on_host, peer, tag, timeout);
+  return std::make_shared<DeviceP2PWork>(std::move(inner), std::move(host), device_path_, rt, device,
+                                         is_send ? Tensor() : tensor);
+}
+
 std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
                                                   Millis timeout) {
+  if (!tensor.is_cpu()) return device_point_to_point(is_send, tensor, peer, tag, timeout);
   const uint64_t seq = start_point_to_point(is_send);
   auto work = std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, p2p_tag(tag), state_,
                                        Deadline::after_coarse(timeout_of(timeout)), trace::claim_mark());
@@ -436,6 +567,11 @@ std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& t
 // completes it, and this returns only once it is complete (an abort, by
 // whichever thread, completes every request).
 int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout) {
+  if (!tensor.is_cpu()) {
+    auto work = device_point_to_point(is_send, tensor, peer, tag, timeout);
+    work->wait();
+    return work->source_rank();
+  }
   const uint64_t seq = start_point_to_point(is_send);
   const trace::FlightMark mark = trace::claim_mark();
   const Deadline deadline = start_clock(mark, timeout_of(timeout), /*inline_start=*/true);
@@ -704,7 +840,7 @@ void register_tdist_backend() {
       [](const std::shared_ptr<Store>& store, int rank, int size, const BackendOptions& options) {
         return std::make_shared<TdistBackend>(store, rank, size, options);
       },
-      {DeviceType::CPU});
+      {DeviceType::CPU, DeviceType::CUDA});
 }
 
 }  // namespace tdist

@@ -2,7 +2,8 @@
 // each collective runs in the engine the selector picks for its call
 // (src/engines: the shared-memory engine when every rank is on this host, the
 // hierarchical engine when the group spans hosts with several ranks on some,
-// else the transport engine's algorithms).
+// else the transport engine's algorithms). CUDA tensors take the device data
+// paths of src/backends/device_path (staging through pinned host memory).
 #pragma once
 
 #include <array>
@@ -15,6 +16,9 @@
 #include "tdist/backend.h"
 #include "algorithms/collective.h"
 #include "shm_engine/arena.h"
+#include "backends/device_path/device_path.h"
+#include "backends/device_path/ipc_collectives.h"
+#include "backends/device_path/ipc_exchange.h"
 #include "backends/work_queue.h"
 #include "work/spare_work.h"
 #include "engines/engine.h"
@@ -135,6 +139,15 @@ class TdistBackend final : public Backend {
   template <typename Body, typename... Args>
   std::shared_ptr<Work> enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
                                 CallOptions call_opts, std::string signature, Body body, const Args&... args);
+  // enqueue() for an operation on device tensors (`any` is one of them):
+  // always on the queue's thread, staged (backends/device_path/staging.h),
+  // completed through a DeviceWork.
+  template <typename Body, typename... Args>
+  std::shared_ptr<Work> enqueue_on_device(CollectiveCall code, const char* op, std::span<const Tensor> result,
+                                          CallOptions call_opts, std::string signature, Body body, const Tensor& any,
+                                          const Args&... args);
+  // send/recv of a device tensor, staged through pinned host memory.
+  std::shared_ptr<Work> device_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   // The engine that runs `code`'s collective of `bytes` in this group (GroupEngines::pick).
   Engine* engine_for(OpCode code, size_t bytes) const { return &engines_.pick(code, bytes); }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
@@ -156,6 +169,13 @@ class TdistBackend final : public Backend {
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   mutable SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's
   SpareWork spare_;  // the last blocking call's Work, reused; guarded by issue_mu_
+  // Streams, events and pinned scratch of device operations; shared with
+  // their queued bodies and Works.
+  std::shared_ptr<DevicePath> device_path_;
+  // The same-host IPC path's exchange buffers (set up at its first use), and
+  // TDIST_CUDA_PATH as the group was created.
+  std::shared_ptr<IpcExchange> ipc_exchange_;
+  ipc::PathChoice cuda_path_ = ipc::PathChoice::Auto;
   WorkQueue queue_;
 };
 

@@ -192,6 +192,12 @@ constexpr std::array kSettings{
                 "step at once, IPC handles are memfds). For testing the data paths of CUDA tensors on "
                 "machines without a GPU; never for real work.",
                 "device", nullptr, 0},
+    SettingInfo{"TDIST_CUDA_PATH", "AUTO, STAGED, IPC", "AUTO", nullptr,
+                "How the tdist backend moves CUDA tensors among ranks of one host: IPC maps the ranks' device "
+                "buffers into each other (all_reduce, broadcast, all_gather, reduce_scatter), STAGED copies "
+                "through pinned host memory and runs the CPU collective; AUTO takes IPC from 32 KiB. Groups "
+                "spanning hosts and the other operations always stage. Read when a group is created.",
+                "backends"},
 
     // The nccl backend (NCCL reads its own NCCL_* variables; tdist passes them through untouched).
     SettingInfo{"TDIST_NCCL_LIBRARY", "path", "unset", nullptr,

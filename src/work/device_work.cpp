@@ -1,0 +1,44 @@
+#include "work/device_work.h"
+
+#include <atomic>
+
+namespace tdist {
+
+DeviceWork::DeviceWork(std::string op, uint64_t seq, std::shared_ptr<const std::string> label,
+                       device::Runtime& runtime, int device, const uint32_t* host_word, uint32_t ticket,
+                       std::shared_ptr<void> keep)
+    : PendingWork(std::move(op), seq, std::move(label)),
+      runtime_(runtime),
+      device_(device),
+      issued_(runtime.create_event(device)),
+      done_(runtime.create_event(device)),
+      host_word_(const_cast<uint32_t*>(host_word)),
+      ticket_(ticket),
+      keep_(std::move(keep)) {}
+
+DeviceWork::~DeviceWork() {
+  runtime_.destroy_event(issued_);
+  runtime_.destroy_event(done_);
+}
+
+void DeviceWork::signal_host_word() {
+  if (host_word_ == nullptr) return;
+  // The device reads the word on its own; the release orders the body's
+  // host-side writes before it.
+  std::atomic_ref<uint32_t>(*host_word_).store(ticket_, std::memory_order_release);
+}
+
+bool DeviceWork::wait(std::chrono::milliseconds timeout) {
+  if (host_word_ != nullptr) {
+    if (auto e = exception()) std::rethrow_exception(e);
+    runtime_.stream_wait_host_word(runtime_.current_stream(device_), host_word_, ticket_);
+    return true;
+  }
+  PendingWork::wait(timeout);  // rethrows the operation's error
+  runtime_.stream_wait(runtime_.current_stream(device_), done_);
+  return true;
+}
+
+void DeviceWork::synchronize() { wait(); }
+
+}  // namespace tdist

@@ -1,0 +1,59 @@
+// The Work of an operation on device tensors run by a CPU-driven backend (the
+// tdist backend's device data paths): the operation's body runs on the
+// group's queue thread and finishes this work once its results are on the
+// device (the body has waited for its own device work), or it failed.
+//
+// What waiting guarantees (torch's semantics for CUDA tensors):
+//  - synchronize() and wait() order the caller's current stream on the
+//    tensors' device after the operation: work queued on that stream later
+//    sees its results. Where the runtime can make a stream wait on a host
+//    word, neither blocks the host: the stream waits for the word the body
+//    sets when it has finished. Elsewhere (the emulated runtime) the host
+//    waits until the body has finished, then the stream waits for its done
+//    event (already complete then, but that keeps the order on the device).
+//  - wait() rethrows the operation's error when the host has learned of it;
+//    with a host word it may not have yet (as NCCL's, the error shows later,
+//    in is_success()/exception() and in the next operation of the group).
+//  - wait() does not make the host see the data: reading a device tensor on
+//    the host needs the stream synchronised, as with torch.
+#pragma once
+
+#include <memory>
+
+#include "device/device_runtime.h"
+#include "work/pending_work.h"
+
+namespace tdist {
+
+class DeviceWork final : public PendingWork {
+ public:
+  // `host_word`: pinned memory that the body sets to at least `ticket` when it
+  // has finished, kept alive by `keep`; null where the runtime cannot wait on it.
+  DeviceWork(std::string op, uint64_t seq, std::shared_ptr<const std::string> label, device::Runtime& runtime,
+             int device, const uint32_t* host_word, uint32_t ticket, std::shared_ptr<void> keep);
+  ~DeviceWork() override;
+
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  void synchronize() override;
+
+  int device() const { return device_; }
+  // Recorded on the caller's current stream when the operation was issued:
+  // the body's streams wait for it before touching the tensors.
+  device::EventHandle issued() const { return issued_; }
+  // Recorded by the body after its last device step.
+  device::EventHandle done() const { return done_; }
+  // The body calls this when it has finished (successfully or not), last:
+  // releases a stream waiting on the host word.
+  void signal_host_word();
+
+ private:
+  device::Runtime& runtime_;
+  const int device_;
+  device::EventHandle issued_;
+  device::EventHandle done_;
+  uint32_t* host_word_;
+  const uint32_t ticket_;
+  std::shared_ptr<void> keep_;
+};
+
+}  // namespace tdist
