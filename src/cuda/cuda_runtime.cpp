@@ -1,8 +1,8 @@
 // device::Runtime on the CUDA runtime API (docs/cuda_runtime.md says why each choice).
 //
-// The runtime is linked statically (CUDA::cudart_static): libtdist needs no libcudart at
-// run time, and on a machine without a driver or a GPU every call fails cleanly, so
-// device_count() is 0 with the reason. The few driver functions used (stream waits on host
+// The runtime is the shared libcudart (the static one's TLS breaks dlopen of libtdist); on a
+// machine without a driver or a GPU every call fails cleanly, so device_count() is 0 with
+// the reason. The few driver functions used (stream waits on host
 // words, allocation ranges) come through cudaGetDriverEntryPointByVersion, never -lcuda.
 //
 // Streams are cudaStream_t and events cudaEvent_t, passed as the seam's opaque handles

@@ -23,7 +23,9 @@ namespace tdist::nccl {
 
 class NcclWork;
 
-// Sets the calling thread's CUDA device for a scope.
+// Sets the calling thread's CUDA device for a scope. Unlike
+// device::cuda::DeviceGuard it never throws: it runs in destructors and in
+// the watchdog's teardown, where CUDA may already be failing.
 class DeviceGuard {
  public:
   explicit DeviceGuard(int device);
