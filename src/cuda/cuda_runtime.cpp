@@ -398,6 +398,24 @@ class CudaRuntime final : public Runtime {
       }
       it = imports_.emplace(key, import).first;
     }
+    // The offset comes from a peer: one past the allocation would make kernels fault far
+    // from here, so it is checked against the mapped allocation's size.
+    if (offset != 0 && driver_.mem_get_address_range != nullptr) {
+      bind_primary_context(device);
+      CUdeviceptr start = 0;
+      size_t size = 0;
+      const CUresult r =
+          driver_.mem_get_address_range(&start, &size, reinterpret_cast<CUdeviceptr>(it->second.base));
+      if (r == CUDA_SUCCESS && offset >= size) {
+        if (it->second.opens == 0) {
+          if (it->second.imported) (void)cudaIpcCloseMemHandle(it->second.base);
+          imports_.erase(it);
+        }
+        throw DistBackendError("ipc_open on cuda:" + std::to_string(device) + ": handle " + key.substr(0, 16) +
+                               "... has offset " + std::to_string(offset) + " past its allocation of " +
+                               std::to_string(size) + " bytes");
+      }
+    }
     // One mapping per allocation however often it is opened (CUDA maps a handle once per
     // process), closed when the last ipc_open of it is closed.
     ++it->second.opens;

@@ -210,7 +210,8 @@ class EmulatedRuntime final : public Runtime {
     long pid = 0, fd = 0;
     unsigned long long offset = 0;
     if (std::sscanf(handle.c_str(), "%ld:%ld:%llu", &pid, &fd, &offset) != 3)
-      throw DistBackendError("emulated cuda: ipc_open: '" + handle + "' is not an emulated IPC handle (pid:fd:offset)");
+      throw DistBackendError("emulated cuda: ipc_open: '" + handle.substr(0, 80) +
+                             "' is not an emulated IPC handle (pid:fd:offset)");
     const std::string path = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
     int local = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
     if (local < 0)
