@@ -1,6 +1,7 @@
 #include "cuda/cuda_check.h"
 
 #include "tdist/errors.h"
+#include "util/logging.h"
 
 namespace tdist::device::cuda {
 
@@ -8,13 +9,22 @@ std::string describe_error(cudaError_t error) {
   return std::string(cudaGetErrorString(error)) + " (" + cudaGetErrorName(error) + ")";
 }
 
-void throw_cuda_error(cudaError_t error, const char* call, int device, const std::string& detail) {
+namespace {
+std::string cuda_error_message(cudaError_t error, const char* call, int device, const std::string& detail) {
   (void)cudaGetLastError();
   std::string message = call;
   if (device >= 0) message += " on cuda:" + std::to_string(device);
   if (!detail.empty()) message += " (" + detail + ")";
-  message += " failed: " + describe_error(error);
-  throw DistBackendError(message);
+  return message + " failed: " + describe_error(error);
+}
+}  // namespace
+
+void throw_cuda_error(cudaError_t error, const char* call, int device, const std::string& detail) {
+  throw DistBackendError(cuda_error_message(error, call, device, detail));
+}
+
+void warn_cuda_error(cudaError_t error, const char* call, int device, const std::string& detail) {
+  log_line(LogLevel::Warn, cuda_error_message(error, call, device, detail));
 }
 
 DeviceGuard::DeviceGuard(int device) {

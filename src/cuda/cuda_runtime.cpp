@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cuda/cuda_check.h"
+#include "util/logging.h"
 #include "cuda/driver_entry_points.h"
 #include "cuda/reduce_kernels.h"
 #include "device/current_stream.h"
@@ -34,6 +35,7 @@ namespace {
 
 using cuda::DeviceGuard;
 using cuda::throw_cuda_error;
+using cuda::warn_cuda_error;
 
 std::string pointer_text(const void* p) {
   char buf[32];
@@ -164,7 +166,7 @@ class CudaRuntime final : public Runtime {
   void destroy_stream(StreamHandle stream) override {
     if (stream == nullptr) return;
     if (cudaError_t e = cudaStreamDestroy(static_cast<cudaStream_t>(stream)); e != cudaSuccess)
-      throw_cuda_error(e, "cudaStreamDestroy", -1, stream_text(stream));
+      warn_cuda_error(e, "cudaStreamDestroy", -1, stream_text(stream));
   }
 
   EventHandle create_event(int device) override {
@@ -179,7 +181,7 @@ class CudaRuntime final : public Runtime {
   void destroy_event(EventHandle event) override {
     if (event == nullptr) return;
     if (cudaError_t e = cudaEventDestroy(static_cast<cudaEvent_t>(event)); e != cudaSuccess)
-      throw_cuda_error(e, "cudaEventDestroy", -1, "event " + pointer_text(event));
+      warn_cuda_error(e, "cudaEventDestroy", -1, "event " + pointer_text(event));
   }
 
   void record(EventHandle event, StreamHandle stream) override {
@@ -261,9 +263,13 @@ class CudaRuntime final : public Runtime {
       std::lock_guard<std::mutex> lock(ipc_mutex_);
       std::erase_if(exported_, [&](const auto& entry) { return entry.second == ptr; });
     }
-    DeviceGuard guard(device);
-    if (cudaError_t e = cudaFree(ptr); e != cudaSuccess)
-      throw_cuda_error(e, "cudaFree", device, pointer_text(ptr));
+    try {
+      DeviceGuard guard(device);
+      if (cudaError_t e = cudaFree(ptr); e != cudaSuccess)
+        warn_cuda_error(e, "cudaFree", device, pointer_text(ptr));
+    } catch (const DistError& e) {  // the guard: releasing never throws (warn_cuda_error says why)
+      log_line(LogLevel::Warn, e.what());
+    }
   }
 
   void* alloc_pinned(size_t bytes) override {
@@ -281,7 +287,7 @@ class CudaRuntime final : public Runtime {
   void free_pinned(void* ptr) override {
     if (ptr == nullptr) return;
     if (cudaError_t e = cudaFreeHost(ptr); e != cudaSuccess)
-      throw_cuda_error(e, "cudaFreeHost", -1, pointer_text(ptr));
+      warn_cuda_error(e, "cudaFreeHost", -1, pointer_text(ptr));
   }
 
   void copy(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
@@ -436,7 +442,7 @@ class CudaRuntime final : public Runtime {
     imports_.erase(imp);
     if (!import.imported) return;
     if (cudaError_t e = cudaIpcCloseMemHandle(import.base); e != cudaSuccess)
-      throw_cuda_error(e, "cudaIpcCloseMemHandle", -1, pointer_text(import.base));
+      warn_cuda_error(e, "cudaIpcCloseMemHandle", -1, pointer_text(import.base));
   }
 
  private:
