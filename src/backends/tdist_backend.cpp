@@ -435,12 +435,6 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
   const Millis timeout = timeout_of(call_opts.timeout);
   DevicePath& path = *device_path_;
   const int device = path.device_of(any, op);
-  std::vector<Tensor> on_device;
-  (staging::collect(on_device, args), ...);
-  for (const Tensor& t : on_device)
-    if (path.device_of(t, op) != device)
-      throw DistValueError(state_->label + ": " + op + ": tensor " + t.str() + " is on another device than " +
-                           any.str() + " (one call takes tensors of one device)");
   device::Runtime& rt = path.runtime(op);
   DevicePath::Streams& streams = path.streams(device);
   // The IPC path where every rank is on this host and it serves the

@@ -57,7 +57,10 @@ void device_memory(const ProcessGroup& g, const Tensor& t, const char* op) {
 // Every tensor of one call is on the device of its first (the backend was
 // picked for that device), and has data unless it is empty.
 void tensor(const ProcessGroup& g, const Tensor& t, const char* op, Device device) {
-  if (t.device().type != device.type)
+  // Device tensors of one call are on one device too (a CPU index says nothing).
+  const bool other_index = device.type != DeviceType::CPU && t.device().index >= 0 && device.index >= 0 &&
+                           t.device().index != device.index;
+  if (t.device().type != device.type || other_index)
     invalid(g, op, "tensor " + t.str() + " is on " + t.device().str() + ", the call's others on " + device.str());
   if (t.data() == nullptr && t.numel() > 0) invalid(g, op, "tensor " + t.str() + " has no data");
   if (t.device().type != DeviceType::CPU && t.numel() > 0) device_memory(g, t, op);

@@ -30,18 +30,9 @@ device::Runtime& DevicePath::runtime(const std::string& what) {
 
 int DevicePath::device_of(const Tensor& t, const char* op) {
   auto& rt = runtime(label_ + ": " + op + " of " + t.str());
-  const int count = rt.device_count();
-  const int index = t.device().index < 0 ? rt.current_device() : t.device().index;
-  if (index >= count)
-    throw DistValueError(label_ + ": " + op + " of " + t.str() + ": there is no " + t.device().str() + " (" +
-                         std::to_string(count) + " CUDA device" + (count == 1 ? "" : "s") + ": " + rt.describe() + ")");
-  if (t.nbytes() != 0) {
-    const int owner = rt.device_of(t.data());
-    if (owner >= 0 && owner != index)
-      throw DistValueError(label_ + ": " + op + " of " + t.str() + ": its memory is on cuda:" + std::to_string(owner) +
-                           ", not cuda:" + std::to_string(index));
-  }
-  return index;
+  // The front has checked that the device exists, holds the memory, and is the
+  // device of every tensor of the call (process_group/validate.cpp).
+  return t.device().index < 0 ? rt.current_device() : t.device().index;
 }
 
 DevicePath::Streams& DevicePath::streams(int device) {

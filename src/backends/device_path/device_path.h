@@ -32,10 +32,8 @@ class DevicePath {
 
   // The CUDA runtime (DistBackendError naming `what` when there is none).
   device::Runtime& runtime(const std::string& what);
-  // The device index of `t` (its current device for cuda without an index),
-  // checked: the device exists and the memory is that device's (or host
-  // memory the runtime does not know, which a real runtime may map).
-  // DistValueError naming the device and `op` otherwise.
+  // The device index of `t` (its current device for cuda without an index);
+  // DistBackendError naming `op` when there is no CUDA runtime or device.
   int device_of(const Tensor& t, const char* op);
 
   struct Streams {
