@@ -1,6 +1,6 @@
 #include "algorithms/butterfly.h"
 
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace tdist {
 

@@ -9,7 +9,7 @@
 
 #include "tdist/errors.h"
 #include "algorithms/selector.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "util/env.h"
 
 namespace tdist {

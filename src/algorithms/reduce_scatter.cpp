@@ -6,7 +6,7 @@
 #include "algorithms/collective.h"
 #include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace tdist {
 

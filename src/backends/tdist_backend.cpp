@@ -11,7 +11,7 @@
 #include "backends/registry.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "transport/communicator.h"
 #include "transport/tcp/tcp_transport.h"
 #include "util/env.h"

@@ -45,7 +45,7 @@ struct Complex {
 };
 
 // Integer arithmetic through an unsigned type at least as wide as unsigned int, so that
-// overflow wraps (as src/reduce/reduce.cpp does).
+// overflow wraps (as src/reduce/reduction_kernels.cpp does).
 template <typename T>
 using WideUnsigned = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
 
@@ -56,7 +56,7 @@ __device__ __forceinline__ double add_rn(double a, double b) { return __dadd_rn(
 __device__ __forceinline__ float sub_rn(float a, float b) { return __fsub_rn(a, b); }
 __device__ __forceinline__ double sub_rn(double a, double b) { return __dsub_rn(a, b); }
 
-// ---- element operations (the functors of src/reduce/reduce.cpp) --------------------------
+// ---- element operations (the functors of src/reduce/reduction_kernels.cpp) ------------
 
 struct Sum {
   template <typename T>

@@ -1,6 +1,6 @@
 // The reduction kernels on CUDA devices (reduce_kernels.cu): the device side of
 // device::Runtime's accumulate/combine/finalize, with the semantics of the CPU
-// kernels (src/reduce/reduce.h) bit for bit:
+// kernels (src/reduce/reduction_kernels.h) bit for bit:
 //  - integers wrap; bool is logic (any non-zero byte is true, results 0 or 1);
 //  - float MIN/MAX propagate NaN like torch (a NaN first input wins, then a NaN second);
 //  - float16/bfloat16 are computed in float and rounded to nearest even after every step,

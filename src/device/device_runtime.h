@@ -81,7 +81,7 @@ class Runtime {
   virtual int device_of(const void* ptr) const = 0;
 
   // Kernels, in stream order. acc[i] = acc[i] (op) in[i] for i < count, with
-  // the semantics of reduction::accumulate (src/reduce/reduce.h).
+  // the semantics of reduction::accumulate (src/reduce/reduction_kernels.h).
   virtual void accumulate(ReduceOp op, DType dtype, void* acc, const void* in, size_t count,
                           StreamHandle stream) = 0;
   // out[i] = sum over k < n of ins[k][i] (op): one pass over n inputs (n <= 16).

@@ -29,7 +29,7 @@
 
 #include "device/current_stream.h"
 #include "device/device_runtime.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "tdist/errors.h"
 
 namespace tdist::device {

@@ -3,7 +3,7 @@
 
 #include "shm_engine/chunking.h"
 #include "shm_engine/collectives.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "util/env.h"
 
 namespace tdist::shm_engine {

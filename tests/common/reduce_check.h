@@ -7,7 +7,7 @@
 #include <string>
 
 #include "backends/world.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace tdist::testing {
 

@@ -26,7 +26,7 @@
 
 #include "common/scoped_env.h"
 #include "device/device_runtime.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "tdist/errors.h"
 
 namespace tdist {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backends/world.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace tdist::testing {
 

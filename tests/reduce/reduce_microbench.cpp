@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace {
 

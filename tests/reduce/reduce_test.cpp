@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "tdist/errors.h"
 
 namespace tdist {

@@ -14,7 +14,7 @@
 #include "backends/process_world.h"
 #include "backends/world.h"
 #include "common/scoped_env.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace tdist::testing {
 

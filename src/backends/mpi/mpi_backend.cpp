@@ -13,7 +13,7 @@
 #include "backends/mpi/mpi_types.h"
 #include "algorithms/monitored_barrier_message.h"
 #include "backends/registry.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"
 #include "util/error_context.h"

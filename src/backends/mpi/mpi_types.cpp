@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "tdist/errors.h"
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 namespace tdist::mpi {
 

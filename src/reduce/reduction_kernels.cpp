@@ -5,7 +5,7 @@
 //
 // On x86-64 every kernel is also compiled for AVX2 (target_clones: the loader picks the clone
 // once, through an ifunc), and float16 blocks are converted with F16C when the CPU has it.
-#include "reduce/reduce.h"
+#include "reduce/reduction_kernels.h"
 
 #include <atomic>
 #include <complex>
