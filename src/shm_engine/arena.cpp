@@ -181,7 +181,7 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
   // costs the waker a syscall and the sleeper several microseconds. Pure
   // polling only while every rank can have a core: with more ranks than cores
   // (4 or 8 on 2) it would spin on the core the awaited rank needs, so then
-  // the waiter yields between polling bursts (wait.cpp) from the start, which
+  // the waiter yields between polling bursts (rounds.cpp) from the start, which
   // hands the core over and keeps the same overall budget worthwhile.
   // Measured on 2 cores: 8 ranks, 8-byte all_reduce, 19 us with 50 us of
   // polling and yielding, 49 us with 5 us; 4 ranks, 8 MiB, 6.2 GB/s busbw

@@ -159,7 +159,7 @@ class Arena {
   }
   void check_verdict_slow(uint32_t round, CollectiveContext& ctx);
   // Claims the abort block: `round` and every later one fail (see
-  // AbortBlock and verdict.cpp). Returns false only when the claim was
+  // AbortBlock and abort_block.cpp). Returns false only when the claim was
   // withdrawn; otherwise a verdict is final (this one or an earlier one).
   enum class Claim {
     Final,             // this rank saw the round fail (arguments differ)
