@@ -8,7 +8,7 @@
 #include "algorithms/scratch.h"
 #include "backends/device_path/device_p2p_work.h"
 #include "backends/device_path/staging.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"
 #include "reduce/reduction_kernels.h"

@@ -7,7 +7,7 @@
 #include "tdist/errors.h"
 #include "backends/mpi_launch.h"
 #include "init/slurm.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "process_group/backend_spec.h"
 #include "transport/tcp/tcp_addresses.h"
 #include "util/deadline.h"

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "tdist/errors.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "process_group/backend_spec.h"
 #include "process_group/default_timeout.h"
 #include "process_group/validate.h"

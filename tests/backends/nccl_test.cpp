@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "backends/nccl/nccl_types.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "tdist/tdist.h"
 #include "util/env.h"
 #include "util/settings.h"

@@ -12,7 +12,7 @@
 #include "backends/mpi/mpi_layout.h"
 #include "backends/mpi/mpi_types.h"
 #include "algorithms/monitored_barrier_message.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "reduce/reduction_kernels.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"

@@ -87,7 +87,7 @@ class MpiBackend final : public Backend {
   std::atomic<uint64_t> p2p_seq_{0};
 };
 
-// Registers "mpi" (backends/registry.cpp's table of built-ins).
+// Registers "mpi" (backends/backend_registry.cpp's table of built-ins).
 void register_backend_entry();
 
 }  // namespace tdist::mpi

@@ -5,7 +5,7 @@
 #include "tdist/errors.h"
 #include "backends/mpi/mpi_backend.h"
 #include "backends/mpi/mpi_runtime.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 
 namespace tdist {
 

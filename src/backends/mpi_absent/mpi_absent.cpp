@@ -1,6 +1,6 @@
 // A build without MPI: no "mpi" backend, and init says what to set instead.
 #include "backends/mpi_launch.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "tdist/errors.h"
 
 namespace tdist {

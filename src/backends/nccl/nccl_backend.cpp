@@ -4,7 +4,7 @@
 #include <cstring>
 
 #include "backends/nccl/nccl_types.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 #include "device/current_stream.h"
 #include "device/device_runtime.h"
 #include "tdist/errors.h"

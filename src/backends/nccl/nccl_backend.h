@@ -118,7 +118,7 @@ class NcclBackend final : public Backend {
   void fail_batch(std::exception_ptr error);
 };
 
-// Registers "nccl" for CUDA tensors (backends/registry.cpp's built-ins).
+// Registers "nccl" for CUDA tensors (backends/backend_registry.cpp's built-ins).
 void register_backend_entry();
 
 }  // namespace tdist::nccl

@@ -1,6 +1,6 @@
-// A build without CUDA has no nccl backend: asking for it says why (registry.cpp).
+// A build without CUDA has no nccl backend: asking for it says why (backend_registry.cpp).
 #include "backends/nccl_availability.h"
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 
 namespace tdist {
 

@@ -25,7 +25,7 @@ void register_backend_entry(BackendEntry entry);
 BackendEntry lookup_backend(const std::string& name);
 std::vector<std::string> registered_backends();
 
-// Registers one built-in backend (see kBuiltinBackends in registry.cpp);
+// Registers one built-in backend (see kBuiltinBackends in backend_registry.cpp);
 // each is defined in its backend's file.
 void register_tdist_backend();
 void register_mpi_backend();   // nothing in a build without MPI

@@ -1,4 +1,4 @@
-#include "backends/registry.h"
+#include "backends/backend_registry.h"
 
 #include <algorithm>
 #include <map>
