@@ -3,7 +3,7 @@
 #include <string>
 
 #include "tdist/errors.h"
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 #include "util/deadline.h"
 #include "util/env.h"
 #include "util/logging.h"

@@ -11,7 +11,7 @@
 
 namespace tdist {
 
-// Sets the process's clock offset (trace/registry.h) when it is wanted.
+// Sets the process's clock offset (trace/recorder_registry.h) when it is wanted.
 void measure_clock_offset_if_traced(Store& store, int rank, int world_size, std::chrono::milliseconds timeout);
 
 }  // namespace tdist

@@ -5,7 +5,7 @@
 #include "process_group/backend_spec.h"
 #include "process_group/default_timeout.h"
 #include "process_group/world.h"
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 #include "util/env.h"
 
 namespace tdist {

@@ -13,7 +13,7 @@
 #include "process_group/default_timeout.h"
 #include "process_group/validate.h"
 #include "trace/flight_recorder.h"
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 #include "util/env.h"
 
 namespace tdist {

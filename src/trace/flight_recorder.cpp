@@ -8,7 +8,7 @@
 
 #include "tdist/work.h"
 #include "trace/json_writer.h"
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 
 namespace tdist::trace {
 

@@ -1,6 +1,6 @@
 // The flight recorder of one group: rings of its last N operations, written
 // by the front (src/process_group) when it issues one and by the backend when
-// it starts and ends it, read out by dumps (trace/registry.cpp), timelines
+// it starts and ends it, read out by dumps (trace/recorder_registry.cpp), timelines
 // and observers (include/tdist/trace.h). Format: docs/trace_format.md.
 //
 // Cost is the design constraint: this sits on the path of every 8-byte

@@ -52,7 +52,7 @@ void ensure_folder(const std::string& dir, const char* setting) {
 
 void prepare_folders_from_env() {
   if (auto dir = get_env("TDIST_TRACE")) ensure_folder(*dir, "TDIST_TRACE");
-  // torch's prefix wins over our folder where both are set (registry.cpp), so only its folder is used.
+  // torch's prefix wins over our folder where both are set (recorder_registry.cpp), so only its folder is used.
   if (auto prefix = get_env("TORCH_FR_DUMP_TEMP_FILE"); prefix && !prefix->empty())
     ensure_folder(folder_of_prefix(*prefix), "TORCH_FR_DUMP_TEMP_FILE");
   else if (auto dir = get_env("TDIST_FLIGHT_RECORDER_DIR"))

@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "trace/folders.h"
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 #include "trace/timeline.h"
 #include "util/logging.h"
 #include "util/thread_name.h"

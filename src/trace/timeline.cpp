@@ -13,7 +13,7 @@
 #include "tdist/errors.h"
 #include "tdist/trace.h"
 #include "trace/json_writer.h"
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 #include "util/env.h"
 #include "util/host_id.h"
 #include "util/logging.h"

@@ -1,4 +1,4 @@
-#include "trace/registry.h"
+#include "trace/recorder_registry.h"
 
 #include <unistd.h>
 
