@@ -15,7 +15,7 @@
 
 #include "tdist/backend.h"
 #include "algorithms/collective.h"
-#include "shm_engine/arena.h"
+#include "shm_engine/host_segment.h"
 #include "backends/device_path/device_path.h"
 #include "backends/device_path/ipc_collectives.h"
 #include "backends/device_path/ipc_exchange.h"

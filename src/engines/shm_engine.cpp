@@ -1,6 +1,6 @@
 // The shared-memory engine: the collectives of a group whose ranks all share
 // a host, in the group's segment (src/shm_engine).
-#include "shm_engine/arena.h"
+#include "shm_engine/host_segment.h"
 #include "shm_engine/collectives.h"
 #include "engines/engine.h"
 

@@ -18,7 +18,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "shm_engine/arena.h"
+#include "shm_engine/host_segment.h"
 
 namespace tdist::shm_engine {
 

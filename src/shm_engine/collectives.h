@@ -1,4 +1,4 @@
-// Collectives in the arena (arena.h): same contracts as the transport
+// Collectives in the arena (host_segment.h): same contracts as the transport
 // algorithms of algorithms/collective.h, for groups whose ranks share a host.
 // Reductions combine the ranks' data in rank order 0, 1, ..., n-1 on every
 // rank, so results are bitwise identical everywhere.
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "algorithms/collective.h"
-#include "shm_engine/arena.h"
+#include "shm_engine/host_segment.h"
 
 namespace tdist::shm_engine {
 

@@ -4,7 +4,7 @@
 //   Header | AbortBlock | RankLine x n | (pad to 4 KiB) | slots, parity 0: n x S |
 //   slots, parity 1: n x S | result, parity 0: S | result, parity 1: S
 //
-// Collectives advance in rounds that every rank counts alike (see arena.h):
+// Collectives advance in rounds that every rank counts alike (see host_segment.h):
 // round r uses the slots and the result area of parity r & 1, so that a rank
 // may fill round r+1's buffers while slower ranks still read round r's. Each
 // rank's counter sits in a line of its own, so that arriving never invalidates
@@ -72,7 +72,7 @@ struct alignas(kLine) RankLine {
   // yields at once instead of polling (the rank it awaits likely waits for
   // this very CPU).
   std::atomic<uint32_t> cpu;
-  // What this rank's current operation is (see Signature in arena.h), by the
+  // What this rank's current operation is (see Signature in host_segment.h), by the
   // parity of the operation's first round: written before arriving there,
   // read by the others after it.
   std::atomic<uint64_t> what[2];

@@ -16,7 +16,7 @@
 #include <chrono>
 #include <string>
 
-#include "shm_engine/arena.h"
+#include "shm_engine/host_segment.h"
 #include "tdist/errors.h"
 #include "util/cpu_relax.h"
 #include "util/error_context.h"

@@ -53,7 +53,7 @@ namespace tdist::shm_engine {
 // of reading garbage. `size` is compared too unless the collective lets it
 // differ (all_to_all, where it carries the rounds each rank needs).
 struct Signature {
-  uint64_t what = 0;  // see signature() in arena.cpp: op code, dtype, reduce op, root
+  uint64_t what = 0;  // see signature() in host_segment.cpp: op code, dtype, reduce op, root
   uint64_t size = 0;
 };
 Signature signature(OpCode code, int dtype = -1, int reduce_op = -1, int root = -1, uint64_t size = 0);

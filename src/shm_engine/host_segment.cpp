@@ -1,6 +1,6 @@
 // Setting a group's arena up (segment creation and the store rendezvous),
 // and failing it.
-#include "shm_engine/arena.h"
+#include "shm_engine/host_segment.h"
 
 #include <algorithm>
 #include <cstring>
