@@ -181,7 +181,7 @@ void TdistBackend::setup_hierarchy(const std::shared_ptr<Store>& store, const st
   h->cross = std::make_shared<Communicator>(shared, first + static_cast<uint32_t>(hosts.size() + my_index),
                                             cross_links, cross_rank);
   PrefixStore host_store("hierarchy/host" + std::to_string(my_host) + "/", store);
-  h->arena = shm_engine::Arena::setup(host_store, *h->local, state_->label + " (inside its host)", local_links,
+  h->arena = shm_engine::HostSegment::setup(host_store, *h->local, state_->label + " (inside its host)", local_links,
                                       timeout);
   if (h->arena) h->shm_engine = make_shm_engine(*h->arena);
   HostSplit split;
@@ -274,7 +274,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     }
     state_->transport = std::move(own);
   }
-  state_->arena = shm_engine::Arena::setup(*store, *state_->transport, state_->label, globals, options.timeout);
+  state_->arena = shm_engine::HostSegment::setup(*store, *state_->transport, state_->label, globals, options.timeout);
   state_->forced = read_forced_algorithms();
   if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
   state_->placement = placement_of(*state_->transport);
@@ -306,7 +306,7 @@ void TdistBackend::shutdown() {
   // at once, naming it as gone (the transport's goodbye reaches only the
   // peers this rank has a socket to). An arena wait of this process notices
   // the abort at its next check; wake it for that now.
-  for (shm_engine::Arena* arena : {state_->arena.get(), state_->hierarchy ? state_->hierarchy->arena.get() : nullptr}) {
+  for (shm_engine::HostSegment* arena : {state_->arena.get(), state_->hierarchy ? state_->hierarchy->arena.get() : nullptr}) {
     if (!arena) continue;
     arena->leave();
     arena->wake_all();

@@ -95,7 +95,7 @@ class TdistBackend final : public Backend {
     // What the groups of a process share; null when this group's ranks are
     // not the default group's (then groups made from it connect anew).
     std::shared_ptr<SharedLinks> links;
-    std::unique_ptr<shm_engine::Arena> arena;  // null: the group has no shared-memory segment
+    std::unique_ptr<shm_engine::HostSegment> arena;  // null: the group has no shared-memory segment
     std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
     ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
     Placement placement;                  // hosts and ranks per host, counted when the group was created
@@ -104,7 +104,7 @@ class TdistBackend final : public Backend {
     // hierarchical engine over them (engines/hierarchical_engine.cpp).
     struct Hierarchy {
       std::shared_ptr<Transport> local, cross;
-      std::unique_ptr<shm_engine::Arena> arena;  // null: a host of one rank, or no shared memory
+      std::unique_ptr<shm_engine::HostSegment> arena;  // null: a host of one rank, or no shared memory
       std::unique_ptr<Engine> shm_engine;
       std::unique_ptr<Engine> engine;
     };

@@ -18,7 +18,7 @@
 namespace tdist {
 
 namespace shm_engine {
-class Arena;
+class HostSegment;
 }
 
 class Engine {
@@ -42,7 +42,7 @@ class Engine {
 // by TDIST_ALGO_<COLLECTIVE>) at every call.
 Engine& transport_engine();
 // The collectives of a group's shared-memory segment.
-std::unique_ptr<Engine> make_shm_engine(shm_engine::Arena& arena);
+std::unique_ptr<Engine> make_shm_engine(shm_engine::HostSegment& arena);
 
 // A group that spans hosts, as this rank's hierarchical engine sees it.
 struct HostSplit {

@@ -10,7 +10,7 @@ namespace {
 
 class ShmEngine final : public Engine {
  public:
-  explicit ShmEngine(shm_engine::Arena& a) : a_(a) {}
+  explicit ShmEngine(shm_engine::HostSegment& a) : a_(a) {}
   const char* name() const override { return "shm"; }
   void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { shm_engine::broadcast(a_, ctx, t, root); }
   void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { shm_engine::all_reduce(a_, ctx, t, op); }
@@ -37,11 +37,11 @@ class ShmEngine final : public Engine {
   }
 
  private:
-  shm_engine::Arena& a_;
+  shm_engine::HostSegment& a_;
 };
 
 }  // namespace
 
-std::unique_ptr<Engine> make_shm_engine(shm_engine::Arena& arena) { return std::make_unique<ShmEngine>(arena); }
+std::unique_ptr<Engine> make_shm_engine(shm_engine::HostSegment& arena) { return std::make_unique<ShmEngine>(arena); }
 
 }  // namespace tdist

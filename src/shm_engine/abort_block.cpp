@@ -29,7 +29,7 @@ namespace {
 constexpr std::chrono::seconds kPendingLimit{1};
 }  // namespace
 
-bool Arena::claim_abort(uint32_t round, const std::string& reason, Claim how) {
+bool HostSegment::claim_abort(uint32_t round, const std::string& reason, Claim how) {
   auto last_arrived = [this](int q) { return lines_[q].round.load(std::memory_order_seq_cst); };
   for (;;) {
     uint64_t seen = abort_->state.load(std::memory_order_seq_cst);
@@ -63,12 +63,12 @@ bool Arena::claim_abort(uint32_t round, const std::string& reason, Claim how) {
   return true;
 }
 
-void Arena::abort(const std::string& reason) {
+void HostSegment::abort(const std::string& reason) {
   // Rounds this rank arrived at may complete (its data is there); the next fails.
   claim_abort(lines_[rank_].round.load(std::memory_order_seq_cst) + 1, reason, Claim::AfterMyArrivals);
 }
 
-uint64_t Arena::verdict() const {
+uint64_t HostSegment::verdict() const {
   uint64_t s = abort_->state.load(std::memory_order_seq_cst);
   if (s == 0 || abort_state::is_final(s)) return s;
   const auto until = std::chrono::steady_clock::now() + kPendingLimit;

@@ -11,20 +11,20 @@
 
 namespace tdist::shm_engine {
 
-void barrier(Arena& a, CollectiveContext& ctx);
-void broadcast(Arena& a, CollectiveContext& ctx, const Tensor& t, int root);
-void all_reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, ReduceOp op);
+void barrier(HostSegment& a, CollectiveContext& ctx);
+void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root);
+void all_reduce(HostSegment& a, CollectiveContext& ctx, const Tensor& t, ReduceOp op);
 // Result on root only; the other ranks' tensors stay as given.
-void reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
+void reduce(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op);
 // outputs[i] gets rank i's input (sizes may differ per rank, alike on every rank).
-void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input);
-void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root);
-void scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root);
+void all_gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input);
+void gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root);
+void scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root);
 // output = op over every rank's inputs[rank()].
-void reduce_scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+void reduce_scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
                     ReduceOp op);
 // outputs[i] gets rank i's inputs[rank()].
-void all_to_all(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                 const std::vector<Tensor>& inputs);
 
 }  // namespace tdist::shm_engine

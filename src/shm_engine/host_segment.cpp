@@ -68,7 +68,7 @@ Signature signature(OpCode code, int dtype, int reduce_op, int root, uint64_t si
   return {what, size};
 }
 
-std::unique_ptr<Arena> Arena::setup(Store& store, Transport& transport, const std::string& label,
+std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transport, const std::string& label,
                                     const std::vector<int>& global_ranks, Millis timeout) {
   const int n = transport.size();
   const int rank = transport.rank();
@@ -152,7 +152,7 @@ std::unique_ptr<Arena> Arena::setup(Store& store, Transport& transport, const st
   seg.unlink();
 
   if (std::all_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "+"; }))
-    return std::unique_ptr<Arena>(new Arena(std::move(seg), layout, rank, global_ranks, label));
+    return std::unique_ptr<HostSegment>(new HostSegment(std::move(seg), layout, rank, global_ranks, label));
   if (rank == 0) {
     std::string why;
     bool chosen = true;  // turning shared memory off is a choice, not a problem
@@ -167,7 +167,7 @@ std::unique_ptr<Arena> Arena::setup(Store& store, Transport& transport, const st
   return nullptr;
 }
 
-Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label)
+HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label)
     : segment_(std::move(segment)),
       layout_(layout),
       rank_(rank),
@@ -197,9 +197,9 @@ Arena::Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> globa
   lines_[rank_].pid.store(me.pid, std::memory_order_release);
 }
 
-Arena::~Arena() = default;
+HostSegment::~HostSegment() = default;
 
-bool Arena::process_gone(int r) const {
+bool HostSegment::process_gone(int r) const {
   const RankLine& l = lines_[r];
   ProcessIdentity owner;
   owner.pid = l.pid.load(std::memory_order_acquire);
@@ -208,11 +208,11 @@ bool Arena::process_gone(int r) const {
   return liveness(owner) == Liveness::Gone;
 }
 
-void Arena::wake_all() {
+void HostSegment::wake_all() {
   for (int r = 0; r < size_; ++r) futex_wake(&lines_[r].round);
 }
 
-void Arena::leave() {
+void HostSegment::leave() {
   RankLine& me = line(rank_);
   me.left.store(1, std::memory_order_seq_cst);
   // Waiters sleep on this rank's counter: wake them to read the goodbye now.

@@ -58,7 +58,7 @@ struct Signature {
 };
 Signature signature(OpCode code, int dtype = -1, int reduce_op = -1, int root = -1, uint64_t size = 0);
 
-class Arena {
+class HostSegment {
  public:
   // Sets the group's arena up through its (group-scoped) store: rank 0 creates
   // the segment and publishes its name, the others map it, all report, and
@@ -66,11 +66,11 @@ class Arena {
   // rank alike) when it is not used: TDIST_SHM=0, a rank on another host, a
   // group of one, or a failure, which rank 0 logs once. /dev/shm holds no name
   // of it afterwards either way.
-  static std::unique_ptr<Arena> setup(Store& store, Transport& transport, const std::string& label,
+  static std::unique_ptr<HostSegment> setup(Store& store, Transport& transport, const std::string& label,
                                       const std::vector<int>& global_ranks, Millis timeout);
-  ~Arena();
-  Arena(const Arena&) = delete;
-  Arena& operator=(const Arena&) = delete;
+  ~HostSegment();
+  HostSegment(const HostSegment&) = delete;
+  HostSegment& operator=(const HostSegment&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -137,7 +137,7 @@ class Arena {
   void leave();
 
  private:
-  Arena(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label);
+  HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label);
   RankLine& line(int r) const { return lines_[r]; }
   bool has_left(int r) const { return lines_[r].left.load(std::memory_order_acquire) != 0; }
   bool arrived(int r, uint32_t round) const {

@@ -42,7 +42,7 @@ struct alignas(kLine) Header {
 // rank: no rank completes it, nor any later one), who failed, and whether the
 // verdict is final. A claim starts pending: its owner then looks once more
 // whether every rank arrived at that round after all, and either withdraws it
-// (the round completes everywhere) or makes it final (Arena::claim_abort).
+// (the round completes everywhere) or makes it final (HostSegment::claim_abort).
 struct alignas(kLine) AbortBlock {
   std::atomic<uint64_t> state;  // 0: nothing failed
   char reason[4 * kLine - sizeof(uint64_t)];  // complete once `state` is final
@@ -81,7 +81,7 @@ struct alignas(kLine) RankLine {
   // loss, a count, a flag), by the parity of its round, in place of the slot:
   // the waiter's one cache miss on this line brings the arrival, the
   // signature and the data together, where a slot costs a second miss after
-  // it (see Arena::word).
+  // it (see HostSegment::word).
   std::atomic<uint64_t> word[2];
   // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
   // only when this is non-zero.
@@ -92,7 +92,7 @@ struct alignas(kLine) RankLine {
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> started;
   std::atomic<uint64_t> pid_ns;
-  // 1 once the owner destroyed its group (Arena::leave): a goodbye, so that
+  // 1 once the owner destroyed its group (HostSegment::leave): a goodbye, so that
   // a rank waiting for it fails at once naming it as gone, not as crashed.
   std::atomic<uint32_t> left;
   // The tag (operation and sequence number) of `what`'s operation, by the same

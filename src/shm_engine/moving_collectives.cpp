@@ -15,8 +15,8 @@ namespace {
 
 // The first round of an operation checks its signature; the others only
 // sync. A rank with nothing to read in the operation's last round leaves it
-// without waiting (Arena: Leaving).
-void enter(Arena& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false) {
+// without waiting (HostSegment: Leaving).
+void enter(HostSegment& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false) {
   if (j == 0)
     leave ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
   else
@@ -25,25 +25,25 @@ void enter(Arena& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
 
-// Every rank's block fits in its word (Arena::word): one round, no slots.
+// Every rank's block fits in its word (HostSegment::word): one round, no slots.
 bool words_suffice(const std::vector<Tensor>& blocks) {
   for (const auto& b : blocks)
-    if (b.nbytes() > Arena::kWordBytes) return false;
+    if (b.nbytes() > HostSegment::kWordBytes) return false;
   return true;
 }
 
 }  // namespace
 
-void barrier(Arena& a, CollectiveContext& ctx) { a.start(ctx, signature(OpCode::Barrier)); }
+void barrier(HostSegment& a, CollectiveContext& ctx) { a.start(ctx, signature(OpCode::Barrier)); }
 
 // The root alone writes in a round, so a piece fills every slot of it. A
-// word or less travels in the root's line with its arrival (Arena::word).
-void broadcast(Arena& a, CollectiveContext& ctx, const Tensor& t, int root) {
+// word or less travels in the root's line with its arrival (HostSegment::word).
+void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root) {
   const size_t bytes = t.nbytes();
   const size_t piece = a.slot_bytes() * static_cast<size_t>(a.size());
   const Signature sig = signature(OpCode::Broadcast, static_cast<int>(t.dtype()), -1, root, bytes);
   const bool is_root = a.rank() == root;
-  if (bytes <= Arena::kWordBytes) {
+  if (bytes <= HostSegment::kWordBytes) {
     const uint32_t r = a.next_round(ctx);
     if (is_root) {
       a.put_word(r, t.data(), bytes);
@@ -63,7 +63,7 @@ void broadcast(Arena& a, CollectiveContext& ctx, const Tensor& t, int root) {
   }
 }
 
-void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
+void all_gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
   const int n = a.size(), me = a.rank();
   const size_t piece = a.slot_bytes();
   size_t total = 0, rounds = 1;
@@ -92,12 +92,12 @@ void all_gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& out
   }
 }
 
-void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) {
+void gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) {
   const int n = a.size(), me = a.rank();
   const size_t piece = a.slot_bytes(), bytes = input.nbytes();
   const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
   if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
-  if (bytes <= Arena::kWordBytes) {
+  if (bytes <= HostSegment::kWordBytes) {
     const uint32_t r = a.next_round(ctx);
     if (me != root) {
       a.put_word(r, input.data(), bytes);
@@ -121,7 +121,7 @@ void gather(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs
 }
 
 // The root writes every other rank's piece into that rank's slot.
-void scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) {
+void scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) {
   const int n = a.size(), me = a.rank();
   const size_t piece = a.slot_bytes(), bytes = output.nbytes();
   const Signature sig = signature(OpCode::Scatter, static_cast<int>(output.dtype()), -1, root, bytes);
@@ -141,7 +141,7 @@ void scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::
 // before its data. A rank knows only the sizes it sends and receives, so in
 // the first round each writes into its part for d how much it sends to d
 // (checked by d) and publishes the rounds it needs; all run the largest count.
-void all_to_all(Arena& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                 const std::vector<Tensor>& inputs) {
   constexpr size_t kHeader = 64;
   const int n = a.size(), me = a.rank();

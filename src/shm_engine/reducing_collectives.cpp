@@ -18,7 +18,7 @@ constexpr size_t kFoldBlockBytes = 8 << 10;
 // every rank (the root, for reduce) folds everything; above it the ranks
 // share the folding and need one more round. Measured with 2 ranks on 2
 // cores: 8 KiB take 1.0 us in one round, 1.2 us shared; 16 KiB 1.7 against 1.4.
-size_t one_round_limit(const Arena& a) {
+size_t one_round_limit(const HostSegment& a) {
   static const size_t limit = [] {
     auto v = get_env_int("TDIST_SHM_ONE_ROUND_BYTES");
     return v && *v >= 0 ? static_cast<size_t>(*v) : size_t{8} << 10;
@@ -45,7 +45,7 @@ void fold(ReduceOp op, DType dtype, char* out, const Src& src, int n, size_t cou
 
 // Small data, one round: every rank copies its tensor into its slot; then
 // every rank that wants the result (all, or only `dest`) folds all slots.
-void fold_everything(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+void fold_everything(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const uint32_t r = a.next_round(ctx);
   copy(a.slot(r, a.rank()), t.data(), t.nbytes());
   if (dest >= 0 && dest != a.rank()) {
@@ -64,7 +64,7 @@ void fold_everything(Arena& a, CollectiveContext& ctx, Signature sig, const Tens
 // rounds of one sync each, and a rank copies chunk j+1 in while slower ranks
 // still fold chunk j. A rank's own share of its own data is read by nobody
 // else, so it stays out of the slot and is folded straight from the tensor.
-void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const int me = a.rank();
   const size_t es = t.element_size();
   const size_t count = static_cast<size_t>(t.numel());
@@ -95,14 +95,14 @@ void fold_in_shares(Arena& a, CollectiveContext& ctx, Signature sig, const Tenso
   }
 }
 
-// At most a word (Arena::kWordBytes), one round: every rank publishes its data
+// At most a word (HostSegment::kWordBytes), one round: every rank publishes its data
 // in its RankLine with its arrival, and the ranks that want the result fold
 // copies of the others' words. A waiter takes one cache miss per rank instead
 // of two (the line, then the slot): 2 ranks, 8 bytes, 0.257-0.266 against
 // 0.278-0.290 us through the slots (4 alternating runs of 300000).
 constexpr int kMaxWordRanks = 64;  // the words are copied to the stack
 
-void fold_words(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+void fold_words(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const uint32_t r = a.next_round(ctx);
   a.put_word(r, t.data(), t.nbytes());
   if (dest >= 0 && dest != a.rank()) {
@@ -116,8 +116,8 @@ void fold_words(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t
        a.size(), static_cast<size_t>(t.numel()));
 }
 
-void reduce_to(Arena& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
-  if (t.nbytes() <= Arena::kWordBytes && a.size() <= kMaxWordRanks)
+void reduce_to(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  if (t.nbytes() <= HostSegment::kWordBytes && a.size() <= kMaxWordRanks)
     fold_words(a, ctx, sig, t, op, dest);
   else if (t.nbytes() <= one_round_limit(a))
     fold_everything(a, ctx, sig, t, op, dest);
@@ -133,11 +133,11 @@ bool overlap(const Tensor& x, const Tensor& y) {
 
 }  // namespace
 
-void all_reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
+void all_reduce(HostSegment& a, CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
   reduce_to(a, ctx, signature(OpCode::AllReduce, static_cast<int>(t.dtype()), op.kind(), -1, t.nbytes()), t, op, -1);
 }
 
-void reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
+void reduce(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
   reduce_to(a, ctx, signature(OpCode::Reduce, static_cast<int>(t.dtype()), op.kind(), root, t.nbytes()), t, op,
             root);
 }
@@ -145,7 +145,7 @@ void reduce(Arena& a, CollectiveContext& ctx, const Tensor& t, int root, ReduceO
 // Each rank's slot holds one part per destination rank; in round j rank i
 // writes piece j of inputs[d] into its part d, and rank d folds part d of
 // every slot into piece j of its output. One sync per round.
-void reduce_scatter(Arena& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+void reduce_scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
                     ReduceOp op) {
   const int n = a.size(), me = a.rank();
   const size_t part = part_bytes(a.slot_bytes(), n);

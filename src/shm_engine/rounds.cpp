@@ -60,7 +60,7 @@ std::string describe_call(Signature s, uint64_t tag, bool with_size, bool op_kno
 
 }  // namespace
 
-uint32_t Arena::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
+uint32_t HostSegment::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
   settle(ctx);
   const uint32_t r = round_ + 1;
   RankLine& me = line(rank_);
@@ -71,7 +71,7 @@ uint32_t Arena::publish_and_arrive(CollectiveContext& ctx, Signature sig) {
   return r;
 }
 
-uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
+uint32_t HostSegment::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
   const uint32_t r = publish_and_arrive(ctx, sig);
   wait_all(r, ctx);
   check_verdict(r, ctx);
@@ -79,7 +79,7 @@ uint32_t Arena::start(CollectiveContext& ctx, Signature sig, bool sizes_may_diff
   return r;
 }
 
-uint32_t Arena::sync(CollectiveContext& ctx) {
+uint32_t HostSegment::sync(CollectiveContext& ctx) {
   settle(ctx);
   const uint32_t r = round_ + 1;
   arrive(r);
@@ -88,7 +88,7 @@ uint32_t Arena::sync(CollectiveContext& ctx) {
   return r;
 }
 
-uint32_t Arena::start_and_leave(CollectiveContext& ctx, Signature sig) {
+uint32_t HostSegment::start_and_leave(CollectiveContext& ctx, Signature sig) {
   const uint32_t r = publish_and_arrive(ctx, sig);
   left_ = true;
   left_checks_ = true;
@@ -97,7 +97,7 @@ uint32_t Arena::start_and_leave(CollectiveContext& ctx, Signature sig) {
   return r;
 }
 
-uint32_t Arena::sync_and_leave(CollectiveContext& ctx) {
+uint32_t HostSegment::sync_and_leave(CollectiveContext& ctx) {
   settle(ctx);
   const uint32_t r = round_ + 1;
   arrive(r);
@@ -109,18 +109,18 @@ uint32_t Arena::sync_and_leave(CollectiveContext& ctx) {
 // The others cannot have written the signatures of round_ over yet: they
 // write that parity again two rounds later, after waiting for this rank to
 // arrive at the round in between.
-void Arena::settle_left(CollectiveContext& ctx) {
+void HostSegment::settle_left(CollectiveContext& ctx) {
   left_ = false;
   wait_all(round_, ctx);
   check_verdict(round_, ctx);
   if (left_checks_) check_signatures(ctx, round_, left_sig_, false, left_tag_);
 }
 
-uint64_t Arena::size_of(int r, uint32_t first) const {
+uint64_t HostSegment::size_of(int r, uint32_t first) const {
   return line(r).size[first & 1].load(std::memory_order_relaxed);
 }
 
-void Arena::arrive(uint32_t round) {
+void HostSegment::arrive(uint32_t round) {
   return_home();
   round_ = round;
   RankLine& me = line(rank_);
@@ -130,7 +130,7 @@ void Arena::arrive(uint32_t round) {
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me.round);
 }
 
-int Arena::first_missing(uint32_t round, int from) const {
+int HostSegment::first_missing(uint32_t round, int from) const {
   for (int q = from; q < size_; ++q)
     if (q != rank_ && !arrived(q, round)) return q;
   for (int q = 0; q < from; ++q)
@@ -139,13 +139,13 @@ int Arena::first_missing(uint32_t round, int from) const {
 }
 
 // The next rank after q (not wrapping) that has not arrived; -1 if none.
-int Arena::next_missing(uint32_t round, int q) const {
+int HostSegment::next_missing(uint32_t round, int q) const {
   for (int r = q + 1; r < size_; ++r)
     if (r != rank_ && !arrived(r, round)) return r;
   return -1;
 }
 
-void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
+void HostSegment::wait_all(uint32_t round, CollectiveContext& ctx) {
   int q = first_missing(round, 0);
   if (q < 0) return;
   auto poll = [&](int times) {
@@ -181,7 +181,7 @@ void Arena::wait_all(uint32_t round, CollectiveContext& ctx) {
   if (q >= 0) wait_slow(round, q, ctx);
 }
 
-void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
+void HostSegment::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
   for (;;) {
     // Once every rank has arrived the round completes, whatever happened
     // since: a rank that failed later (in its next round), or that finished
@@ -239,7 +239,7 @@ void Arena::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
 
 // `left` is the tag of the operation this rank left early (0: the current
 // one): the error then names that operation too.
-void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
+void HostSegment::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
                              uint64_t left) {
   auto when = [left] {
     if (left == 0) return std::string();
@@ -267,39 +267,39 @@ void Arena::check_signatures(CollectiveContext& ctx, uint32_t first, Signature m
   }
 }
 
-std::string Arena::failure_message(CollectiveContext& ctx, const std::string& what) const {
+std::string HostSegment::failure_message(CollectiveContext& ctx, const std::string& what) const {
   return "shared-memory " + std::string(op_code_name(ctx.tag)) + " #" + std::to_string(sequence_of(ctx.tag)) +
          " (round " + std::to_string(round_) + "): " + what;
 }
 
-void Arena::fail(CollectiveContext& ctx, const std::string& what) {
+void HostSegment::fail(CollectiveContext& ctx, const std::string& what) {
   std::string message = failure_message(ctx, what);
   // The others stop waiting for this rank at once, and can say why.
   claim_abort(round_, label_ + ": " + message, Claim::Final);
   throw DistBackendError(message);
 }
 
-void Arena::give_up(CollectiveContext& ctx, const std::string& what) {
+void HostSegment::give_up(CollectiveContext& ctx, const std::string& what) {
   std::string message = failure_message(ctx, what);
   if (claim_abort(round_, label_ + ": " + message, Claim::UnlessAllArrived)) throw DistBackendError(message);
 }
 
-void Arena::check_verdict_slow(uint32_t round, CollectiveContext& ctx) {
+void HostSegment::check_verdict_slow(uint32_t round, CollectiveContext& ctx) {
   if (const uint64_t v = verdict(); abort_state::fails(v, round)) fail(ctx, aborted_by(v));
 }
 
-std::string Arena::aborted_by(uint64_t verdict) const {
+std::string HostSegment::aborted_by(uint64_t verdict) const {
   return describe_rank(abort_state::owner(verdict)) + " failed first: " + std::string(abort_->reason);
 }
 
-std::string Arena::describe_rank(int r) const {
+std::string HostSegment::describe_rank(int r) const {
   int global = r >= 0 && r < static_cast<int>(global_ranks_.size()) ? global_ranks_[r] : r;
   std::string out = "rank " + std::to_string(global);
   if (global != r) out += " (group rank " + std::to_string(r) + ")";
   return out;
 }
 
-std::string Arena::missing_ranks(uint32_t round) const {
+std::string HostSegment::missing_ranks(uint32_t round) const {
   std::vector<int> missing;
   for (int q = 0; q < size_; ++q)
     if (q != rank_ && !arrived(q, round)) missing.push_back(q);

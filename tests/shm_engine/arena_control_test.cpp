@@ -117,7 +117,7 @@ TEST(ArenaFailure, DifferentSizesFailEveryRankNamingAPeerAndLeaveBuffersAlone) {
 }
 
 // Neither rank reads anything in these (a reduce to the other rank, a gather
-// to the other rank), so both leave without waiting (Arena: Leaving) and
+// to the other rank), so both leave without waiting (HostSegment: Leaving) and
 // find the disagreement when their next operation starts.
 TEST(ArenaFailure, DifferentCollectivesAreOutOfStep) {
   auto errors = errors_of(2, [](ProcessGroup& pg) {
@@ -237,7 +237,7 @@ TEST(ArenaFailure, DestroyingAGroupFailsItsPendingArenaWorkAtOnce) {
       std::chrono::minutes(10));
 }
 
-// --- ranks that leave a round early (Arena: Leaving) -----------------------------
+// --- ranks that leave a round early (HostSegment: Leaving) -----------------------------
 
 // A loop of word-sized and larger broadcasts from changing roots, and reduces
 // to changing roots, mixed with all_reduce: the leaving ranks run ahead by one
