@@ -17,10 +17,8 @@ namespace tdist {
 namespace {
 
 // Receives kept posted ahead (sends are posted as soon as they are ready). Each pending reducing receive holds
-// one scratch segment. Measured (ring all_reduce over TCP on one host,
-// median of 4 runs, ms): 64M n=2: window 4 71, 2 96, 1 102; 64M n=4: 147 /
-// 194 / 187; with 1 MiB segments 8 was no faster than 4 and doubles the
-// scratch.
+// one scratch segment; fewer were slower, more no faster for twice the scratch
+// (docs/tuning_log.md: Pipelined algorithms).
 constexpr size_t kWindow = 4;
 // Tag steps available to one stream (the tag's step field has 24 bits; the
 // top values are reserved for fixed steps such as butterfly folds).
@@ -29,25 +27,14 @@ constexpr size_t kMaxStreamSteps = size_t{1} << 23;
 }  // namespace
 
 size_t segment_bytes(Pipeline kind, bool one_host, int ranks) {
-  // Ring (all_reduce over TCP on one host, best of 3-5 runs, ms): 64M n=2:
-  // 4 MiB segments 38, 1 MiB 57, unsegmented 58; 16M n=2: 7.0 / 10.0 / 7.5;
-  // 16M n=4: 20.7 / 24.3 / 23.4; but 64M n=4: 89 / 119 / 77. Smaller
-  // segments cost a wake-up each (256K was slower still), larger ones (8M)
-  // leave the cache. On 1 Gbit/s links the size did not matter (4M n=4: 52.7
-  // ms at 256K and 1M).
-  // Chain (broadcast, 8 ranks on 1 Gbit/s links): 256 KiB segments 1.2-2x
-  // faster than 1 MiB (1M: 8.9 / 17.1 ms, 4M: 35.4 / 43.5 ms), 64 KiB no
-  // faster than 256 KiB. On one host (reduce over loopback TCP) 1 MiB: each
-  // segment then goes by rendezvous, so a sender cannot run ahead of a root
-  // that folds, which otherwise buffers and copies every early segment (medians
-  // of 3-5 alternating runs, us: n=2 4M 555 / 967, 8M 1390 / 1925, 64M 11388
-  // / 15834, 256 KiB varying 1.5x between runs; n=4 1M 785 / 1149, 64M 53838
-  // / 121747, 8M 7679 / 7082).
-  // Ring again, 2 ranks over loopback TCP (2026-11-22, all_reduce, medians
-  // of 3 runs, us, 4 MiB / 1 MiB segments): 8M 2582 / 2501, 16M 6519 / 5209,
-  // 32M 13882 / 11340, 64M 28519 / 25138; 512 KiB slower (16M 7678): with
-  // two ranks a segment is reduced as soon as it arrives, and the next one
-  // is on its way, so smaller segments keep the data in cache at no cost.
+  // Ring: smaller segments cost a wake-up each, larger ones leave the cache;
+  // with two ranks on one host a segment is reduced as soon as it arrives,
+  // and the next one is on its way, so smaller segments keep the data in
+  // cache at no cost. Chain: small segments across hosts keep every link
+  // busy; on one host 1 MiB makes each segment go by rendezvous, so a sender
+  // cannot run ahead of a root that folds, which otherwise buffers and copies
+  // every early segment. The measurements: docs/tuning_log.md, Pipelined
+  // algorithms.
   static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kPairRingSegmentBytes = 1024 * 1024,
                           kChainSegmentBytes = 256 * 1024, kHostChainSegmentBytes = 1024 * 1024;
   auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
@@ -141,10 +128,9 @@ void run_ring(CollectiveContext& ctx, const RingPlan& p) {
   if (n <= 1 || steps <= 0) return;
   const size_t esize = p.work.esize;
   const bool reduces = p.local && p.first < n - 1;
-  // Segments pay off where a segment is reduced while still in cache (reduce-
-  // scatter 64M, 2 ranks: 36 ms in 1 MiB segments, 79 ms whole); a ring that
-  // only copies gains nothing from them (all_gather 64M, 2 ranks: 64 ms in
-  // 1 MiB segments, 39 ms whole), so it moves whole blocks.
+  // Segments pay off where a segment is reduced while still in cache; a ring
+  // that only copies gains nothing from them, so it moves whole blocks
+  // (docs/tuning_log.md: Pipelined algorithms).
   size_t S = reduces ? segments_for(p.work.max_count(), esize, Pipeline::Ring, one_host(ctx), n) : 1;
   S = std::min(S, std::max<size_t>(1, kMaxStreamSteps / static_cast<size_t>(steps)));
   auto block = [&](int i) { return ((i % n) + n) % n; };

@@ -2,8 +2,7 @@
 // same thread (a group's queue thread runs them one at a time). A fresh
 // allocation of a large buffer is returned to the system when freed and
 // faults its pages in again on the next call: measured, that cost more than
-// the transfer itself (reduce_scatter 1M, 2 ranks, recursive halving: 1444 us
-// with fresh buffers, 196 us with memory kept by malloc).
+// the transfer itself (docs/tuning_log.md: Scratch memory).
 #pragma once
 
 #include <cstddef>

@@ -182,10 +182,8 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   // polling only while every rank can have a core: with more ranks than cores
   // (4 or 8 on 2) it would spin on the core the awaited rank needs, so then
   // the waiter yields between polling bursts (rounds.cpp) from the start, which
-  // hands the core over and keeps the same overall budget worthwhile.
-  // Measured on 2 cores: 8 ranks, 8-byte all_reduce, 19 us with 50 us of
-  // polling and yielding, 49 us with 5 us; 4 ranks, 8 MiB, 6.2 GB/s busbw
-  // against 5.1 with 10 us.
+  // hands the core over and keeps the same overall budget worthwhile
+  // (docs/tuning_log.md: Shared-memory engine).
   const bool oversubscribed = static_cast<unsigned>(size_) > std::max(1u, std::thread::hardware_concurrency());
   poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
   spin_ = std::chrono::microseconds(50);

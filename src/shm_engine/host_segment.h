@@ -18,10 +18,9 @@
 // already. It then waits for that round (and checks the others' signatures
 // of it) before it writes for a later one: the parity it writes next is free
 // once every rank arrived at the round it left. So it runs at most one call
-// ahead (2 ranks, medians of 5, us: broadcast of 8 B 0.204 -> 0.195, of
-// 4 KiB 0.321 -> 0.293; reduce of 8 B 0.263 -> 0.226, of 4 KiB 0.380 ->
-// 0.309), and hears of a disagreement in the round it left from its next
-// operation on the group, as an MPI or Gloo broadcast root would.
+// ahead (docs/tuning_log.md: Shared-memory engine), and hears of a
+// disagreement in the round it left from its next operation on the group, as
+// an MPI or Gloo broadcast root would.
 //
 // Failure. A rank that cannot complete a round (deadline, lost peer, arguments
 // that differ between ranks) marks the shared abort block with that round and

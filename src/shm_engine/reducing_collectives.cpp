@@ -16,8 +16,8 @@ constexpr size_t kFoldBlockBytes = 8 << 10;
 
 // Up to this many bytes an all_reduce or reduce takes one round in which
 // every rank (the root, for reduce) folds everything; above it the ranks
-// share the folding and need one more round. Measured with 2 ranks on 2
-// cores: 8 KiB take 1.0 us in one round, 1.2 us shared; 16 KiB 1.7 against 1.4.
+// share the folding and need one more round, which pays from about 16 KiB
+// (docs/tuning_log.md: Shared-memory engine).
 size_t one_round_limit(const HostSegment& a) {
   static const size_t limit = [] {
     auto v = get_env_int("TDIST_SHM_ONE_ROUND_BYTES");
@@ -98,8 +98,7 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
 // At most a word (HostSegment::kWordBytes), one round: every rank publishes its data
 // in its RankLine with its arrival, and the ranks that want the result fold
 // copies of the others' words. A waiter takes one cache miss per rank instead
-// of two (the line, then the slot): 2 ranks, 8 bytes, 0.257-0.266 against
-// 0.278-0.290 us through the slots (4 alternating runs of 300000).
+// of two (the line, then the slot; docs/tuning_log.md: Shared-memory engine).
 constexpr int kMaxWordRanks = 64;  // the words are copied to the stack
 
 void fold_words(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {

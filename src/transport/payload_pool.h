@@ -2,9 +2,8 @@
 // are recycled: a fresh allocation of tens of KiB or more per message costs
 // page faults and zero-filling (glibc hands such blocks back to the kernel
 // when freed), and a receiver that fell behind its sender then spent more per
-// message than the sender and stayed behind (TCP broadcast of 64 KiB, 2 ranks:
-// 30-100 µs per message in that state, 13 µs otherwise). Small ones come from
-// malloc's own caches, which are fast.
+// message than the sender and stayed behind (docs/tuning_log.md: Transport).
+// Small ones come from malloc's own caches, which are fast.
 #pragma once
 
 #include <array>

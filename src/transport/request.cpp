@@ -6,8 +6,8 @@
 namespace tdist {
 
 namespace {
-// A few microseconds of spinning (a pause is about 40 ns on the AMD EPYC
-// measured) before sleeping. Only waits that do not drive the transport come
+// A few microseconds of spinning (docs/tuning_log.md: Transport) before
+// sleeping. Only waits that do not drive the transport come
 // here (a user's Work::wait with its own timeout, the end of an abort).
 constexpr int kSpinIterations = 200;
 }  // namespace

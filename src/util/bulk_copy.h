@@ -8,10 +8,8 @@
 // (non-temporal) stores write whole lines straight to memory: two transfers.
 // glibc switches to them only above its non-temporal threshold, three quarters
 // of the shared cache it is told about; VMs often report huge caches (384 MiB
-// here: 288 MiB threshold), so glibc's memcpy never streams at collective sizes.
-// Measured on the 2-core EPYC VM, both cores copying at once (the case in a
-// collective, every rank copies its block), best of 3: 2 MiB 112-140 vs 93-98
-// us, 4 MiB 248-259 vs 188-209 us, 16 MiB 0.9-2.3 vs 0.73-0.96 ms.
+// here: 288 MiB threshold), so glibc's memcpy never streams at collective sizes
+// (docs/tuning_log.md: Copies).
 #pragma once
 
 #include <cstddef>
@@ -25,9 +23,7 @@ void bulk_copy(void* dst, const void* src, size_t n);
 // TDIST_BULK_COPY_BYTES (0: never stream), else a quarter of the last-level
 // cache, at least 1 MiB (8 MiB when the cache is unknown). A smaller copy may
 // stay in cache with the rest of the collective's buffers from one call to the
-// next, and then ordinary stores win: shared-memory all_gather, 2 ranks, 32 MiB
-// L3, streaming against not: 4 MiB 215 vs 153 us, 8 MiB 453 vs 377, 16 MiB
-// (an 8 MiB block, a quarter of the cache) 1231 vs 1464.
+// next, and then ordinary stores win (docs/tuning_log.md: Copies).
 size_t bulk_copy_threshold();
 
 }  // namespace tdist

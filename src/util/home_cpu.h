@@ -4,11 +4,9 @@
 // ranks on one core while another core idles: a wake-up places the woken rank
 // next to its waker, and the load balancer does not move a thread that ran a
 // moment ago, which a rank that polls always did. Both then poll on one core
-// for the rest of the run. Measured on 2 cores with 2 ranks, in runs that
-// started that way: TCP all_reduce of 8 B 18 µs instead of 8; shared-memory
-// all_gather of 1 MiB 57 µs instead of 27 (forcing both ranks onto one core
-// gives the same figures). Open MPI's ranks never sleep, so the kernel never
-// places them this way.
+// for the rest of the run, at about twice the time per call
+// (docs/tuning_log.md: Placement). Open MPI's ranks never sleep, so the
+// kernel never places them this way.
 //
 // A rank's home is core LOCAL_RANK (counted among the CPUs it may use). A
 // waiting thread that finds itself elsewhere moves back, at most once per

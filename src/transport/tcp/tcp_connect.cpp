@@ -34,9 +34,7 @@ using tcp_handshake::Verdict;
 // this much waits unsent in the kernel (TCP_NOTSENT_LOWAT): otherwise the
 // clear-to-send for the peer's own large message queues behind this rank's
 // whole payload and up to the send buffer's megabytes, and the two directions
-// of an exchange take turns. 2 hosts, a 2 Gbit/s link, 2-rank exchanges of
-// 8 MiB, ms, before / after: all_reduce 64-66 / 40-42, all_gather 29-33 / 18-20
-// (the link allows 34 and 17); broadcast, one way, 35 either way.
+// of an exchange take turns (docs/tuning_log.md: Transport).
 constexpr long long kRemoteSliceBytes = 512 * 1024;
 constexpr long long kRemoteUnsentBytes = 128 * 1024;
 

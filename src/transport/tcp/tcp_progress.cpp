@@ -33,11 +33,9 @@ constexpr int kMaxEvents = 64;
 constexpr Millis kBlockSlice{100};
 // The parked background thread looks again after a tick that doubles, up to
 // the longest, for as long as waits keep coming: each look is a wake-up that
-// may preempt a rank at work (with a 1 ms tick, most of the 8-10 context
-// switches per 2 ms TCP all_gather of 8 MiB; a 16 ms tick made 8-byte and
-// 8 MiB all_reduce, all_gather and all_to_all 4-12% faster, medians of 5
-// alternating runs). It resumes at most that long after the last wait, and
-// only after waits kept it parked for about as long.
+// may preempt a rank at work (docs/tuning_log.md: Transport). It resumes at
+// most that long after the last wait, and only after waits kept it parked for
+// about as long.
 constexpr auto kFirstParkTick = std::chrono::milliseconds(1);
 constexpr auto kLongestParkTick = std::chrono::milliseconds(16);
 // While spinning over data paths only, the sockets (abort notices, closed peers)
@@ -100,11 +98,10 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
     // The spin counts from the last time something moved, not from the start
     // of the wait: while a large message streams in (or out) the next bytes
     // come within microseconds, and sleeping between chunks would cost a
-    // wake-up each (TCP broadcast of 8 MiB, 2 ranks: 2.9 GB/s with a spin
-    // from the start of the wait, 5.5 GB/s spinning throughout).
-    // The clock is read only every few rounds while spinning (Clock::now()
-    // costs about 25 ns in this VM, a small shared-memory message 60), and
-    // not at all when the reply is there within those rounds.
+    // wake-up each. The clock is read only every few rounds while spinning (a
+    // clock read costs a good part of a small shared-memory message), and not
+    // at all when the reply is there within those rounds (docs/tuning_log.md:
+    // Transport).
     Clock::time_point spin_end{}, pause_end{};
     bool rebase = true;     // something moved: the spin starts again at the next clock read
     bool yielding = false;  // past the pause-only part of the spin

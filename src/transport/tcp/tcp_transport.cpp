@@ -28,23 +28,18 @@ namespace tdist {
 namespace {
 // A payload goes to the socket at most this much per write. One large write
 // holds the socket's lock while it copies, so the peer's acknowledgements
-// wait in the backlog and the window opens in bursts; loopback ping-pong
-// (best of 5, µs, 256 KiB writes / one write): 1M 104 / 148, 4M 442 / 571,
-// 16M 2559 / 3487; 128 KiB and 512 KiB were slower than 256 KiB.
+// wait in the backlog and the window opens in bursts; smaller and larger
+// chunks were slower (docs/tuning_log.md: Transport).
 constexpr size_t kWriteChunkBytes = 256 * 1024;
 // How long a waiting thread polls before it blocks. The spin must outlast a
-// wake-up (40-60 us on the VMs measured): a shorter one lets two ranks in a
-// ping-pong fall into a pattern where each, having just given up spinning,
-// must be woken for every message (50 us spins: 60 us round trips instead of
-// 1 us). Its first 2 us only pause (a reply on its way over shared memory
-// comes within a microsecond); after that it yields between polls.
+// wake-up: a shorter one lets two ranks in a ping-pong fall into a pattern
+// where each, having just given up spinning, must be woken for every message.
+// Its first 2 us only pause (a reply on its way over shared memory comes
+// within a microsecond); after that it yields between polls.
 // With more ranks than cores the spin is as long but yields from its start,
 // so a rank that needs the core gets it, while a rank whose peer runs on the
-// other core still sees its message at once. It used to block after 2 us
-// there: 4 ranks on 2 cores, medians of 3 alternating runs, us, 2 us / now:
-// TCP send/recv 8 B 11.3 / 5.6, 64 KiB 30.9 / 12.2, 1 MiB 256 / 144,
-// all_reduce 64 KiB 103 / 84; shared memory send/recv 1 MiB 214 / 42,
-// all_reduce 1 MiB 183 / 149.
+// other core still sees its message at once; blocking there after 2 us was
+// slower. The measurements: docs/tuning_log.md, Transport.
 SpinPolicy spin_policy(int local_ranks) {
   if (auto lws = get_env_int("LOCAL_WORLD_SIZE")) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -57,14 +52,10 @@ SpinPolicy spin_policy(int local_ranks) {
 
 // Socket messages larger than this go by rendezvous (wire.h). Up to it, the
 // round trip it adds costs more than the copy it saves a receiver that is not
-// ready yet (2 ranks over loopback TCP, medians of 5-6 alternating runs, µs,
-// 1 MiB limit / 256 KiB: all_gather of 1 MiB 171 / 181, of 2 MiB 245 / 305,
-// all_reduce of 1 MiB 236 / 300, send/recv of 2 MiB 279 / 357). Above it, a
-// sender that runs ahead (a loop of broadcasts) makes the receiver buffer and
-// copy every message, and it falls behind for good: broadcast of 1 MiB took
-// 148-666 µs with 1 MiB eager, 135-170 by rendezvous; and exchanges of 4 MiB
-// eager messages were slower (all_gather of 8 MiB 1670 / 1116 with a 1 MiB
-// limit). 512 KiB keeps the blocks of 1 MiB collectives on 2 ranks eager.
+// ready yet. Above it, a sender that runs ahead (a loop of broadcasts) makes
+// the receiver buffer and copy every message, and it falls behind for good.
+// 512 KiB keeps the blocks of 1 MiB collectives on 2 ranks eager
+// (docs/tuning_log.md: Transport).
 
 size_t rendezvous_threshold() {
   if (auto v = get_env_int("TDIST_TCP_RENDEZVOUS_BYTES")) return *v > 0 ? static_cast<size_t>(*v) : 0;
