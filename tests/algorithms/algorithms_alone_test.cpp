@@ -11,7 +11,7 @@
 #include <functional>
 
 #include "algorithms/collective.h"
-#include "shm_engine/arena_util.h"
+#include "shm_engine/host_segment_util.h"
 #include "transport/memory_transport.h"
 
 namespace tdist::testing {

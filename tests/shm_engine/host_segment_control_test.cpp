@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "shm_engine/arena_util.h"
+#include "shm_engine/host_segment_util.h"
 
 namespace tdist::testing {
 namespace {

@@ -7,7 +7,7 @@
 #include <atomic>
 #include <thread>
 
-#include "shm_engine/arena_util.h"
+#include "shm_engine/host_segment_util.h"
 #include "backends/process_world.h"
 
 namespace tdist::testing {

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "shm_engine/arena_util.h"
+#include "shm_engine/host_segment_util.h"
 
 namespace tdist::testing {
 namespace {
