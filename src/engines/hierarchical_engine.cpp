@@ -15,6 +15,7 @@
 #include "engines/engine.h"
 #include "tensor/split.h"
 #include "util/bulk_copy.h"
+#include "util/thread_name.h"
 
 namespace tdist {
 
@@ -408,7 +409,11 @@ class HierarchicalEngine final : public Engine {
       for (size_t s = 0; s <= segments; ++s) {
         if (s < segments && before) before(s, first(s));
         if (s > 0) carrying.get();
-        if (s < segments) carrying = std::async(std::launch::async, between, s, first(s));
+        if (s < segments)
+          carrying = std::async(std::launch::async, [&between, s, step = first(s)] {
+            name_this_thread("tdist-hier-net");  // so that top -H, gdb and perf tell it apart
+            between(s, step);
+          });
         if (s > 0 && after) after(s - 1, first(s - 1));
       }
     });
