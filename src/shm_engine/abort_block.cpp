@@ -1,4 +1,4 @@
-// The abort block of an arena (AbortBlock in layout.h): claiming it for a
+// The abort block of a host segment (AbortBlock in layout.h): claiming it for a
 // round, withdrawing a claim when that round completed after all, and reading
 // the verdict.
 //

@@ -1,4 +1,4 @@
-// Cutting data into the pieces the arena's rounds carry.
+// Cutting data into the pieces the segment's rounds carry.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Collectives in the arena (host_segment.h): same contracts as the transport
+// Collectives in the host segment (host_segment.h): same contracts as the transport
 // algorithms of algorithms/collective.h, for groups whose ranks share a host.
 // Reductions combine the ranks' data in rank order 0, 1, ..., n-1 on every
 // rank, so results are bitwise identical everywhere.

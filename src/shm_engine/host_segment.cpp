@@ -1,4 +1,4 @@
-// Setting a group's arena up (segment creation and the store rendezvous),
+// Setting a group's host segment up (segment creation and the store rendezvous),
 // and failing it.
 #include "shm_engine/host_segment.h"
 
@@ -122,7 +122,7 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
     store.set(status_key(rank), mine);
   }
 
-  // Everyone learns everyone's outcome, so that all use the arena or none does.
+  // Everyone learns everyone's outcome, so that all use the segment or none does.
   std::vector<std::string> keys;
   for (int r = 1; r < n; ++r) keys.push_back(status_key(r));
   store.wait(keys, timeout);

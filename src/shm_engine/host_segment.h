@@ -1,4 +1,4 @@
-// The shared-memory arena of a process group whose ranks are all on one host:
+// The shared-memory segment of a process group whose ranks are all on one host:
 // collectives copy into a segment every rank maps and read each other's data
 // there, instead of sending messages over the transport.
 //
@@ -14,7 +14,7 @@
 //
 // Leaving. A rank that only writes in an operation's last round (a broadcast
 // root, a rank that contributes to a reduce or gather without the result) may
-// arrive and leave without waiting for the others: its data is in the arena
+// arrive and leave without waiting for the others: its data is in the segment
 // already. It then waits for that round (and checks the others' signatures
 // of it) before it writes for a later one: the parity it writes next is free
 // once every rank arrived at the round it left. So it runs at most one call
@@ -59,9 +59,9 @@ Signature signature(OpCode code, int dtype = -1, int reduce_op = -1, int root = 
 
 class HostSegment {
  public:
-  // Sets the group's arena up through its (group-scoped) store: rank 0 creates
+  // Sets the group's segment up through its (group-scoped) store: rank 0 creates
   // the segment and publishes its name, the others map it, all report, and
-  // the arena is used only if every rank succeeded. Returns null (on every
+  // the segment is used only if every rank succeeded. Returns null (on every
   // rank alike) when it is not used: TDIST_SHM=0, a rank on another host, a
   // group of one, or a failure, which rank 0 logs once. /dev/shm holds no name
   // of it afterwards either way.
@@ -114,13 +114,13 @@ class HostSegment {
   // The size rank r published for the operation that started at `first`.
   uint64_t size_of(int r, uint32_t first) const;
 
-  // Fails the current operation: aborts the arena at this round with the
+  // Fails the current operation: aborts the segment at this round with the
   // reason and throws DistBackendError("shared-memory <op> #<seq> (round r):
   // <what>").
   [[noreturn]] void fail(CollectiveContext& ctx, const std::string& what);
-  // Marks the arena failed (first caller wins) and wakes every waiter, so
+  // Marks the segment failed (first caller wins) and wakes every waiter, so
   // that every rank fails the first round this rank has not arrived at, and
-  // every later one, naming this rank. For a failure outside the arena (the
+  // every later one, naming this rank. For a failure outside the segment (the
   // group failed elsewhere); may be called from any thread.
   void abort(const std::string& reason);
   // "rank 5 (group rank 2)": for error messages.
@@ -163,7 +163,7 @@ class HostSegment {
   enum class Claim {
     Final,             // this rank saw the round fail (arguments differ)
     UnlessAllArrived,  // it waits at `round`: withdraw if everyone arrived after all
-    AfterMyArrivals,   // from outside the arena: rounds this rank arrived at may complete
+    AfterMyArrivals,   // from outside the segment: rounds this rank arrived at may complete
   };
   bool claim_abort(uint32_t round, const std::string& reason, Claim how);
   // The block's state once its owner has decided (0: nothing failed).

@@ -1,4 +1,4 @@
-// The shared-memory arena of one process group whose ranks all run on one
+// The shared-memory segment of one process group whose ranks all run on one
 // host: the layout of its segment.
 //
 //   Header | AbortBlock | RankLine x n | (pad to 4 KiB) | slots, parity 0: n x S |
@@ -87,7 +87,7 @@ struct alignas(kLine) RankLine {
   // only when this is non-zero.
   std::atomic<uint32_t> sleepers;
   // The owner's process (util/process_identity.h), written once when it maps
-  // the arena: a waiter tells a rank that died from a slow one without a
+  // the segment: a waiter tells a rank that died from a slow one without a
   // socket to it. Read only on the slow path, past the first line.
   std::atomic<int32_t> pid;
   std::atomic<uint64_t> started;

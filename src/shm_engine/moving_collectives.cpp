@@ -1,4 +1,4 @@
-// The collectives of the arena that only move data: barrier, broadcast,
+// The collectives of the host segment that only move data: barrier, broadcast,
 // all_gather, gather, scatter, all_to_all. Each round carries one piece per
 // writer; readers copy it out after the round's sync, while the writers go on
 // to fill the other parity's buffers with the next piece.

@@ -1,4 +1,4 @@
-// The reducing collectives in the arena: all_reduce, reduce, reduce_scatter.
+// The reducing collectives in the host segment: all_reduce, reduce, reduce_scatter.
 #include <algorithm>
 
 #include "shm_engine/chunking.h"
@@ -58,7 +58,7 @@ void fold_everything(HostSegment& a, CollectiveContext& ctx, Signature sig, cons
 }
 
 // Large data, in chunks of a slot: the ranks fold one share each of a chunk
-// (a reduce-scatter inside the arena) into the round's result area, and copy
+// (a reduce-scatter inside the segment) into the round's result area, and copy
 // the whole result out after the next sync. Round j copies chunk j in, then
 // copies chunk j-1's result out and folds its share of chunk j: chunks + 1
 // rounds of one sync each, and a rank copies chunk j+1 in while slower ranks

@@ -1,4 +1,4 @@
-// Rounds of the arena: arriving, waiting for every rank, and the errors of a
+// Rounds of the host segment: arriving, waiting for every rank, and the errors of a
 // round that does not complete.
 //
 // Memory ordering. A rank writes its data for round r, then stores r into its
