@@ -1,0 +1,74 @@
+// A new client of the TCPStore server: torch's client is told apart by its
+// first bytes, ours says hello and, where the job has a token, proves it.
+#include "store/tcp_store_server_loop.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace tdist::store_detail {
+
+bool TcpStoreServer::Loop::probe_first_bytes(Conn& c, const char* data, size_t n) {
+  if (c.head.size() >= kTorchProbeBytes) return true;  // decided before
+  c.head.append(data, std::min(n, kTorchProbeBytes - c.head.size()));
+  const FirstBytes what = classify_first_bytes(c.head);
+  if (what == FirstBytes::kNeedMore) return true;
+  if (what == FirstBytes::kOther) {
+    c.head.resize(kTorchProbeBytes);  // decided: not looked at again
+    return true;
+  }
+  // Left to the parser, it would be dropped as malformed, and torch would say
+  // only "Connection reset by peer": the one who launched the job hears why here.
+  if (!torch_client_seen) {
+    torch_client_seen = true;
+    TDIST_LOG(LogLevel::Warn,
+              name << ": a torch.distributed TCPStore client connected from " << c.peer
+                   << "; this store speaks tdist's protocol, not torch's: add \"import tdist.torch\" to the program "
+                      "(its env:// then joins this store, for backend \"gloo\" too, or use backend \"tdist\"), "
+                      "or launch it with torchrun");
+  }
+  drop(c, LogLevel::Debug, "a torch.distributed TCPStore client (torch's protocol)");
+  return false;
+}
+
+
+void TcpStoreServer::Loop::greet(Conn& c, Request& req) {
+  if (req.command != Command::kHello || req.arg != kMagic || req.values[0].size() != c.client_nonce.size())
+    return drop(c, LogLevel::Warn, "the first request is not a TCPStore hello of this version (not a TCPStore client?)");
+  c.greeted = true;
+  std::memcpy(c.client_nonce.data(), req.values[0].data(), c.client_nonce.size());
+  c.server_nonce = auth::random_nonce();
+  Response r;
+  r.num = kVersion;
+  r.values.emplace_back(auth::view(c.server_nonce));
+  r.values.emplace_back(token ? "token" : "open");
+  if (token) {
+    auth::Digest d = auth::hmac(*token, {"tdist-store-server", auth::view(c.client_nonce), auth::view(c.server_nonce)});
+    r.values.emplace_back(reinterpret_cast<const char*>(d.data()), d.size());
+  } else {
+    c.authenticated = true;
+  }
+  respond(c, r);
+}
+
+bool TcpStoreServer::Loop::authenticate(Conn& c, const Request& req) {
+  auth::Digest want =
+      auth::hmac(*token, {"tdist-store-client", auth::view(c.client_nonce), auth::view(c.server_nonce)});
+  auth::Digest got{};
+  bool ok = req.command == Command::kAuth && req.values.size() == 1 && req.values[0].size() == got.size();
+  if (ok) std::memcpy(got.data(), req.values[0].data(), got.size());
+  if (!ok || !auth::equal(got, want)) {
+    TDIST_LOG(LogLevel::Warn, name << ": refused client " << c.peer << ": "
+                                   << (req.command == Command::kAuth ? "its proof of the job token is wrong"
+                                                                     : "it sent a request before authenticating"));
+    c.closing_after_flush = true;
+    respond_error(c, "this TCPStore requires the job token, and the client's proof of it is wrong or missing "
+                     "(every process of a job needs the same TDIST_JOB_TOKEN or TDIST_JOB_TOKEN_FILE)");
+    return false;
+  }
+  c.authenticated = true;
+  respond(c, Response{});
+  return true;
+}
+
+}  // namespace tdist::store_detail
