@@ -13,7 +13,7 @@ std::optional<std::string> get_env(const char* name) {
   // A name missing from the registry is a bug of tdist's, caught by its tests.
   if (setting == nullptr)
     throw DistError(std::string("internal error: environment variable ") + name +
-                    " is read but not in the settings registry (src/util/settings.cpp)");
+                    " is read but not in the settings registry (src/util/settings_table.h)");
   const char* read_as = name;
   const char* v = std::getenv(name);
   if (v == nullptr && setting->torch_name != nullptr) v = std::getenv(read_as = setting->torch_name);
