@@ -19,7 +19,7 @@
 #include "transport/wire.h"
 #include "util/error_context.h"
 #include "util/host_id.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 #include "util/thread_name.h"
 
@@ -46,12 +46,11 @@ constexpr size_t kWriteChunkBytes = 256 * 1024;
 // all_reduce 64 KiB 103 / 84; shared memory send/recv 1 MiB 214 / 42,
 // all_reduce 1 MiB 183 / 149.
 SpinPolicy spin_policy(int local_ranks) {
-  if (auto lws = get_env_int("LOCAL_WORLD_SIZE")) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
+  if (auto lws = settings::get<"LOCAL_WORLD_SIZE">()) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
-  SpinPolicy policy{std::chrono::microseconds(250),
+  SpinPolicy policy{settings::get<"TDIST_SPIN_US">(),
                     oversubscribed ? std::chrono::nanoseconds(0) : std::chrono::microseconds(2)};
-  if (auto v = get_env("TDIST_SPIN_US")) policy.spin = std::chrono::microseconds(std::stoll(*v));
   return policy;
 }
 
@@ -67,8 +66,7 @@ SpinPolicy spin_policy(int local_ranks) {
 // limit). 512 KiB keeps the blocks of 1 MiB collectives on 2 ranks eager.
 
 size_t rendezvous_threshold() {
-  if (auto v = get_env_int("TDIST_TCP_RENDEZVOUS_BYTES")) return *v > 0 ? static_cast<size_t>(*v) : 0;
-  return size_t{512} << 10;
+  return static_cast<size_t>(settings::get<"TDIST_TCP_RENDEZVOUS_BYTES">());  // at least 0 (the registry)
 }
 }  // namespace
 
