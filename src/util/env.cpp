@@ -25,25 +25,4 @@ void check_environment() {
   for (const SettingInfo& s : all_settings()) get_env(s.name);
 }
 
-std::optional<long long> get_env_int(const char* name) {
-  auto v = get_env(name);
-  if (!v) return std::nullopt;
-  size_t used = 0;
-  long long out = 0;
-  try {
-    out = std::stoll(*v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != v->size())
-    throw DistValueError(std::string("environment variable ") + name + "='" + *v + "' is not an integer");
-  return out;
-}
-
-bool env_flag(const char* name, bool default_value) {
-  auto v = get_env(name);
-  if (!v) return default_value;
-  return *v == "1";  // the registry's spelling of a bool (parse_setting)
-}
-
 }  // namespace tdist

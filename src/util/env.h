@@ -15,8 +15,5 @@ std::optional<std::string> get_env(const char* name);
 // Reads every registered setting that is set, so that a bad value of any of
 // them fails init_process_group at once rather than whatever first reads it.
 void check_environment();
-// Untyped readers, until every reader asks util/settings.h.
-std::optional<long long> get_env_int(const char* name);
-bool env_flag(const char* name, bool default_value);
 
 }  // namespace tdist
