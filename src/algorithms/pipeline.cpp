@@ -10,7 +10,7 @@
 #include "tdist/errors.h"
 #include "algorithms/selector.h"
 #include "reduce/reduction_kernels.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist {
 
@@ -37,16 +37,9 @@ size_t segment_bytes(Pipeline kind, bool one_host, int ranks) {
   // algorithms.
   static constexpr size_t kRingSegmentBytes = 4 * 1024 * 1024, kPairRingSegmentBytes = 1024 * 1024,
                           kChainSegmentBytes = 256 * 1024, kHostChainSegmentBytes = 1024 * 1024;
-  auto v = get_env("TDIST_ALGO_SEGMENT_BYTES");
-  if (!v) {
-    if (kind == Pipeline::Ring) return one_host && ranks == 2 ? kPairRingSegmentBytes : kRingSegmentBytes;
-    return one_host ? kHostChainSegmentBytes : kChainSegmentBytes;
-  }
-  char* end = nullptr;
-  unsigned long long n = std::strtoull(v->c_str(), &end, 10);
-  if (end == v->c_str() || *end != '\0' || n == 0)
-    throw DistValueError("TDIST_ALGO_SEGMENT_BYTES=" + *v + " is not a positive number of bytes");
-  return static_cast<size_t>(n);
+  if (auto v = settings::get<"TDIST_ALGO_SEGMENT_BYTES">()) return static_cast<size_t>(*v);  // at least 1 (the registry)
+  if (kind == Pipeline::Ring) return one_host && ranks == 2 ? kPairRingSegmentBytes : kRingSegmentBytes;
+  return one_host ? kHostChainSegmentBytes : kChainSegmentBytes;
 }
 
 size_t segments_for(size_t max_count, size_t esize, Pipeline kind, bool one_host, int ranks) {

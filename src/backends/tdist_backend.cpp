@@ -14,7 +14,7 @@
 #include "reduce/reduction_kernels.h"
 #include "transport/communicator.h"
 #include "transport/tcp/tcp_transport.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/error_context.h"
 #include "work/device_work.h"
 
@@ -252,8 +252,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   if (globals.empty())
     for (int r = 0; r < size; ++r) globals.push_back(r);
   auto* parent = dynamic_cast<TdistBackend*>(options.parent.get());
-  auto share = get_env("TDIST_SHARE_CONNECTIONS");
-  const bool sharing = !share || *share != "0";
+  const bool sharing = settings::get<"TDIST_SHARE_CONNECTIONS">();
   const std::shared_ptr<SharedLinks> parent_links = parent ? parent->state_->links : nullptr;
   if (sharing && parent_links && !parent_links->transport->stopped()) {
     // A group of the default group's ranks: a communicator over its connections.
@@ -278,14 +277,12 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->forced = read_forced_algorithms();
   if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
   state_->placement = placement_of(*state_->transport);
-  auto hierarchical = get_env("TDIST_HIERARCHICAL");
   if (state_->links && state_->placement.hosts > 1 && state_->placement.ranks_per_host > 1 &&
-      (!hierarchical || *hierarchical != "0"))
+      settings::get<"TDIST_HIERARCHICAL">())
     setup_hierarchy(store, globals, options.timeout);
   engines_ = GroupEngines{state_->shm_engine.get(), state_->hierarchy ? state_->hierarchy->engine.get() : nullptr,
                           state_->placement, size, &state_->forced};
-  auto debug = get_env("TDIST_DEBUG");
-  debug_detail_ = debug && *debug == "DETAIL";
+  debug_detail_ = settings::debug_level() == settings::Debug::Detail;
 }
 
 TdistBackend::~TdistBackend() { shutdown(); }

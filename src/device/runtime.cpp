@@ -3,7 +3,7 @@
 #include <mutex>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::device {
 
@@ -25,7 +25,7 @@ Runtime* runtime(DeviceType type) {
   if (type != DeviceType::CUDA) return nullptr;
   auto& slot = cuda_slot();
   std::call_once(slot.made, [&] {
-    int emulated = static_cast<int>(get_env_int("TDIST_EMULATE_CUDA").value_or(0));
+    const int emulated = static_cast<int>(settings::get<"TDIST_EMULATE_CUDA">());
     slot.runtime = emulated > 0 ? make_emulated_cuda_runtime(emulated) : make_cuda_runtime();
   });
   return slot.runtime.get();

@@ -5,7 +5,7 @@
 #include "tdist/errors.h"
 #include "trace/recorder_registry.h"
 #include "util/deadline.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 #include "util/tick_clock.h"
 
@@ -32,7 +32,7 @@ int64_t parse_us(const std::string& text, int peer) {
 // get returns). Rank 0's reading then falls half way through the rank's round
 // trip, give or take half of it: the error bound recorded.
 void measure_clock_offset_if_traced(Store& store, int rank, int world_size, std::chrono::milliseconds timeout) {
-  const bool traced = get_env("TDIST_TRACE").has_value() || !trace::dump_destination(0).empty();
+  const bool traced = settings::get<"TDIST_TRACE">().has_value() || !trace::dump_destination(0).empty();
   if (!traced || world_size < 2) return;
   const auto key = [](const char* what, int r) { return std::string("clock/") + what + "/" + std::to_string(r); };
   if (rank == 0) {

@@ -7,6 +7,7 @@
 #include "process_group/world.h"
 #include "trace/recorder_registry.h"
 #include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist {
 
@@ -77,6 +78,6 @@ void init_process_group(const char* backend, const std::string& init_method, int
   init_process_group(o);
 }
 
-bool is_torchelastic_launched() { return get_env("TORCHELASTIC_RUN_ID").has_value(); }
+bool is_torchelastic_launched() { return settings::get<"TORCHELASTIC_RUN_ID">().has_value(); }
 
 }  // namespace tdist

@@ -11,7 +11,7 @@
 #include "process_group/backend_spec.h"
 #include "transport/tcp/tcp_addresses.h"
 #include "util/deadline.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/job_token.h"
 
 namespace tdist {
@@ -60,26 +60,32 @@ int parse_int(const std::string& text, const std::string& what) {
   return v;
 }
 
+// A launcher's variable and its value (util/settings.h read it).
+struct EnvValue {
+  const char* name;
+  std::optional<long long> value;
+};
+
 // rank/world_size: the argument, else the URL query, else the environment.
-int pick(int given, const Url& url, const char* key, std::initializer_list<const char*> env_names, bool use_env,
+int pick(int given, const Url& url, const char* key, std::initializer_list<EnvValue> env, bool use_env,
          const std::string& method) {
   if (given >= 0) return given;
   auto it = url.query.find(key);
   if (it != url.query.end()) return parse_int(it->second, std::string(key) + " in " + method);
   if (use_env) {
-    for (const char* name : env_names)
-      if (auto v = get_env_int(name)) return static_cast<int>(*v);
+    for (const EnvValue& e : env)
+      if (e.value) return static_cast<int>(*e.value);
     std::string names;
-    for (const char* name : env_names) names += (names.empty() ? "" : ", ") + std::string(name);
+    for (const EnvValue& e : env) names += (names.empty() ? "" : ", ") + std::string(e.name);
     throw DistValueError(std::string("init_process_group(env://): ") + key + " is not given and none of the " +
                          "environment variables " + names + " is set");
   }
   throw DistValueError("init_process_group(" + method + "): " + key + " must be given (argument or ?" + key + "=)");
 }
 
-std::string required_env(const char* name) {
-  auto v = get_env(name);
-  if (!v || v->empty())
+template <typename T>
+T required_env(std::optional<T> v, const char* name) {
+  if (!v)
     throw DistValueError(std::string("init_process_group(env://): environment variable ") + name + " is not set");
   return *v;
 }
@@ -102,18 +108,14 @@ std::shared_ptr<Store> tcp_store(const std::string& host, uint16_t port, int ran
 // tdistrun and torchrun host the store in the launcher and say so with
 // TORCHELASTIC_USE_AGENT_STORE=True (Python's spelling of true).
 bool launcher_hosts_store() {
-  auto v = get_env("TORCHELASTIC_USE_AGENT_STORE");
-  if (!v) return false;
-  std::string s = *v;
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s == "true" || s == "1" || s == "yes" || s == "on";
+  return settings::get<"TORCHELASTIC_USE_AGENT_STORE">().value_or(false);
 }
 
 // Every rank is a client of tdistrun's store, under this round's prefix.
 // torchrun's store speaks torch's protocol, not ours: C++ cannot join it
 // (Python can, through torch's own client: python/tdist/torchrun_store.py).
 std::shared_ptr<Store> launcher_store(const std::string& host, uint16_t port, Millis timeout) {
-  const std::string prefix = get_env("TDIST_AGENT_STORE_PREFIX").value_or("");
+  const std::string prefix = settings::get<"TDIST_AGENT_STORE_PREFIX">().value_or("");
   if (prefix.empty())
     throw DistValueError(
         "init_process_group(env://): TORCHELASTIC_USE_AGENT_STORE=True says the launcher hosts the store at " +
@@ -170,10 +172,9 @@ Rendezvous mpi_bootstrap(const InitOptions& options, const std::string& method) 
   MpiWorld w = mpi_world("init_process_group(" + method + ") under an MPI launcher");
   check_against_mpi(options.rank, w.rank, "rank", "the rank argument");
   check_against_mpi(options.world_size, w.size, "world_size", "the world_size argument");
-  for (const char* name : {"RANK", "WORLD_SIZE"})
-    if (auto v = get_env_int(name))
-      check_against_mpi(static_cast<int>(*v), name[0] == 'R' ? w.rank : w.size,
-                        name[0] == 'R' ? "rank" : "world_size", std::string("the environment (") + name + ")");
+  if (auto v = settings::get<"RANK">()) check_against_mpi(static_cast<int>(*v), w.rank, "rank", "the environment (RANK)");
+  if (auto v = settings::get<"WORLD_SIZE">())
+    check_against_mpi(static_cast<int>(*v), w.size, "world_size", "the environment (WORLD_SIZE)");
   Rendezvous r;
   r.rank = w.rank;
   r.world_size = w.size;
@@ -219,24 +220,31 @@ Rendezvous rendezvous(const InitOptions& options) {
   const std::string method = options.init_method.empty() ? "env://" : options.init_method;
   Url url = parse_url(method);
   if (mpi_only_spec && url.scheme == "env") return mpi_only(options, url, method);
-  if (url.scheme == "env" && !get_env("MASTER_ADDR") && started_by_mpi_launcher()) {
+  if (url.scheme == "env" && !settings::get<"MASTER_ADDR">() && started_by_mpi_launcher()) {
     if (built_with_mpi()) return mpi_bootstrap(options, method);
     throw DistValueError("init_process_group(env://): MASTER_ADDR is not set, and this build of tdist has no MPI to "
                          "find rank 0 through under mpirun: set MASTER_ADDR and MASTER_PORT (rank 0's host and a "
                          "free port) for every rank, or rebuild with an MPI library (libopenmpi-dev)");
   }
   if (url.scheme == "env") {
-    r.rank = pick(options.rank, url, "rank", {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}, true,
-                  method);
+    r.rank = pick(options.rank, url, "rank",
+                  {{"RANK", settings::get<"RANK">()}, {"OMPI_COMM_WORLD_RANK", settings::get<"OMPI_COMM_WORLD_RANK">()},
+                   {"PMI_RANK", settings::get<"PMI_RANK">()}, {"SLURM_PROCID", settings::get<"SLURM_PROCID">()}},
+                  true, method);
     r.world_size = pick(options.world_size, url, "world_size",
-                        {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}, true, method);
+                        {{"WORLD_SIZE", settings::get<"WORLD_SIZE">()},
+                         {"OMPI_COMM_WORLD_SIZE", settings::get<"OMPI_COMM_WORLD_SIZE">()},
+                         {"PMI_SIZE", settings::get<"PMI_SIZE">()}, {"SLURM_NTASKS", settings::get<"SLURM_NTASKS">()}},
+                        true, method);
     validate(r.rank, r.world_size, method);
     // In a Slurm job step, rank 0 is on the first host of the job's node
     // list, at a port every task derives from the job id.
-    const auto slurm_host = get_env("MASTER_ADDR") ? std::nullopt : slurm::master_host();
-    const auto slurm_port = get_env("MASTER_PORT") ? std::nullopt : slurm::master_port();
-    std::string host = slurm_host ? *slurm_host : required_env("MASTER_ADDR");
-    uint16_t port = slurm_port ? static_cast<uint16_t>(*slurm_port) : parse_port(required_env("MASTER_PORT"), "MASTER_PORT");
+    const auto slurm_host = settings::get<"MASTER_ADDR">() ? std::nullopt : slurm::master_host();
+    const auto slurm_port = settings::get<"MASTER_PORT">() ? std::nullopt : slurm::master_port();
+    std::string host = slurm_host ? *slurm_host : required_env(settings::get<"MASTER_ADDR">(), "MASTER_ADDR");
+    // The registry keeps MASTER_PORT to 0 .. 65535.
+    uint16_t port = static_cast<uint16_t>(
+        slurm_port ? *slurm_port : required_env(settings::get<"MASTER_PORT">(), "MASTER_PORT"));
     const bool agent_store = launcher_hosts_store();
     r.where = "env:// (MASTER_ADDR=" + host + (slurm_host ? " from SLURM_JOB_NODELIST" : "") +
               ", MASTER_PORT=" + std::to_string(port) + (slurm_port ? " from SLURM_JOB_ID" : "") +

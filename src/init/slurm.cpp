@@ -3,7 +3,7 @@
 #include <cctype>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::slurm {
 
@@ -96,14 +96,14 @@ std::vector<std::string> expand_nodelist(const std::string& list) {
 }
 
 std::optional<std::string> master_host() {
-  auto list = get_env("SLURM_JOB_NODELIST");
-  if (!list || list->empty()) list = get_env("SLURM_NODELIST");
-  if (!list || list->empty()) return std::nullopt;
+  auto list = settings::get<"SLURM_JOB_NODELIST">();
+  if (!list) list = settings::get<"SLURM_NODELIST">();
+  if (!list) return std::nullopt;
   return expand_nodelist(*list).front();
 }
 
 std::optional<int> master_port() {
-  auto job = get_env_int("SLURM_JOB_ID");
+  auto job = settings::get<"SLURM_JOB_ID">();
   if (!job) return std::nullopt;
   return 20000 + static_cast<int>(*job % 20000);
 }

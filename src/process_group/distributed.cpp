@@ -8,7 +8,7 @@
 #include "tdist/errors.h"
 #include "backends/nccl_availability.h"
 #include "process_group/world.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 
 namespace tdist {
@@ -75,19 +75,19 @@ std::shared_ptr<Work> nothing(const char* op) { return Work::completed(op); }
 bool is_available() { return true; }
 
 int get_node_local_rank(std::optional<int> fallback_rank) {
-  if (auto v = get_env_int("LOCAL_RANK")) return static_cast<int>(*v);
+  if (auto v = settings::get<"LOCAL_RANK">()) return static_cast<int>(*v);
   if (fallback_rank) return *fallback_rank;
   throw DistValueError("get_node_local_rank: LOCAL_RANK is not set (a launcher such as tdistrun or torchrun sets it) "
                        "and no fallback_rank was given");
 }
 
 DebugLevel get_debug_level() {
-  auto v = get_env("TDIST_DEBUG");  // TORCH_DISTRIBUTED_DEBUG where unset (util/settings.cpp)
-  if (!v || *v == "OFF") return DebugLevel::OFF;
-  if (*v == "INFO") return DebugLevel::INFO;
-  if (*v == "DETAIL") return DebugLevel::DETAIL;
-  throw DistValueError("get_debug_level: TDIST_DEBUG (or TORCH_DISTRIBUTED_DEBUG) is '" + *v +
-                       "'; expected OFF, INFO or DETAIL");
+  switch (settings::debug_level()) {  // TORCH_DISTRIBUTED_DEBUG where TDIST_DEBUG is unset
+    case settings::Debug::Off: return DebugLevel::OFF;
+    case settings::Debug::Info: return DebugLevel::INFO;
+    case settings::Debug::Detail: return DebugLevel::DETAIL;
+  }
+  return DebugLevel::OFF;
 }
 
 void set_debug_level(DebugLevel level) {

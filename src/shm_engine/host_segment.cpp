@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/futex.h"
 #include "util/logging.h"
 #include "util/process_identity.h"
@@ -25,8 +25,7 @@ std::string read_key(int r) { return "shm_engine/read/" + std::to_string(r); }
 
 size_t requested_slot_bytes() {
   // A tuning and test knob: small slots exercise the chunked paths cheaply.
-  auto v = get_env_int("TDIST_SHM_SLOT_BYTES");
-  return v && *v > 0 ? static_cast<size_t>(*v) : Layout::kDefaultSlot;
+  return static_cast<size_t>(settings::get<"TDIST_SHM_SLOT_BYTES">());
 }
 
 // Rank 0: creates and initialises the segment. The atomics are constructed
@@ -186,8 +185,8 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   // (docs/tuning_log.md: Shared-memory engine).
   const bool oversubscribed = static_cast<unsigned>(size_) > std::max(1u, std::thread::hardware_concurrency());
   poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
-  spin_ = std::chrono::microseconds(50);
-  if (auto v = get_env_int("TDIST_SHM_SPIN_US")) spin_ = std::chrono::microseconds(*v);
+  spin_ = settings::get<"TDIST_SHM_SPIN_US">();
+  one_round_bytes_ = static_cast<size_t>(settings::get<"TDIST_SHM_ONE_ROUND_BYTES">());
   round_ = lines_[rank_].round.load(std::memory_order_relaxed);
   const ProcessIdentity me = this_process();
   lines_[rank_].started.store(me.started, std::memory_order_relaxed);

@@ -74,6 +74,8 @@ class HostSegment {
   int rank() const { return rank_; }
   int size() const { return size_; }
   size_t slot_bytes() const { return layout_.slot_bytes; }
+  // Up to this size a reduction folds everything in one round (TDIST_SHM_ONE_ROUND_BYTES).
+  size_t one_round_bytes() const { return one_round_bytes_; }
 
   // The round the next call to start() or sync() enters; call it before
   // writing for that round (after a round this rank left, it waits for it).
@@ -197,6 +199,7 @@ class HostSegment {
   uint32_t cpu_ = 0;    // the CPU it arrived from
   std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
   std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping
+  size_t one_round_bytes_ = 0;          // read when the group is made: asked on every reduction
   Clock::time_point next_liveness_check_{};  // wait_slow: when to look at the missing ranks' processes again
 };
 

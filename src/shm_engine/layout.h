@@ -111,10 +111,9 @@ struct Layout {
   int ranks = 0;
   size_t slot_bytes = 0;
 
-  // The default slot size, capped so that a group never maps more than
-  // kMaxTotal bytes whatever its size; at least a page, and 256 bytes per
-  // rank (slots split into one part per rank).
-  static constexpr size_t kDefaultSlot = 256 << 10;
+  // The slot size asked for (TDIST_SHM_SLOT_BYTES), capped so that a group
+  // never maps more than kMaxTotal bytes whatever its size; at least a page,
+  // and 256 bytes per rank (slots split into one part per rank).
   static constexpr size_t kMaxTotal = 64u << 20;
   static Layout for_group(int ranks, size_t requested_slot_bytes) {
     Layout l{ranks, 0};

@@ -4,7 +4,6 @@
 #include "shm_engine/chunking.h"
 #include "shm_engine/collectives.h"
 #include "reduce/reduction_kernels.h"
-#include "util/env.h"
 
 namespace tdist::shm_engine {
 
@@ -18,13 +17,7 @@ constexpr size_t kFoldBlockBytes = 8 << 10;
 // every rank (the root, for reduce) folds everything; above it the ranks
 // share the folding and need one more round, which pays from about 16 KiB
 // (docs/tuning_log.md: Shared-memory engine).
-size_t one_round_limit(const HostSegment& a) {
-  static const size_t limit = [] {
-    auto v = get_env_int("TDIST_SHM_ONE_ROUND_BYTES");
-    return v && *v >= 0 ? static_cast<size_t>(*v) : size_t{8} << 10;
-  }();
-  return std::min(limit, a.slot_bytes());
-}
+size_t one_round_limit(const HostSegment& a) { return std::min(a.one_round_bytes(), a.slot_bytes()); }
 
 // out[i] = src(0)[i] op src(1)[i] op ... op src(n-1)[i] for i < count, folded
 // left in rank order (bitwise the same result on every rank), then finalized

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::trace {
 
@@ -51,17 +51,16 @@ void ensure_folder(const std::string& dir, const char* setting) {
 }
 
 void prepare_folders_from_env() {
-  if (auto dir = get_env("TDIST_TRACE")) ensure_folder(*dir, "TDIST_TRACE");
+  if (auto dir = settings::get<"TDIST_TRACE">()) ensure_folder(*dir, "TDIST_TRACE");
   // torch's prefix wins over our folder where both are set (recorder_registry.cpp), so only its folder is used.
-  if (auto prefix = get_env("TORCH_FR_DUMP_TEMP_FILE"); prefix && !prefix->empty())
+  if (auto prefix = settings::get<"TORCH_FR_DUMP_TEMP_FILE">())
     ensure_folder(folder_of_prefix(*prefix), "TORCH_FR_DUMP_TEMP_FILE");
-  else if (auto dir = get_env("TDIST_FLIGHT_RECORDER_DIR"))
+  else if (auto dir = settings::get<"TDIST_FLIGHT_RECORDER_DIR">())
     ensure_folder(*dir, "TDIST_FLIGHT_RECORDER_DIR");
 }
 
 std::string default_dump_folder() {
-  auto tmp = get_env("TMPDIR");
-  const std::string base = tmp && !tmp->empty() ? *tmp : "/tmp";
+  const std::string base = settings::get<"TMPDIR">();
   const std::string dir = base + "/tdist-flight-recorder-" + std::to_string(::getuid());
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
     throw DistError("flight recorder: cannot create the default dump folder " + dir + " (" + std::strerror(errno) +

@@ -18,16 +18,14 @@
 #include "trace/json_writer.h"
 #include "util/tick_clock.h"
 #include "trace/timeline.h"
-#include "util/env.h"
 #include "util/host_id.h"
 #include "util/logging.h"
+#include "util/settings.h"
 
 namespace tdist::trace {
 
 namespace {
 
-constexpr size_t kDefaultCapacity = 2000;  // torch's default for its NCCL flight recorder
-constexpr long long kMaxCapacity = 1 << 20;
 constexpr size_t kTimelineOnlyCapacity = 64;
 
 using Observers = std::vector<std::pair<int, std::shared_ptr<const OpObserver>>>;
@@ -77,15 +75,12 @@ std::string dump_document(const std::string& reason, const std::string& detail) 
 }  // namespace
 
 size_t recorder_capacity() {
-  auto n = get_env_int("TDIST_FLIGHT_RECORDER_ENTRIES");
-  if (!n) return kDefaultCapacity;
-  if (*n < 0 || *n > kMaxCapacity)
-    throw DistValueError("TDIST_FLIGHT_RECORDER_ENTRIES=" + std::to_string(*n) + " is outside [0, " +
-                         std::to_string(kMaxCapacity) + "] (0 turns the flight recorder off)");
+  // The registry holds its default (torch's, 2000) and its range.
+  const long long n = settings::get<"TDIST_FLIGHT_RECORDER_ENTRIES">();
   // The timeline is written from the recorder's entries: it keeps a few (the
   // operations in flight) even where the recorder is off.
-  if (*n == 0 && get_env("TDIST_TRACE")) return kTimelineOnlyCapacity;
-  return static_cast<size_t>(*n);
+  if (n == 0 && settings::get<"TDIST_TRACE">()) return kTimelineOnlyCapacity;
+  return static_cast<size_t>(n);
 }
 
 void set_identity(int rank, int world_size) {
@@ -153,9 +148,9 @@ void notify_observers(const OpEvent& event) {
 }
 
 std::string dump_destination(int rank) {
-  if (auto prefix = get_env("TORCH_FR_DUMP_TEMP_FILE"); prefix && !prefix->empty())
+  if (auto prefix = settings::get<"TORCH_FR_DUMP_TEMP_FILE">())
     return *prefix + std::to_string(rank) + ".json";
-  if (auto dir = get_env("TDIST_FLIGHT_RECORDER_DIR"); dir && !dir->empty())
+  if (auto dir = settings::get<"TDIST_FLIGHT_RECORDER_DIR">())
     return *dir + "/tdist_fr_" + std::to_string(rank) + ".json";
   return "";
 }

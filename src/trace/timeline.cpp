@@ -14,9 +14,9 @@
 #include "tdist/trace.h"
 #include "trace/json_writer.h"
 #include "trace/recorder_registry.h"
-#include "util/env.h"
 #include "util/host_id.h"
 #include "util/logging.h"
+#include "util/settings.h"
 
 namespace tdist::trace {
 
@@ -93,8 +93,8 @@ void flush_timeline() {
 }
 
 void start_timeline_from_env() {
-  auto dir = get_env("TDIST_TRACE");
-  if (!dir || dir->empty()) return;
+  auto dir = settings::get<"TDIST_TRACE">();
+  if (!dir) return;
   timeline().dir = *dir;
   add_op_observer(write_line);
   std::atexit(flush_timeline);

@@ -2,22 +2,18 @@
 
 #include <algorithm>
 #include <cctype>
-#include <sstream>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/shm_segment.h"
 
 namespace tdist {
 
 std::vector<std::string> data_path_order() {
   static const char* const kKnown[] = {"shm", "tcp"};
-  const std::string list = get_env("TDIST_TRANSPORTS").value_or("shm,tcp");
+  const std::string list = settings::text<"TDIST_TRANSPORTS">();  // for the messages
   std::vector<std::string> order;
-  std::stringstream ss(list);
-  for (std::string name; std::getline(ss, name, ',');) {
-    name.erase(0, name.find_first_not_of(" \t"));
-    name.erase(name.find_last_not_of(" \t") + 1);
+  for (std::string name : settings::get<"TDIST_TRANSPORTS">()) {
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
     if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown))
       throw DistValueError("TDIST_TRANSPORTS=" + list + ": unknown transport '" + name + "' (known: shm, tcp)");

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 #include "util/socket.h"
 
@@ -90,7 +90,7 @@ std::string local_address_towards(const std::string& host) {
 }
 
 std::string bind_address_for(const std::string& host) {
-  if (env_flag("TDIST_BIND_ALL", false) || host.empty() || host == "*") return "";
+  if (settings::get<"TDIST_BIND_ALL">() || host.empty() || host == "*") return "";
   if (is_loopback_host(host)) return host == "localhost" ? "127.0.0.1" : host;
   if (is_literal(host)) {
     if (is_local(host)) return host;

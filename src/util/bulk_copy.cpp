@@ -7,7 +7,7 @@
 #include <fstream>
 #include <string>
 
-#include "util/env.h"
+#include "util/settings.h"
 
 #if defined(__x86_64__)
 #include <emmintrin.h>
@@ -66,9 +66,11 @@ void stream_lines(char* dst, const char* src, size_t lines) {
 
 }  // namespace
 
+// Kept for the process's life: every copy asks for it, too often to read the
+// environment (the tests that set it do so in a child process).
 size_t bulk_copy_threshold() {
   static const size_t threshold = [] {
-    if (auto v = get_env_int("TDIST_BULK_COPY_BYTES")) return *v <= 0 ? SIZE_MAX : static_cast<size_t>(*v);
+    if (auto v = settings::get<"TDIST_BULK_COPY_BYTES">()) return *v <= 0 ? SIZE_MAX : static_cast<size_t>(*v);
     size_t cache = last_level_cache_bytes();
     return std::max(kMinBulkCopyBytes, cache > 0 ? cache / 4 : kDefaultBulkCopyBytes);
   }();

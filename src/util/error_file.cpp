@@ -10,7 +10,7 @@
 #include <memory>
 #include <typeinfo>
 
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/json_text.h"
 
 namespace tdist {
@@ -42,7 +42,7 @@ std::terminate_handler previous_handler = nullptr;
 
 // Installed when the library loads, only in processes a launcher gave an error file.
 [[maybe_unused]] const bool installed = [] {
-  if (!get_env("TORCHELASTIC_ERROR_FILE")) return false;
+  if (!settings::get<"TORCHELASTIC_ERROR_FILE">()) return false;
   previous_handler = std::set_terminate(on_terminate);
   return true;
 }();
@@ -51,8 +51,8 @@ std::terminate_handler previous_handler = nullptr;
 
 bool write_error_file(const std::string& message, const std::string& py_callstack) {
   try {
-    auto path = get_env("TORCHELASTIC_ERROR_FILE");
-    if (!path || path->empty()) return false;
+    auto path = settings::get<"TORCHELASTIC_ERROR_FILE">();
+    if (!path) return false;
     std::string json = "{\"message\": {\"message\": ";
     append_json_string(json, message);
     json += ", \"extraInfo\": {\"py_callstack\": ";

@@ -6,7 +6,7 @@
 #include <chrono>
 #include <vector>
 
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist {
 
@@ -15,11 +15,11 @@ namespace {
 constexpr std::chrono::milliseconds kRetryAfter{10};
 
 int decide_home() {
-  if (!env_flag("TDIST_HOME_CPU", true)) return -1;
+  if (!settings::get<"TDIST_HOME_CPU">()) return -1;
   std::optional<long long> local_rank, local_size;
   try {
-    local_rank = get_env_int("LOCAL_RANK");
-    local_size = get_env_int("LOCAL_WORLD_SIZE");
+    local_rank = settings::get<"LOCAL_RANK">();
+    local_size = settings::get<"LOCAL_WORLD_SIZE">();
   } catch (...) {
     return -1;  // garbage in these variables is the launcher's business, not a reason to fail here
   }

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "util/settings.h"
+
 namespace tdist {
 
 std::string hostname() {
@@ -14,10 +16,12 @@ std::string hostname() {
   return buf;
 }
 
+// Kept for the process's life: the ranks compare it when every group is made,
+// and a process cannot move to another host.
 const std::string& host_id() {
   static const std::string id = [] {
     // Set: the ranks' own word for their host (emulated hosts in tests).
-    if (const char* given = std::getenv("TDIST_HOST_ID"); given && *given) return std::string("id:") + given;
+    if (auto given = settings::get<"TDIST_HOST_ID">()) return "id:" + *given;
     std::string boot;
     std::ifstream f("/proc/sys/kernel/random/boot_id");
     std::getline(f, boot);

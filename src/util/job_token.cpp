@@ -11,16 +11,16 @@
 #include <sstream>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 #include "util/socket.h"
 
 namespace tdist::auth {
 
 std::optional<std::string> job_token() {
-  if (auto v = get_env("TDIST_JOB_TOKEN"); v && !v->empty()) return v;
-  auto path = get_env("TDIST_JOB_TOKEN_FILE");
-  if (!path || path->empty()) return std::nullopt;
+  if (auto v = settings::get<"TDIST_JOB_TOKEN">()) return v;
+  auto path = settings::get<"TDIST_JOB_TOKEN_FILE">();
+  if (!path) return std::nullopt;
   struct stat st {};
   if (::stat(path->c_str(), &st) != 0)
     throw DistValueError("TDIST_JOB_TOKEN_FILE=" + *path + ": cannot read the file (" + errno_string(errno) + ")");

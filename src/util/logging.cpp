@@ -5,20 +5,20 @@
 #include <cstdio>
 #include <mutex>
 
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist {
 
 namespace {
-// The values come in the registry's spelling (util/settings.cpp: aliases
+// The values come in the registry's spelling (util/settings_table.h: aliases
 // such as torch's WARNING and FATAL are mapped there).
 LogLevel parse_level() {
-  auto debug = get_env("TDIST_DEBUG");
-  if (debug && *debug != "OFF") return *debug == "DETAIL" ? LogLevel::Debug : LogLevel::Info;
-  auto v = get_env("TDIST_LOG_LEVEL");
-  if (!v || *v == "WARN") return LogLevel::Warn;
-  if (*v == "ERROR") return LogLevel::Error;
-  return *v == "INFO" ? LogLevel::Info : LogLevel::Debug;
+  const settings::Debug debug = settings::debug_level();
+  if (debug != settings::Debug::Off) return debug == settings::Debug::Detail ? LogLevel::Debug : LogLevel::Info;
+  const std::string_view v = settings::get<"TDIST_LOG_LEVEL">();
+  if (v == "WARN") return LogLevel::Warn;
+  if (v == "ERROR") return LogLevel::Error;
+  return v == "INFO" ? LogLevel::Info : LogLevel::Debug;
 }
 const char* level_name(LogLevel l) {
   switch (l) {
@@ -34,7 +34,8 @@ const char* level_name(LogLevel l) {
 // A log line may be written where nothing can throw (a destructor, a thread's
 // last words): a bad level is said here, once, as an error line, and the
 // default kept. init_process_group reads the settings first (check_environment)
-// and raises the same DistValueError to the caller.
+// and raises the same DistValueError to the caller. Kept for the process's
+// life: every log line asks for it, and a process logs at one level.
 LogLevel log_level() {
   static const LogLevel level = [] {
     try {

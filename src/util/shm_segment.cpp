@@ -16,7 +16,7 @@
 #include <utility>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/socket.h"
 
 namespace tdist {
@@ -146,9 +146,6 @@ void ShmSegment::unlink() {
   owns_name_ = false;
 }
 
-bool shm_enabled() {
-  auto v = get_env("TDIST_SHM");
-  return !v || *v != "0";
-}
+bool shm_enabled() { return settings::get<"TDIST_SHM">(); }
 
 }  // namespace tdist

@@ -58,7 +58,7 @@ TEST(Settings, EveryVariableTheSourcesNameIsRegistered) {
   EXPECT_GT(seen, 10) << "the scan found almost nothing: wrong source directory?";
   std::string list;
   for (const auto& m : missing) list += " " + m;
-  EXPECT_TRUE(missing.empty()) << "not in src/util/settings.cpp:" << list;
+  EXPECT_TRUE(missing.empty()) << "not in src/util/settings_table.h:" << list;
 }
 
 TEST(Settings, EveryEntryIsDocumented) {
@@ -66,9 +66,116 @@ TEST(Settings, EveryEntryIsDocumented) {
   for (const SettingInfo& s : all_settings()) {
     EXPECT_TRUE(names.insert(s.name).second) << s.name << " is registered twice";
     EXPECT_GT(std::string(s.meaning).size(), 10u) << s.name;
-    EXPECT_FALSE(std::string(s.type).empty()) << s.name;
-    EXPECT_FALSE(std::string(s.default_value).empty()) << s.name;
+    EXPECT_FALSE(std::string(s.group).empty()) << s.name;
   }
+}
+
+bool takes_a_number(SettingType t) {
+  return t == SettingType::Bool || t == SettingType::Int || t == SettingType::Bytes || t == SettingType::Micros ||
+         t == SettingType::Millis || t == SettingType::Seconds || t == SettingType::FractionalSeconds;
+}
+
+// A default is of its setting's type and within its range: the registry's
+// own parser takes its text back unchanged.
+TEST(Settings, EveryDefaultIsOfItsTypeAndInItsRange) {
+  for (const SettingInfo& s : all_settings()) {
+    EXPECT_FALSE(s.default_number && s.default_text) << s.name << " has two defaults";
+    EXPECT_LE(s.min, s.max) << s.name;
+    if (s.type == SettingType::Choice) {
+      ASSERT_NE(s.choices, nullptr) << s.name << " is a choice without choices";
+      ASSERT_NE(s.default_text, nullptr) << s.name << ": a choice needs its default";
+      EXPECT_EQ(parse_setting(s, s.name, s.default_text), s.default_text) << s.name;
+    } else if (takes_a_number(s.type)) {
+      EXPECT_EQ(s.default_text, nullptr) << s.name << ": a number's default is a number";
+      if (s.type == SettingType::Bool && s.default_number) EXPECT_TRUE(*s.default_number == 0 || *s.default_number == 1) << s.name;
+      if (s.default_number) EXPECT_NO_THROW(parse_setting(s, s.name, std::to_string(*s.default_number))) << s.name;
+    } else {
+      EXPECT_FALSE(s.default_number) << s.name << ": text has a text default";
+    }
+    if (s.type != SettingType::Choice) EXPECT_EQ(s.choices, nullptr) << s.name;
+  }
+}
+
+TEST(Settings, TheDocumentationShowsTypedDefaultsAndRanges) {
+  const std::string doc = settings_markdown();
+  for (const char* row : {"| `TDIST_SHM_RING_BYTES` | bytes, from 4 KiB to 1 GiB | 512 KiB |",
+                          "| `TDIST_SOCKETS_PER_PEER` | int, from 1 to 16 | 1 |",
+                          "| `TDIST_STORE_IDLE_TIMEOUT_S` | s, at least 0 | 0 (never) |",
+                          "| `TDIST_TIMEOUT` | seconds (fractions allowed) | 1800 (30 minutes, torch's) |",
+                          "| `TDIST_DEBUG` | OFF, INFO, DETAIL | OFF | `TORCH_DISTRIBUTED_DEBUG` |",
+                          "| `TDIST_JOB_TOKEN` | text | unset (open, with a warning) |"})
+    EXPECT_NE(doc.find(row), std::string::npos) << "no '" << row << "' in settings_markdown()";
+}
+
+TEST(Settings, ReadersGetTypedValuesAndTheDefaultWhereUnset) {
+  ScopedEnv slot("TDIST_SHM_SLOT_BYTES", nullptr), spin("TDIST_SPIN_US", nullptr), shm("TDIST_SHM", nullptr);
+  EXPECT_EQ(settings::get<"TDIST_SHM_SLOT_BYTES">(), 256 * 1024);
+  EXPECT_EQ(settings::get<"TDIST_SPIN_US">(), std::chrono::microseconds(250));
+  EXPECT_TRUE(settings::get<"TDIST_SHM">());
+  ScopedEnv slot_set("TDIST_SHM_SLOT_BYTES", "+4096"), spin_set("TDIST_SPIN_US", "7"), shm_off("TDIST_SHM", "off");
+  EXPECT_EQ(settings::get<"TDIST_SHM_SLOT_BYTES">(), 4096);
+  EXPECT_EQ(settings::get<"TDIST_SPIN_US">(), std::chrono::microseconds(7));
+  EXPECT_FALSE(settings::get<"TDIST_SHM">());
+  ScopedEnv handshake("TDIST_STORE_HANDSHAKE_MS", "20"), idle("TDIST_STORE_IDLE_TIMEOUT_S", "3");
+  EXPECT_EQ(settings::get<"TDIST_STORE_HANDSHAKE_MS">(), std::chrono::milliseconds(20));
+  EXPECT_EQ(settings::get<"TDIST_STORE_IDLE_TIMEOUT_S">(), std::chrono::seconds(3));
+  ScopedEnv timeout("TDIST_TIMEOUT", "0.25");
+  EXPECT_EQ(settings::get<"TDIST_TIMEOUT">(), std::chrono::milliseconds(250));
+  ScopedEnv no_timeout("TDIST_TIMEOUT", nullptr);
+  EXPECT_EQ(settings::get<"TDIST_TIMEOUT">(), std::chrono::milliseconds(1800 * 1000));
+}
+
+TEST(Settings, ASettingWithoutADefaultIsEmptyWhereUnsetOrEmpty) {
+  ScopedEnv unset("TDIST_TCP_SLICE_BYTES", nullptr), trace("TDIST_TRACE", "");
+  EXPECT_EQ(settings::get<"TDIST_TCP_SLICE_BYTES">(), std::nullopt);
+  EXPECT_EQ(settings::get<"TDIST_TRACE">(), std::nullopt);
+  ScopedEnv set("TDIST_TCP_SLICE_BYTES", "0"), dir("TDIST_TRACE", "/tmp/x");
+  EXPECT_EQ(settings::get<"TDIST_TCP_SLICE_BYTES">(), 0);
+  EXPECT_EQ(settings::get<"TDIST_TRACE">(), "/tmp/x");
+}
+
+TEST(Settings, ListsAreSplitAtCommasWithoutBlanksOrEmptyItems) {
+  ScopedEnv none("TDIST_TRANSPORTS", nullptr);
+  EXPECT_EQ(settings::get<"TDIST_TRANSPORTS">(), (std::vector<std::string>{"shm", "tcp"}));
+  ScopedEnv listed("TDIST_TRANSPORTS", " tcp ,, shm");
+  EXPECT_EQ(settings::get<"TDIST_TRANSPORTS">(), (std::vector<std::string>{"tcp", "shm"}));
+  EXPECT_EQ(settings::text<"TDIST_TRANSPORTS">(), " tcp ,, shm");
+  ScopedEnv ours("TDIST_SOCKET_IFNAME", nullptr), theirs("GLOO_SOCKET_IFNAME", "eth0,eth1");
+  EXPECT_EQ(settings::get<"TDIST_SOCKET_IFNAME">(), (std::vector<std::string>{"eth0", "eth1"}));
+  ScopedEnv empty("TDIST_TRANSPORTS", "");  // set, and lists nothing: its reader says so
+  EXPECT_EQ(settings::get<"TDIST_TRANSPORTS">(), std::vector<std::string>{});
+  EXPECT_EQ(settings::text<"TDIST_TRANSPORTS">(), "");
+}
+
+TEST(Settings, TheDebugLevelIsOneChoiceReadOnce) {
+  ScopedEnv ours("TDIST_DEBUG", nullptr), theirs("TORCH_DISTRIBUTED_DEBUG", nullptr);
+  EXPECT_EQ(settings::debug_level(), settings::Debug::Off);
+  EXPECT_EQ(get_debug_level(), DebugLevel::OFF);
+  ScopedEnv torch("TORCH_DISTRIBUTED_DEBUG", "info");
+  EXPECT_EQ(settings::debug_level(), settings::Debug::Info);
+  EXPECT_EQ(get_debug_level(), DebugLevel::INFO);
+  ScopedEnv detail("TDIST_DEBUG", "Detail");
+  EXPECT_EQ(settings::debug_level(), settings::Debug::Detail);
+  EXPECT_EQ(get_debug_level(), DebugLevel::DETAIL);
+  ScopedEnv bad("TDIST_DEBUG", "loud");
+  EXPECT_THROW(get_debug_level(), DistValueError);
+}
+
+TEST(Settings, ANumberPastItsRangeIsRefusedNamingTheRange) {
+  ScopedEnv sockets("TDIST_SOCKETS_PER_PEER", "17");
+  try {
+    settings::get<"TDIST_SOCKETS_PER_PEER">();
+    ADD_FAILURE() << "17 sockets per peer were taken";
+  } catch (const DistValueError& e) {
+    for (const char* w : {"TDIST_SOCKETS_PER_PEER='17'", "from 1 to 16"})
+      EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+  }
+  ScopedEnv ring("TDIST_SHM_RING_BYTES", "2048");
+  EXPECT_THROW(settings::get<"TDIST_SHM_RING_BYTES">(), DistValueError);
+  ScopedEnv port("MASTER_PORT", "65536");
+  EXPECT_THROW(settings::get<"MASTER_PORT">(), DistValueError);
+  ScopedEnv huge("TDIST_SPIN_US", "99999999999999999999");  // past 64 bits
+  EXPECT_THROW(settings::get<"TDIST_SPIN_US">(), DistValueError);
 }
 
 TEST(Settings, TorchsNameIsReadWhereOursIsUnset) {
@@ -142,7 +249,7 @@ TEST(Settings, BoolsComeBackAsOneOrZeroAndAnythingElseIsRefused) {
   EXPECT_EQ(get_env("TDIST_SHM"), "1");
   ScopedEnv bad("TDIST_SHM", "nope");
   expect_mentions(refusal("TDIST_SHM"), {"TDIST_SHM='nope'", "1 or 0"});
-  EXPECT_THROW(env_flag("TDIST_SHM", true), DistValueError);
+  EXPECT_THROW(settings::get<"TDIST_SHM">(), DistValueError);
 }
 
 TEST(Settings, NumbersMustBeWholeNumbers) {
@@ -162,16 +269,12 @@ TEST(Settings, NumbersMustBeWholeNumbers) {
 // Every setting follows its type's rule: one that is not free text refuses a
 // value of no type, naming itself, and every type is one the parser knows.
 TEST(Settings, EverySettingRefusesABadValueOfItsType) {
-  const std::set<std::string> free{"text", "path", "path prefix", "list"};
   for (const SettingInfo& s : all_settings()) {
-    const std::string type = s.type;
-    if (free.count(type)) {
+    if (s.type == SettingType::Text || s.type == SettingType::Path || s.type == SettingType::PathPrefix ||
+        s.type == SettingType::List) {
       EXPECT_EQ(parse_setting(s, s.name, "#?"), "#?") << s.name;
       continue;
     }
-    EXPECT_TRUE(type == "bool" || type == "int" || type == "bytes" || type == "µs" || type == "ms" || type == "s" || type == "seconds" ||
-                type.find(", ") != std::string::npos)
-        << s.name << ": type '" << type << "' is neither a known one nor a list of choices";
     try {
       parse_setting(s, s.name, "#?");
       ADD_FAILURE() << s.name << " took '#?'";

@@ -50,8 +50,7 @@ TdistComm::TdistComm(const Options& options) : rank_(tdist::get_rank()), size_(t
   if (!tdist::cuda::is_built())
     throw std::runtime_error("--device cuda: this libtdist was built without CUDA; its backends refuse device buffers");
   // Ranks of one host share the GPUs round-robin: N ranks on a one-GPU machine share it.
-  const char* local = std::getenv("LOCAL_RANK");
-  const int local_rank = local ? std::atoi(local) : rank_;
+  const int local_rank = tdist::get_node_local_rank(rank_);  // LOCAL_RANK, read by tdist's settings
   device_ = count > 0 ? local_rank % count : 0;
   cuda_memory::set_device(device_);
   device_name_ = cuda_memory::describe(device_);

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "util/settings.h"
+
 namespace tdistrun {
 namespace {
 
@@ -31,10 +33,7 @@ bool any_redirect(const StdChoice& c) {
 LogLayout::LogLayout(const Options& opt) : opt_(opt) {
   std::string parent = opt.log_dir;
   keep_ = !opt.log_dir.empty() || any_redirect(opt.redirects) || any_redirect(opt.tee);
-  if (parent.empty()) {
-    const char* tmp = std::getenv("TMPDIR");
-    parent = tmp != nullptr && *tmp != '\0' ? tmp : "/tmp";
-  }
+  if (parent.empty()) parent = tdist::settings::get<"TMPDIR">();
   make_dir(parent);
   // The run id comes from the user; keep it to one path component.
   std::string id = opt.rdzv_id;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "init/slurm.h"
+#include "util/settings.h"
 #include "tdist/errors.h"
 
 namespace tdistrun {
@@ -480,9 +481,13 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   if (has("pass-local-rank")) opt.pass_local_rank = true;
   if (has("no-prefix")) opt.prefix_output = false;
   if (auto v = env("TDIST_RUN_PREFIX")) {
-    auto b = parse_bool(*v);
-    if (!b) return usage_error("invalid value '" + *v + "' for TDIST_RUN_PREFIX: expected 1/0 (or true/false)");
-    if (!*b && !has("no-prefix")) opt.prefix_output = false;
+    std::optional<std::string> b;  // the registry's spelling of a bool, "1" or "0"
+    try {
+      b = tdist::parse_setting(tdist::settings::info<"TDIST_RUN_PREFIX">(), "TDIST_RUN_PREFIX", *v);
+    } catch (const tdist::DistValueError& e) {
+      return usage_error(e.what());
+    }
+    if (b == "0" && !has("no-prefix")) opt.prefix_output = false;
   }
   if (has("standalone")) {
     const Setting& s = set["standalone"];

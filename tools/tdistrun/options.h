@@ -71,6 +71,9 @@ struct ParseResult {
 };
 
 // Looks up an environment variable (nullopt when unset). Injected for tests.
+// The launcher's own reading: the scheduler's variables (SLURM_*) and the
+// environment form of its options, whose TDIST_* values tdist's settings
+// registry checks (options.cpp).
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 EnvLookup process_env();
 

@@ -4,7 +4,7 @@
 
 #include "algorithms/tags.h"
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::ipc {
 
@@ -55,12 +55,10 @@ ReduceOp combining_op(ReduceOp op) {
 }  // namespace
 
 PathChoice path_setting() {
-  // get_env checked the value and spells it as the registry does.
-  auto value = get_env("TDIST_CUDA_PATH");
-  if (!value || *value == "AUTO") return PathChoice::Auto;
-  if (*value == "STAGED") return PathChoice::Staged;
-  if (*value == "IPC") return PathChoice::Ipc;
-  throw DistValueError("TDIST_CUDA_PATH='" + *value + "': expected AUTO, STAGED or IPC");
+  // The registry checked the value and spells it as its choices do.
+  const std::string_view value = settings::get<"TDIST_CUDA_PATH">();
+  if (value == "STAGED") return PathChoice::Staged;
+  return value == "IPC" ? PathChoice::Ipc : PathChoice::Auto;
 }
 
 Plan plan(int, Engine* const&, const Tensor& t, const ReduceOp&) {

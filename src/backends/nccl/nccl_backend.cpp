@@ -10,7 +10,7 @@
 #include "tdist/errors.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/error_context.h"
 #include "util/tick_clock.h"
 
@@ -87,11 +87,11 @@ NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const
     : Backend(rank, size), store_(std::move(store)), options_(options) {
   const std::string label = label_of(rank, options);
   const Api& a = api(label + ": nccl");
-  if (auto emulated = get_env_int("TDIST_EMULATE_CUDA"); emulated && *emulated > 0)
+  if (const long long emulated = settings::get<"TDIST_EMULATE_CUDA">(); emulated > 0)
     throw DistBackendError(label + ": nccl needs real CUDA devices; TDIST_EMULATE_CUDA=" +
-                           std::to_string(*emulated) + " emulates devices in host memory, which NCCL cannot use "
+                           std::to_string(emulated) + " emulates devices in host memory, which NCCL cannot use "
                            "(use backend \"tdist\" for emulated CUDA tensors)");
-  state_ = std::make_shared<CommState>(a, label, env_flag("TDIST_NCCL_BLOCKING_WAIT", false));
+  state_ = std::make_shared<CommState>(a, label, settings::get<"TDIST_NCCL_BLOCKING_WAIT">());
   parent_ = std::dynamic_pointer_cast<NcclBackend>(options.parent);
   options_.parent.reset();
   // Eager: the device is known, or the parent's communicator is there to split.
@@ -122,7 +122,7 @@ int NcclBackend::pick_device(int requested, const std::string& who) const {
   if (device < 0) {
     // As torch guesses a device for a rank that named none: LOCAL_RANK's,
     // else the thread's current one.
-    if (auto local = get_env_int("LOCAL_RANK"))
+    if (auto local = settings::get<"LOCAL_RANK">())
       device = static_cast<int>(*local % count);
     else if (cudaGetDevice(&device) != cudaSuccess)
       device = 0;

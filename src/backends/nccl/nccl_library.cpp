@@ -7,7 +7,7 @@
 
 #include "backends/nccl_availability.h"
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::nccl {
 
@@ -22,7 +22,7 @@ struct Loaded {
 
 // The places to try, in order (nccl_library.h says why these).
 std::vector<std::string> candidates() {
-  if (auto named = get_env("TDIST_NCCL_LIBRARY")) return {*named};
+  if (auto named = settings::get<"TDIST_NCCL_LIBRARY">()) return {*named};
   return {"libnccl.so.2", kToolkitLibrary};
 }
 
@@ -61,7 +61,7 @@ Loaded load() {
   }
   if (handle == nullptr) {
     out.error = "NCCL could not be loaded: tried " + tried +
-                (get_env("TDIST_NCCL_LIBRARY") ? " (TDIST_NCCL_LIBRARY names the only file tried)"
+                (settings::get<"TDIST_NCCL_LIBRARY">() ? " (TDIST_NCCL_LIBRARY names the only file tried)"
                                                : " (set TDIST_NCCL_LIBRARY to the path of libnccl.so.2)");
     return out;
   }

@@ -4,7 +4,7 @@
 #include <string>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 #include "util/socket.h"
 
@@ -37,15 +37,8 @@ ShmLink::ShmLink(ShmSegment seg, size_t ring_bytes, bool is_low) : segment(std::
   rx = is_low ? hl : lh;
 }
 
-size_t shm_ring_bytes() {
-  constexpr size_t kDefault = 512 * 1024;
-  auto v = get_env("TDIST_SHM_RING_BYTES");
-  if (!v) return kDefault;
-  size_t n = std::stoull(*v);
-  if (n < 4096 || n > (size_t{1} << 30))
-    throw DistValueError("TDIST_SHM_RING_BYTES=" + *v + " is out of range (4096 .. 1 GiB)");
-  return n;
-}
+// The registry holds its default and range (4 KiB to 1 GiB).
+size_t shm_ring_bytes() { return static_cast<size_t>(settings::get<"TDIST_SHM_RING_BYTES">()); }
 
 // Three phases so that no rank waits on one that waits on it: offer to every
 // higher peer, answer every lower one, then read the answers.

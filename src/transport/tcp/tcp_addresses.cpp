@@ -12,7 +12,7 @@
 
 #include "tdist/errors.h"
 #include "util/bind_address.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::tcp_addresses {
 
@@ -54,11 +54,9 @@ std::vector<std::pair<std::string, InterfaceAddresses>> interfaces_up() {
 // unset), in the listed order; none when neither is set.
 std::vector<std::string> listed_interfaces() {
   std::vector<std::string> names;
-  if (auto wanted = get_env("TDIST_SOCKET_IFNAME")) {
-    std::stringstream ss(*wanted);
-    for (std::string n; std::getline(ss, n, ',');)
-      if (!n.empty() && std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
-  }
+  if (auto wanted = settings::get<"TDIST_SOCKET_IFNAME">())
+    for (std::string& n : *wanted)
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(std::move(n));
   return names;
 }
 
@@ -103,10 +101,10 @@ std::vector<std::string> local_addresses(const std::vector<std::string>& listed,
 // every interface with TDIST_BIND_ALL=1 or when none of these is known (a
 // group made over a user's store).
 std::string choose_bind_address(std::vector<std::string>& addresses) {
-  if (env_flag("TDIST_BIND_ALL", false)) return "";
-  if (get_env("TDIST_SOCKET_IFNAME")) return addresses.front();
-  auto master = get_env("MASTER_ADDR");
-  if (!master || master->empty()) return "";
+  if (settings::get<"TDIST_BIND_ALL">()) return "";
+  if (settings::get<"TDIST_SOCKET_IFNAME">()) return addresses.front();
+  auto master = settings::get<"MASTER_ADDR">();
+  if (!master) return "";
   if (is_loopback_host(*master)) {
     addresses = {"127.0.0.1"};
     return addresses.front();

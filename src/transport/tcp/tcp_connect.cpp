@@ -19,7 +19,7 @@
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_peer.h"
 #include "transport/tcp/tcp_transport.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/error_context.h"
 #include "util/host_id.h"
 #include "util/logging.h"
@@ -275,8 +275,8 @@ void TcpTransport::register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::s
                                  std::unique_ptr<ShmLink> link) {
   // Set: every socket; unset: the sockets of peers on other hosts only (on
   // loopback they cost 1.5-2.5x from 1 MiB: docs/configuration.md).
-  const auto slice_setting = get_env_int("TDIST_TCP_SLICE_BYTES");
-  const auto unsent_setting = get_env_int("TDIST_TCP_NOTSENT_LOWAT");
+  const auto slice_setting = settings::get<"TDIST_TCP_SLICE_BYTES">();
+  const auto unsent_setting = settings::get<"TDIST_TCP_NOTSENT_LOWAT">();
   std::unique_lock<std::mutex> lock(conn_mu_);
   if (stop_.load(std::memory_order_acquire) || p.link == Peer::Link::Failed) {
     lock.unlock();

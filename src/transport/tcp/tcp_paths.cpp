@@ -7,7 +7,7 @@
 #include "transport/shm/shm_path.h"
 #include "transport/tcp/tcp_peer.h"
 #include "transport/tcp/tcp_transport.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/host_id.h"
 
 namespace tdist {
@@ -30,7 +30,7 @@ std::unique_ptr<ShmLink> TcpTransport::attach_shm(int peer, int fd, Deadline dea
     link = std::move(connect_shm_links(rank_, candidates, want_shm, deadline, options_.label).front());
   }
   if (link || tcp_at != order.end()) return link;  // without rings, the socket carries the data
-  throw DistValueError(options_.label + ": TDIST_TRANSPORTS=" + get_env("TDIST_TRANSPORTS").value_or("") +
+  throw DistValueError(options_.label + ": TDIST_TRANSPORTS=" + settings::text<"TDIST_TRANSPORTS">() +
                        " reaches no path to " + describe_peer(peer) +
                        (local ? " (no shared memory with it: see the warnings above, or its TDIST_TRANSPORTS)"
                               : " (it runs on another host, which only tcp reaches)"));

@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "tdist/errors.h"
-#include "util/env.h"
+#include "util/settings.h"
 
 namespace tdist::tcp {
 
@@ -13,13 +13,9 @@ namespace tdist::tcp {
 // smaller of its two ranks' numbers, so a rank started without the variable
 // still connects (with one socket).
 int sockets_per_peer() {
-  auto v = get_env("TDIST_SOCKETS_PER_PEER");
-  if (!v) return 1;
-  auto n = get_env_int("TDIST_SOCKETS_PER_PEER");
-  if (!n || *n < 1 || *n > kMaxSocketsPerPeer)
-    throw DistValueError("TDIST_SOCKETS_PER_PEER=" + *v + " is not a number of sockets from 1 to " +
-                         std::to_string(kMaxSocketsPerPeer));
-  return static_cast<int>(*n);
+  static_assert(settings::info<"TDIST_SOCKETS_PER_PEER">().max == kMaxSocketsPerPeer,
+                "the registry's range of TDIST_SOCKETS_PER_PEER is what the wire carries");
+  return static_cast<int>(settings::get<"TDIST_SOCKETS_PER_PEER">());
 }
 
 std::string encode(const PeerRecord& info) {

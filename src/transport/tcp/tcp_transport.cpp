@@ -19,7 +19,7 @@
 #include "transport/wire.h"
 #include "util/error_context.h"
 #include "util/host_id.h"
-#include "util/env.h"
+#include "util/settings.h"
 #include "util/logging.h"
 #include "util/thread_name.h"
 
@@ -41,12 +41,11 @@ constexpr size_t kWriteChunkBytes = 256 * 1024;
 // other core still sees its message at once; blocking there after 2 us was
 // slower. The measurements: docs/tuning_log.md, Transport.
 SpinPolicy spin_policy(int local_ranks) {
-  if (auto lws = get_env_int("LOCAL_WORLD_SIZE")) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
+  if (auto lws = settings::get<"LOCAL_WORLD_SIZE">()) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
-  SpinPolicy policy{std::chrono::microseconds(250),
+  SpinPolicy policy{settings::get<"TDIST_SPIN_US">(),
                     oversubscribed ? std::chrono::nanoseconds(0) : std::chrono::microseconds(2)};
-  if (auto v = get_env("TDIST_SPIN_US")) policy.spin = std::chrono::microseconds(std::stoll(*v));
   return policy;
 }
 
@@ -58,8 +57,7 @@ SpinPolicy spin_policy(int local_ranks) {
 // (docs/tuning_log.md: Transport).
 
 size_t rendezvous_threshold() {
-  if (auto v = get_env_int("TDIST_TCP_RENDEZVOUS_BYTES")) return *v > 0 ? static_cast<size_t>(*v) : 0;
-  return size_t{512} << 10;
+  return static_cast<size_t>(settings::get<"TDIST_TCP_RENDEZVOUS_BYTES">());  // at least 0 (the registry)
 }
 }  // namespace
 
