@@ -36,6 +36,7 @@
 #include "tdist/store.h"
 #include "transport/data_path.h"
 #include "transport/matching.h"
+#include "transport/mesh.h"
 #include "transport/transport.h"
 #include "util/socket.h"
 
@@ -50,20 +51,10 @@ struct SpinPolicy {
   std::chrono::nanoseconds pause_only;
 };
 
-struct TcpTransportOptions {
-  std::string label;              // "rank 1 of group default_pg": prefixes errors
-  std::vector<int> global_ranks;  // transport rank -> global rank, for messages
-  Millis timeout{300'000};        // for the connection set-up
-  // Given the tag of a receive waiting on a peer and the tag of a message that
-  // peer sent instead, says how the ranks are out of step ("" if they are not).
-  // The waiting receive then fails at once rather than at its deadline.
-  std::function<std::string(uint64_t waiting_tag, uint64_t arrived_tag)> desync{};
-  // What a message's tag belongs to ("all_reduce #2 (float32, SUM, step 1)"),
-  // for errors about one message; unset: the tag's number is shown.
-  std::function<std::string(uint64_t tag)> describe_tag{};
-};
+// The options of connect_mesh (transport/mesh.h).
+using TcpTransportOptions = MeshOptions;
 
-class TcpTransport final : public Transport, private PathHost {
+class TcpTransport final : public Mesh, private PathHost {
  public:
   // Publishes this rank's address under the store and reads every other
   // rank's; blocks until all ranks published (DistNetworkError naming the
@@ -81,24 +72,16 @@ class TcpTransport final : public Transport, private PathHost {
   // for this rank fails at once saying it left (not that it crashed).
   void close(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
-  // aborted() != nullptr, in one atomic load (checked before every operation
-  // of every group that shares this transport).
-  bool stopped() const { return stop_.load(std::memory_order_acquire); }
   std::exception_ptr failure() const override;
   std::exception_ptr peer_failure(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
   std::string host_of(int peer) const override;
 
-  // A communicator of this transport (transport/communicator.h) is closed:
-  // its posted receives fail with `cause`, its buffered messages are freed,
-  // and its messages that arrive later are dropped. The caller makes sure no
-  // request of it is under way (its outstanding count is zero).
-  void close_comm(uint32_t comm, std::exception_ptr cause);
-  // Before close_comm, when this rank leaves the communicator: tells each of
-  // `links` (its members, as this transport's ranks) that has a connection,
-  // after the communicator's messages to it (wire::kLeaveMagic).
-  void say_goodbye(uint32_t comm, const std::vector<int>& links);
+  // Mesh (transport/mesh.h): a communicator's close; say_goodbye sends
+  // wire::kLeaveMagic after the communicator's messages.
+  void close_comm(uint32_t comm, std::exception_ptr cause) override;
+  void say_goodbye(uint32_t comm, const std::vector<int>& links) override;
 
   struct Peer;
   struct Directory;
@@ -244,7 +227,6 @@ class TcpTransport final : public Transport, private PathHost {
   void epoll_update(int op, int fd, uint32_t events, uint32_t id);
   Fd wake_fd_;  // written once, by abort(): stays readable so every epoll_wait returns
   std::thread progress_;
-  std::atomic<bool> stop_{false};
   // The peers reached through a data path other than their socket: the
   // first path_peer_count_ entries, appended as pairs connect (capacity for
   // every peer, so readers need no lock).
