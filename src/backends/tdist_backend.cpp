@@ -13,7 +13,7 @@
 #include "trace/flight_recorder.h"
 #include "reduce/reduction_kernels.h"
 #include "transport/communicator.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/mesh.h"
 #include "util/settings.h"
 #include "util/error_context.h"
 #include "work/device_work.h"
@@ -260,10 +260,10 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     state_->transport = std::make_shared<Communicator>(parent_links->transport, comm, globals, rank);
     state_->links = parent_links;
   } else {
-    TcpTransportOptions topts{state_->label, options.global_ranks, options.timeout};
+    MeshOptions topts{state_->label, options.global_ranks, options.timeout};
     topts.desync = describe_desync;
     topts.describe_tag = describe_tag;
-    std::shared_ptr<TcpTransport> own = TcpTransport::connect(*store, rank, size, topts);
+    std::shared_ptr<Mesh> own = connect_mesh(*store, rank, size, topts);
     bool numbered_globally = true;  // group rank == global rank: the default group
     for (int r = 0; r < size; ++r) numbered_globally = numbered_globally && globals[r] == r;
     if (numbered_globally && !options.parent) {

@@ -22,7 +22,7 @@
 #include "backends/work_queue.h"
 #include "work/spare_work.h"
 #include "engines/engine.h"
-#include "transport/tcp/tcp_transport.h"
+#include "transport/mesh.h"
 #include "transport/transport.h"
 #include "util/spin_lock.h"
 
@@ -75,7 +75,7 @@ class TdistBackend final : public Backend {
 
   // The default group's connections, shared by every group made from it.
   struct SharedLinks {
-    std::shared_ptr<TcpTransport> transport;
+    std::shared_ptr<Mesh> transport;
     std::shared_ptr<Store> store;  // counts the communicator ids (agree_comm_id)
     std::mutex mu;
     // The first group failure, with its group's context: the cause the
@@ -90,7 +90,7 @@ class TdistBackend final : public Backend {
     std::string label;  // "rank 3 in group default_pg"
     std::shared_ptr<const std::string> shared_label;  // the same, for the works of this group
     // The group's transport: the process's shared one (the default group's
-    // TcpTransport), or a communicator over it (every other group).
+    // Mesh), or a communicator over it (every other group).
     std::shared_ptr<Transport> transport;
     // What the groups of a process share; null when this group's ranks are
     // not the default group's (then groups made from it connect anew).

@@ -1,11 +1,10 @@
 #include "transport/communicator.h"
 
 #include "tdist/errors.h"
-#include "transport/tcp/tcp_transport.h"
 
 namespace tdist {
 
-Communicator::Communicator(std::shared_ptr<TcpTransport> shared, uint32_t comm, std::vector<int> link_ranks,
+Communicator::Communicator(std::shared_ptr<Mesh> shared, uint32_t comm, std::vector<int> link_ranks,
                            int rank)
     : shared_(std::move(shared)), comm_(comm), link_ranks_(std::move(link_ranks)),
       group_rank_of_(shared_->size(), -1), rank_(rank) {

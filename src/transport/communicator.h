@@ -18,17 +18,16 @@
 #include <memory>
 #include <vector>
 
+#include "transport/mesh.h"
 #include "transport/transport.h"
 
 namespace tdist {
-
-class TcpTransport;
 
 class Communicator final : public Transport {
  public:
   // link_ranks[i]: the shared transport's rank of group rank i; `rank` is
   // this process's group rank.
-  Communicator(std::shared_ptr<TcpTransport> shared, uint32_t comm, std::vector<int> link_ranks, int rank);
+  Communicator(std::shared_ptr<Mesh> shared, uint32_t comm, std::vector<int> link_ranks, int rank);
   ~Communicator() override;
 
   int rank() const override { return rank_; }
@@ -47,7 +46,7 @@ class Communicator final : public Transport {
   uint32_t id() const { return comm_; }
 
  private:
-  const std::shared_ptr<TcpTransport> shared_;
+  const std::shared_ptr<Mesh> shared_;
   const uint32_t comm_;
   const std::vector<int> link_ranks_;  // group rank -> shared transport rank
   std::vector<int> group_rank_of_;     // shared transport rank -> group rank (-1: not a member)

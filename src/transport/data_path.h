@@ -6,10 +6,11 @@
 // default) that reaches it:
 //   shm  a pair of shared-memory rings (transport/shm/), for a peer on this host;
 //   tcp  the control socket itself, for any peer.
-// A new way (RDMA, say) is another DataPath, set up over the control socket
-// like the rings (see TcpTransport::attach_shm) and named in the list.
-// Matching, progress, deadlines and blame stay with the mesh: a path frames
-// bytes and hands each message to the mesh as it arrives.
+// A new way (RDMA, say) is another DataPath with a factory registered under
+// its name (transport/data_path_registry.h), set up over the control socket
+// like the rings, and named in the list. Matching (transport/matching.h),
+// progress, deadlines and blame stay with the mesh: a path frames bytes and
+// hands each message to the mesh as it arrives.
 #pragma once
 
 #include <cstddef>
@@ -23,8 +24,8 @@
 
 namespace tdist {
 
-// A message buffered by the mesh because no receive was posted for it yet
-// (defined by the mesh).
+// A message buffered because no receive was posted for it yet
+// (transport/matching.h).
 struct BufferedMessage;
 
 // Where the message that is arriving from a peer goes: a posted receive, a

@@ -81,6 +81,18 @@ struct Welcome {
 };
 static_assert(sizeof(Welcome) == 40);
 
+// Choosing a pair's data path, right after the hello, when some registered
+// data path other than the socket reaches the peer (transport/data_path.h):
+// each end sends the names it would use, in its order of preference, joined
+// by commas (list_size bytes follow the frame; 0: only the socket).
+inline constexpr uint32_t kPathPickMagic = 0x54445031;  // "TDP1"
+inline constexpr uint32_t kMaxPathPickList = 1024;
+struct PathPick {
+  uint32_t magic;
+  uint32_t list_size;
+};
+static_assert(sizeof(PathPick) == 8);
+
 // Set-up of shared-memory rings between two ranks of one host, right after
 // the hello: the lower rank offers a segment (its name follows; name_size 0:
 // no offer), the higher rank replies whether it mapped it.

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "tdist/errors.h"
+#include "transport/data_path_registry.h"
 #include "util/settings.h"
 #include "util/logging.h"
 #include "util/socket.h"
@@ -101,6 +102,28 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
   }
   return links;
 }
+
+// "shm" in TDIST_TRANSPORTS: the rings reach the peers of this host. The
+// pair's set-up still declines at either end that cannot map a segment, so
+// both ends then fall back alike.
+namespace {
+[[maybe_unused]] const bool kShmRegistered = [] {
+  register_data_path(
+      "shm", DataPathFactory{
+                 "shared memory",
+                 [](const SetupChannel& channel) { return channel.same_host(); },
+                 [](SetupChannel& channel, PathHost& host, Deadline deadline) -> std::unique_ptr<DataPath> {
+                   std::vector<ShmCandidate> candidates{ShmCandidate{channel.peer(), channel.fd(), channel.peer_name()}};
+                   auto link = std::move(
+                       connect_shm_links(channel.rank(), candidates, /*enabled=*/true, deadline, channel.label()).front());
+                   if (!link) return nullptr;
+                   return std::make_unique<ShmPath>(std::move(link), host, channel.peer());
+                 },
+                 [] { return shm_enabled() ? std::string() : std::string("TDIST_SHM=0"); },
+             });
+  return true;
+}();
+}  // namespace
 
 ShmPath::ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer)
     : link_(std::move(link)), host_(host), peer_(peer) {}

@@ -167,8 +167,8 @@ bool TcpTransport::dial_peer(Peer& p, Deadline deadline) {
     lanes.push_back(std::move(extra));
   }
   std::string address = peer_address(fd.get());
-  std::unique_ptr<ShmLink> link = attach_shm(peer, fd.get(), deadline);
-  register_peer(p, std::move(fd), std::move(lanes), std::move(address), std::move(link));
+  std::unique_ptr<DataPath> path = attach_path(peer, fd.get(), deadline);
+  register_peer(p, std::move(fd), std::move(lanes), std::move(address), std::move(path));
   return true;
 }
 
@@ -218,8 +218,8 @@ void TcpTransport::accept_loop() {
     partial.erase(from);
     Peer& p = *peers_[from];
     try {
-      std::unique_ptr<ShmLink> link = attach_shm(from, got.main.get(), got.deadline);
-      register_peer(p, std::move(got.main), std::move(got.lanes), std::move(got.address), std::move(link));
+      std::unique_ptr<DataPath> path = attach_path(from, got.main.get(), got.deadline);
+      register_peer(p, std::move(got.main), std::move(got.lanes), std::move(got.address), std::move(path));
     } catch (const DistError&) {
       link_failed(p, std::current_exception());
     }
@@ -272,7 +272,7 @@ void TcpTransport::accept_loop() {
 }
 
 void TcpTransport::register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address,
-                                 std::unique_ptr<ShmLink> link) {
+                                 std::unique_ptr<DataPath> path) {
   // Set: every socket; unset: the sockets of peers on other hosts only (on
   // loopback they cost 1.5-2.5x from 1 MiB: docs/configuration.md).
   const auto slice_setting = settings::get<"TDIST_TCP_SLICE_BYTES">();
@@ -286,7 +286,7 @@ void TcpTransport::register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::s
   p.fd = std::move(main);
   p.address = std::move(address);
   p.staging.resize(kStagingBytes);
-  if (link) p.path = std::make_unique<ShmPath>(std::move(link), static_cast<PathHost&>(*this), p.rank);
+  p.path = std::move(path);
   // Both ends know which path the pair uses: the extra sockets of a peer
   // reached otherwise would never carry anything, and close on both sides unread.
   if (!p.path) {
@@ -352,14 +352,7 @@ std::exception_ptr TcpTransport::link_failed(Peer& p, std::exception_ptr error) 
       p.failed = true;
       p.error = error;
     }
-    for (auto it = posted_.begin(); it != posted_.end();) {
-      if ((*it)->link_peer() == p.rank) {
-        (*it)->complete(error, p.rank);
-        it = posted_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    matching_.link_lost_locked(p.rank, error);
   }
   std::lock_guard<std::mutex> tx(p.tx_mu);
   if (!p.tx_failed) {

@@ -14,7 +14,6 @@
 
 #include "transport/request.h"
 #include "transport/data_path.h"
-#include "transport/shm/shm_path.h"
 #include "transport/tcp/tcp_record.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
@@ -37,23 +36,6 @@ inline void set_rcvlowat(int fd, int& current, int bytes) {
 // size + rank * kMaxSocketsPerPeer + index; then the transport's own eventfds.
 inline constexpr uint32_t kWakeEventId = UINT32_MAX;
 inline constexpr uint32_t kRescanEventId = UINT32_MAX - 1;
-
-struct BufferedMessage {
-  int peer;
-  uint32_t comm = 0;
-  uint64_t tag;
-  size_t size = 0;       // the message's size
-  // Only announced: data holds the payload's head (wire::rendezvous_head), and
-  // the sender waits for our clear-to-send to send the rest.
-  bool rendezvous = false;
-  uint32_t rendezvous_id = 0;
-  PayloadPool::Buffer data;  // from the transport's pool; returned once copied out
-  bool complete = false;     // all of data arrived
-  // A receive matched while data was still arriving: it gets data then (a
-  // rendezvous whose receive failed on its size has matched, but no waiter).
-  bool matched = false;
-  std::shared_ptr<Request> waiter;
-};
 
 // A received rendezvous message whose payload is arriving, in one piece or in
 // several (one per socket of the peer, see Lane).

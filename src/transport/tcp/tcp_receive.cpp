@@ -143,26 +143,6 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
   }
 }
 
-// The first posted receive that a message from `peer` with `tag` matches,
-// taken off the list; null when none. A receive of another size is failed
-// at once (the message is then discarded). With mu_ held.
-std::shared_ptr<Request> TcpTransport::take_posted_locked(int peer, uint32_t comm, uint64_t tag, size_t size,
-                                                          bool& fits) {
-  for (auto it = posted_.begin(); it != posted_.end(); ++it) {
-    auto& r = **it;
-    if (r.tag() != tag || r.comm() != comm || (r.link_peer() != kAnySender && r.link_peer() != peer)) continue;
-    auto req = std::move(*it);
-    if (it == posted_.begin())
-      posted_.pop_front();  // nearly always: receives match in the order posted
-    else
-      posted_.erase(it);
-    fits = req->size() == size;
-    if (!fits) req->complete(size_mismatch(peer, tag, req->size(), size), peer);
-    return req;
-  }
-  return nullptr;
-}
-
 // A header arrived over the socket: find its receive, or buffer it.
 void TcpTransport::begin_payload(Peer& p) {
   p.in_payload = true;
@@ -170,54 +150,9 @@ void TcpTransport::begin_payload(Peer& p) {
   p.dst = begin_message(p.rank, p.header, p.rx);
 }
 
-// A header arrived over any path: find its receive, or buffer it as
-// unexpected. Returns where the payload goes (nullptr: discard it).
+// A header arrived over any path: matching finds its receive, or buffers it.
 char* TcpTransport::begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) {
-  const uint64_t tag = header.tag;
-  const uint32_t comm = header.comm;
-  const size_t size = header.size;
-  std::lock_guard<std::mutex> lock(mu_);
-  bool fits = false;
-  if (auto req = take_posted_locked(peer, comm, tag, size, fits)) {
-    if (!fits) return nullptr;  // it failed on a size mismatch: discard the payload
-    char* dst = static_cast<char*>(req->data());
-    slot.request = std::move(req);
-    return dst;
-  }
-  // A late message of a destroyed group: nobody will receive it.
-  if (comm != 0 && closed_comms_.count(comm)) return nullptr;
-  fail_out_of_step_locked(peer, comm, tag);
-  auto entry = std::make_shared<Unexpected>();
-  entry->peer = peer;
-  entry->comm = comm;
-  entry->tag = tag;
-  entry->size = size;
-  try {
-    entry->data = payload_pool_.take(size);
-  } catch (const std::bad_alloc&) {
-    // Cannot buffer it: discard the payload and fail whoever expects it.
-    TDIST_LOG(LogLevel::Error, options_.label << ": cannot buffer " << size << " bytes from " << describe_peer(peer));
-    return nullptr;
-  }
-  char* dst = entry->data.data();
-  slot.buffered = entry;
-  unexpected_.push_back(std::move(entry));
-  return dst;
-}
-
-// Receives waiting on this peer for another operation will never be served.
-void TcpTransport::fail_out_of_step_locked(int peer, uint32_t comm, uint64_t arrived_tag) {
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    std::exception_ptr err = (*it)->link_peer() == peer && (*it)->comm() == comm
-                                 ? out_of_step(peer, (*it)->tag(), arrived_tag)
-                                 : nullptr;
-    if (err) {
-      (*it)->complete(err, peer);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  return matching_.begin_message(peer, header, slot);
 }
 
 void TcpTransport::finish_payload(Peer& p) {
@@ -241,24 +176,7 @@ void TcpTransport::finish_payload(Peer& p) {
   end_message(p.rank, p.rx);
 }
 
-void TcpTransport::end_message(int peer, MessageSlot& slot) {
-  if (auto req = std::move(slot.request)) {
-    slot.request.reset();
-    req->complete(nullptr, peer);
-    return;
-  }
-  if (auto entry = std::move(slot.buffered)) {
-    slot.buffered.reset();
-    std::lock_guard<std::mutex> lock(mu_);
-    entry->complete = true;
-    if (entry->waiter) {
-      if (entry->size > 0) std::memcpy(entry->waiter->data(), entry->data.data(), entry->size);
-      payload_pool_.give(std::move(entry->data));
-      entry->waiter->complete(nullptr, peer);
-      entry->waiter.reset();
-    }
-  }
-}
+void TcpTransport::end_message(int peer, MessageSlot& slot) { matching_.end_message(peer, slot); }
 
 // The socket of a peer whose data comes through another path carries only
 // complete small frames: doorbells (look at the path) and an abort notice.

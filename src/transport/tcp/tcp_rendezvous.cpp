@@ -141,4 +141,9 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   return t;
 }
 
+// The mesh over TCP is the only control plane today (transport/mesh.h).
+std::shared_ptr<Mesh> connect_mesh(Store& store, int rank, int size, MeshOptions options) {
+  return TcpTransport::connect(store, rank, size, std::move(options));
+}
+
 }  // namespace tdist

@@ -73,6 +73,27 @@ void TcpTransport::finish_piece(Peer& p, uint32_t id, size_t bytes) {
   if (done) done->complete(nullptr, p.rank);
 }
 
+// A receive posted after the peer announced its message: the head is copied
+// from the buffer once it is whole, the rest comes after our clear-to-send
+// (which the caller sends once mu_ is released). On a size mismatch the
+// receive fails and the data is discarded; the failed receive is not touched
+// again (a blocking receive's request may be gone). With mu_ held.
+void TcpTransport::clear_announced_locked(const std::shared_ptr<Request>& req, const std::shared_ptr<Unexpected>& entry) {
+  const bool fits = entry->size == req->size();
+  if (!fits) req->complete(matching_.size_mismatch(entry->peer, req->tag(), req->size(), entry->size), entry->peer);
+  Peer& p = *peers_[entry->peer];
+  const size_t head = wire::rendezvous_head(entry->size);
+  if (entry->complete) {  // the head is here: only the rest is due
+    if (fits && head > 0) std::memcpy(req->data(), entry->data.data(), head);
+    matching_.pool_locked().give(std::move(entry->data));
+    expect_rendezvous_data_locked(p, entry->rendezvous_id, fits ? req : nullptr, entry->size, head);
+  } else {  // it gets the head once that is in (finish_unexpected_head)
+    entry->matched = true;
+    if (fits) entry->waiter = req;
+    expect_rendezvous_data_locked(p, entry->rendezvous_id, fits ? req : nullptr, entry->size, 0);
+  }
+}
+
 // A request-to-send: match it with a posted receive like a message's header,
 // or keep it as an unexpected (announced only) message for a later receive.
 // Its head follows: read next, as the first piece of the payload when a
@@ -87,22 +108,16 @@ void TcpTransport::on_request_to_send(Peer& p) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     bool fits = false;
-    if (auto req = take_posted_locked(p.rank, comm, tag, size, fits)) {
+    if (auto req = matching_.take_posted_locked(p.rank, comm, tag, size, fits)) {
       // A receive that failed on a size mismatch is done: null, the data is discarded.
       expect_rendezvous_data_locked(p, id, fits ? std::move(req) : nullptr, size, 0);
       clear = true;
     } else {
-      fail_out_of_step_locked(p.rank, comm, tag);
-      entry = std::make_shared<Unexpected>();
-      entry->peer = p.rank;
-      entry->comm = comm;
-      entry->tag = tag;
-      entry->size = size;
-      entry->rendezvous = true;
-      entry->rendezvous_id = id;
+      matching_.fail_out_of_step_locked(p.rank, comm, tag);
       try {
-        entry->data = payload_pool_.take(head);
-        unexpected_.push_back(entry);
+        entry = matching_.buffer_locked(p.rank, comm, tag, size, head);
+        entry->rendezvous = true;
+        entry->rendezvous_id = id;
       } catch (const std::bad_alloc&) {
         cannot_buffer = true;
       }
@@ -111,7 +126,7 @@ void TcpTransport::on_request_to_send(Peer& p) {
   if (cannot_buffer) {  // the stream cannot go on without reading the head somewhere
     fail_peer(p, std::make_exception_ptr(DistBackendError(
                      "out of memory: cannot buffer " + std::to_string(head) + " bytes of a message of " +
-                     std::to_string(size) + " bytes (" + tag_text(tag) + ") from " +
+                     std::to_string(size) + " bytes (" + matching_.tag_text(tag) + ") from " +
                      describe_peer(p.rank) + " until its receive is posted")));
     return;
   }
@@ -141,7 +156,7 @@ void TcpTransport::finish_unexpected_head(Peer& p, std::shared_ptr<Unexpected> e
     entry->complete = true;
     if (!entry->matched) return;
     if (entry->waiter && head > 0) std::memcpy(entry->waiter->data(), entry->data.data(), head);
-    payload_pool_.give(std::move(entry->data));
+    matching_.pool_locked().give(std::move(entry->data));
     entry->waiter.reset();
   }
   finish_piece(p, entry->rendezvous_id, head);

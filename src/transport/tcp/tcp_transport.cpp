@@ -62,7 +62,13 @@ size_t rendezvous_threshold() {
 }  // namespace
 
 TcpTransport::TcpTransport(int rank, int size, TcpTransportOptions options)
-    : rank_(rank), size_(size), options_(std::move(options)) {
+    : rank_(rank),
+      size_(size),
+      options_(std::move(options)),
+      matching_(rank, size,
+                MatchingNames{options_.label, [this](int peer) { return describe_peer(peer); }, options_.desync,
+                              options_.describe_tag}),
+      mu_(matching_.mutex()) {
   peers_.resize(size);
   notices_.resize(size);
   path_peers_ = std::make_unique<std::atomic<Peer*>[]>(static_cast<size_t>(size));
@@ -140,41 +146,21 @@ std::string TcpTransport::host_of(int peer) const {
   return peers_.at(peer) ? peers_[peer]->host_id : std::string();
 }
 
-std::string TcpTransport::tag_text(uint64_t tag) const {
-  return options_.describe_tag ? options_.describe_tag(tag) : "tag " + std::to_string(tag);
-}
-
-std::exception_ptr TcpTransport::size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const {
-  return std::make_exception_ptr(DistBackendError(
-      "message size mismatch with " + describe_peer(peer) + " in " + tag_text(tag) + ": expected " +
-      std::to_string(posted) + " bytes, the peer sent " + std::to_string(arrived) +
-      " bytes; the ranks called the operation with different sizes"));
-}
-
-std::exception_ptr TcpTransport::out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const {
-  if (!options_.desync) return nullptr;
-  std::string why = options_.desync(waiting_tag, arrived_tag);
-  if (why.empty()) return nullptr;
-  return std::make_exception_ptr(DistBackendError(describe_peer(peer) + ": " + why));
-}
-
 std::exception_ptr TcpTransport::aborted() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return aborted_;
+  return matching_.aborted_locked();
 }
 
 std::exception_ptr TcpTransport::failure() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_) return aborted_;
-  for (auto& p : peers_)
-    if (p && p->failed) return p->error;
-  return nullptr;
+  if (auto cause = matching_.aborted_locked()) return cause;
+  return matching_.any_peer_error_locked();
 }
 
 std::exception_ptr TcpTransport::peer_failure(int peer) const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (aborted_) return aborted_;
-  if (peer >= 0 && peer < size_ && peers_[peer] && peers_[peer]->failed) return peers_[peer]->error;
+  if (auto cause = matching_.aborted_locked()) return cause;
+  if (peer >= 0 && peer < size_ && peer != rank_) return matching_.peer_error_locked(peer);
   return nullptr;
 }
 
@@ -182,8 +168,8 @@ void TcpTransport::post(std::shared_ptr<Request> req) {
   const bool send = req->kind() == Request::Kind::Send;
   const int peer = req->link_peer();
   check_peer_arg(peer, rank_, size_, /*is_recv=*/!send);
-  if (peer == rank_) {  // no connection: see deliver_to_self
-    if (send) deliver_to_self(std::move(req));
+  if (peer == rank_) {  // no connection: see Matching::deliver_to_self
+    if (send) matching_.deliver_to_self(req);
     else post_recv(std::move(req));
     return;
   }
@@ -195,11 +181,11 @@ void TcpTransport::post(std::shared_ptr<Request> req) {
       return;
     }
   }
-  if (send && any_left_.load(std::memory_order_acquire)) {
+  if (send && matching_.any_left()) {
     std::exception_ptr left;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      left = left_error_locked(req->comm(), peer);
+      left = matching_.left_error_locked(req->comm(), peer);
     }
     if (left) {
       req->complete(left, peer);
@@ -341,106 +327,23 @@ void TcpTransport::update_output_locked(Peer& p) {
   }
 }
 
-// A message to this rank itself goes through the matching of an arriving one
-// (a posted receive, else the unexpected messages), its payload copied at
-// once: the send is complete when this returns.
-void TcpTransport::deliver_to_self(std::shared_ptr<Request> req) {
-  wire::MessageHeader header{};
-  header.tag = req->tag();
-  header.size = req->size();
-  header.comm = req->comm();
-  MessageSlot slot;
-  char* dst = begin_message(rank_, header, slot);
-  if (dst && req->size() > 0) std::memcpy(dst, req->data(), req->size());
-  end_message(rank_, slot);
-  req->complete(nullptr, rank_);
-}
-
 void TcpTransport::post_recv(std::shared_ptr<Request> req) {
-  Peer* clear_peer = nullptr;  // a matched request-to-send: answer it once mu_ is released
-  uint32_t clear_id = 0;
+  std::shared_ptr<Unexpected> announced;  // a matched request-to-send: answer it once mu_ is released
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!match_unexpected_locked(req, clear_peer, clear_id)) posted_.push_back(std::move(req));
-  }
-  if (clear_peer) send_clear_to_send(*clear_peer, clear_id);
-}
-
-// Serves a new receive from what already arrived, or fails it at once when it
-// cannot be served. False when it must be posted. With mu_ held.
-bool TcpTransport::match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer,
-                                           uint32_t& clear_id) {
-  const int peer = req->link_peer();
-  const uint32_t comm = req->comm();
-  const uint64_t tag = req->tag();
-  const size_t size = req->size();
-  void* data = req->data();
-  if (aborted_) {
-    req->complete(aborted_, peer);
-    return true;
-  }
-  for (auto it = unexpected_.begin(); it != unexpected_.end(); ++it) {
-    auto& u = **it;
-    // A message from this peer for another operation arrived first: since a
-    // peer's messages arrive in order, it was sent for an operation this rank
-    // did not call alike, even when the one awaited here is in too.
-    if (u.comm != comm) continue;
-    if (u.peer == peer && u.tag != tag) {
-      if (auto err = out_of_step(peer, tag, u.tag)) {
-        req->complete(err, peer);
-        return true;
-      }
-      continue;
+    switch (matching_.match_buffered_locked(req, announced)) {
+      case Matching::Served::No: matching_.post_locked(std::move(req)); break;
+      case Matching::Served::Done: break;
+      case Matching::Served::Announced: clear_announced_locked(req, announced); break;
     }
-    if (u.tag != tag || (peer != kAnySender && u.peer != peer)) continue;
-    auto entry = *it;
-    unexpected_.erase(it);
-    if (entry->rendezvous) {
-      // The sender waits for our clear-to-send; on a size mismatch its data is discarded.
-      bool fits = entry->size == size;
-      if (!fits) req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
-      clear_peer = peers_[entry->peer].get();
-      clear_id = entry->rendezvous_id;
-      const size_t head = wire::rendezvous_head(entry->size);
-      if (entry->complete) {  // the head is here: only the rest is due
-        if (fits && head > 0) std::memcpy(data, entry->data.data(), head);
-        payload_pool_.give(std::move(entry->data));
-        expect_rendezvous_data_locked(*clear_peer, clear_id, fits ? req : nullptr, entry->size, head);
-      } else {  // it gets the head once that is in (finish_unexpected_head)
-        entry->matched = true;
-        if (fits) entry->waiter = req;
-        expect_rendezvous_data_locked(*clear_peer, clear_id, fits ? req : nullptr, entry->size, 0);
-      }
-    } else if (entry->size != size) {
-      req->complete(size_mismatch(entry->peer, tag, size, entry->size), entry->peer);
-    } else if (entry->complete) {
-      if (size > 0) std::memcpy(data, entry->data.data(), size);
-      payload_pool_.give(std::move(entry->data));
-      req->complete(nullptr, entry->peer);
-    } else {
-      entry->matched = true;
-      entry->waiter = req;
-    }
-    return true;
   }
-  if (peer != kAnySender && peer != rank_ && peers_[peer]->failed) {
-    req->complete(peers_[peer]->error, peer);
-    return true;
-  }
-  // What the peer sent before it left was matched above; nothing more comes.
-  if (peer != kAnySender && peer != rank_)
-    if (auto left = left_error_locked(comm, peer)) {
-      req->complete(left, peer);
-      return true;
-    }
-  return false;
+  if (announced) send_clear_to_send(*peers_[announced->peer], announced->rendezvous_id);
 }
 
 void TcpTransport::abort(std::exception_ptr cause) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (aborted_) return;
-    aborted_ = cause;
+    if (!matching_.abort_locked(cause)) return;
   }
   stop_.store(true, std::memory_order_release);
   if (wake_fd_.valid()) {
@@ -462,11 +365,7 @@ void TcpTransport::abort(std::exception_ptr cause) {
   conn_cv_.notify_all();
   std::lock_guard<std::mutex> rx(rx_mu_);
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto& r : posted_) r->complete(cause, r->link_peer());
-  posted_.clear();
-  for (auto& u : unexpected_)
-    if (u->waiter) u->waiter->complete(cause, u->peer);
-  unexpected_.clear();
+  matching_.fail_all_locked(cause);
   for (auto& p : peers_) {
     if (!p) continue;
     const bool connected = p->connected.load(std::memory_order_acquire);
@@ -515,23 +414,8 @@ void TcpTransport::say_goodbye(uint32_t comm, const std::vector<int>& links) {
 }
 
 void TcpTransport::on_comm_left(Peer& p, uint32_t comm) {
-  const auto error = std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(p.rank), kLeftByDestroy)));
   std::lock_guard<std::mutex> lock(mu_);
-  left_comms_.insert({comm, p.rank});
-  any_left_.store(true, std::memory_order_release);
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if ((*it)->comm() == comm && (*it)->link_peer() == p.rank) {
-      (*it)->complete(error, p.rank);
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-}
-
-std::exception_ptr TcpTransport::left_error_locked(uint32_t comm, int peer) const {
-  if (!any_left_.load(std::memory_order_acquire) || !left_comms_.count({comm, peer})) return nullptr;
-  return std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(peer), kLeftByDestroy)));
+  matching_.comm_left_locked(comm, p.rank);
 }
 
 void TcpTransport::close(std::exception_ptr cause) {
@@ -541,27 +425,7 @@ void TcpTransport::close(std::exception_ptr cause) {
 
 void TcpTransport::close_comm(uint32_t comm, std::exception_ptr cause) {
   std::lock_guard<std::mutex> lock(mu_);
-  closed_comms_.insert(comm);
-  for (auto it = posted_.begin(); it != posted_.end();) {
-    if ((*it)->comm() == comm) {
-      (*it)->complete(cause, (*it)->link_peer());
-      it = posted_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  // Buffered whole and unclaimed: freed. One still arriving is dropped when
-  // it ends (finish_payload finds no waiter); an announcement stays, as its
-  // sender waits for an answer only until its own group closes.
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    auto& u = **it;
-    if (u.comm == comm && !u.rendezvous && !u.matched) {
-      if (u.complete) payload_pool_.give(std::move(u.data));
-      it = unexpected_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  matching_.close_comm_locked(comm, cause);
 }
 
 // The connection to p is gone: fail everything that depends on it. Called
@@ -579,24 +443,7 @@ void TcpTransport::fail_peer(Peer& p, std::exception_ptr error) {
     std::lock_guard<std::mutex> lock(mu_);
     p.failed = true;
     p.error = error;
-    // A receive from anyone can still be served by the others (a peer that
-    // finished and closed its group is normal); it fails only with the last peer.
-    bool all_lost = true;
-    for (auto& q : peers_)
-      if (q && !q->failed) all_lost = false;
-    for (auto it = posted_.begin(); it != posted_.end();) {
-      if ((*it)->link_peer() == p.rank || ((*it)->link_peer() == kAnySender && all_lost)) {
-        (*it)->complete(error, p.rank);
-        it = posted_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-    // What arrived whole stays for a receive, but not an announcement: the rest will not come.
-    for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-      if ((*it)->peer == p.rank && (!(*it)->complete || (*it)->rendezvous)) it = unexpected_.erase(it);
-      else ++it;
-    }
+    matching_.peer_lost_locked(p.rank, error);
     fail_incoming_locked(p, error);
     fail_rendezvous_receives_locked(p, error);
     p.in_payload = false;

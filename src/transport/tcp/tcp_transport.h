@@ -35,15 +35,12 @@
 
 #include "tdist/store.h"
 #include "transport/data_path.h"
-#include "transport/payload_pool.h"
+#include "transport/matching.h"
+#include "transport/mesh.h"
 #include "transport/transport.h"
 #include "util/socket.h"
 
 struct epoll_event;
-
-namespace tdist {
-struct ShmLink;
-}
 
 namespace tdist {
 
@@ -54,20 +51,10 @@ struct SpinPolicy {
   std::chrono::nanoseconds pause_only;
 };
 
-struct TcpTransportOptions {
-  std::string label;              // "rank 1 of group default_pg": prefixes errors
-  std::vector<int> global_ranks;  // transport rank -> global rank, for messages
-  Millis timeout{300'000};        // for the connection set-up
-  // Given the tag of a receive waiting on a peer and the tag of a message that
-  // peer sent instead, says how the ranks are out of step ("" if they are not).
-  // The waiting receive then fails at once rather than at its deadline.
-  std::function<std::string(uint64_t waiting_tag, uint64_t arrived_tag)> desync{};
-  // What a message's tag belongs to ("all_reduce #2 (float32, SUM, step 1)"),
-  // for errors about one message; unset: the tag's number is shown.
-  std::function<std::string(uint64_t tag)> describe_tag{};
-};
+// The options of connect_mesh (transport/mesh.h).
+using TcpTransportOptions = MeshOptions;
 
-class TcpTransport final : public Transport, private PathHost {
+class TcpTransport final : public Mesh, private PathHost {
  public:
   // Publishes this rank's address under the store and reads every other
   // rank's; blocks until all ranks published (DistNetworkError naming the
@@ -85,24 +72,16 @@ class TcpTransport final : public Transport, private PathHost {
   // for this rank fails at once saying it left (not that it crashed).
   void close(std::exception_ptr cause) override;
   std::exception_ptr aborted() const override;
-  // aborted() != nullptr, in one atomic load (checked before every operation
-  // of every group that shares this transport).
-  bool stopped() const { return stop_.load(std::memory_order_acquire); }
   std::exception_ptr failure() const override;
   std::exception_ptr peer_failure(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
   std::string host_of(int peer) const override;
 
-  // A communicator of this transport (transport/communicator.h) is closed:
-  // its posted receives fail with `cause`, its buffered messages are freed,
-  // and its messages that arrive later are dropped. The caller makes sure no
-  // request of it is under way (its outstanding count is zero).
-  void close_comm(uint32_t comm, std::exception_ptr cause);
-  // Before close_comm, when this rank leaves the communicator: tells each of
-  // `links` (its members, as this transport's ranks) that has a connection,
-  // after the communicator's messages to it (wire::kLeaveMagic).
-  void say_goodbye(uint32_t comm, const std::vector<int>& links);
+  // Mesh (transport/mesh.h): a communicator's close; say_goodbye sends
+  // wire::kLeaveMagic after the communicator's messages.
+  void close_comm(uint32_t comm, std::exception_ptr cause) override;
+  void say_goodbye(uint32_t comm, const std::vector<int>& links) override;
 
   struct Peer;
   struct Directory;
@@ -131,18 +110,16 @@ class TcpTransport final : public Transport, private PathHost {
   void interrupt_dial(Peer& p);
   // p left communicator `comm` (its goodbye frame came): its receives there fail.
   void on_comm_left(Peer& p, uint32_t comm);
-  // The error of a request of `comm` for `peer` when the peer left it, else null (mu_ held).
-  std::exception_ptr left_error_locked(uint32_t comm, int peer) const;
   // Makes a connected pair's sockets (and rings) part of the transport.
-  void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<ShmLink> link);
+  void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<DataPath> path);
   // The pair could not connect: its posted receives and later sends fail
   // with the first such error, which it returns.
   std::exception_ptr link_failed(Peer& p, std::exception_ptr error);
   int sockets_with(int peer) const;
-  // Sets up shared-memory rings with a peer of this host over its fresh
-  // (still blocking) socket, when TDIST_TRANSPORTS ranks shm first at both
-  // ends; null when the socket carries the data (tcp_paths.cpp).
-  std::unique_ptr<ShmLink> attach_shm(int peer, int fd, Deadline deadline);
+  // Sets up the data path both ends pick from TDIST_TRANSPORTS and the
+  // registered paths (transport/data_path_registry.h) over the pair's fresh
+  // (still blocking) socket; null when the socket carries the data (tcp_paths.cpp).
+  std::unique_ptr<DataPath> attach_path(int peer, int fd, Deadline deadline);
 
   // PathHost: what a data path asks of the mesh (tcp_receive.cpp, tcp_transport.cpp).
   char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) override;
@@ -171,10 +148,6 @@ class TcpTransport final : public Transport, private PathHost {
   void on_writable(Peer& p);
   void on_control_socket(Peer& p);
   bool read_some(Peer& p, char* dst, size_t n, size_t& counter);
-  // Removes the first posted receive matching a message; on a size mismatch
-  // (fits false) it is completed with the error, and must not be touched: its
-  // owner may be gone (a blocking receive's request lives on its stack).
-  std::shared_ptr<Request> take_posted_locked(int peer, uint32_t comm, uint64_t tag, size_t size, bool& fits);
   void begin_payload(Peer& p);
   void finish_payload(Peer& p);
   // Rendezvous (tcp_rendezvous_protocol.cpp): large socket messages wait for a receive.
@@ -195,24 +168,17 @@ class TcpTransport final : public Transport, private PathHost {
   // the pieces still streaming over its extra sockets are in.
   void main_socket_closed(Peer& p, std::exception_ptr error);
   bool all_lanes_closed(const Peer& p) const;
-  // Fails the receives posted for `peer` in `comm` that its message with `tag`
-  // proves out of step (mu_ held).
-  void fail_out_of_step_locked(int peer, uint32_t comm, uint64_t arrived_tag);
   void fail_peer(Peer& p, std::exception_ptr error);
   void fail_sends_locked(Peer& p, const std::exception_ptr& error);  // with p.tx_mu held
   void fail_incoming_locked(Peer& p, const std::exception_ptr& error);  // with rx_mu_ and mu_ held
-  bool match_unexpected_locked(const std::shared_ptr<Request>& req, Peer*& clear_peer, uint32_t& clear_id);
-  void deliver_to_self(std::shared_ptr<Request> req);
+  // A receive matched an announced message (Matching::Served::Announced):
+  // the rest of it may come now. With mu_ held.
+  void clear_announced_locked(const std::shared_ptr<Request>& req, const std::shared_ptr<Unexpected>& entry);
   std::exception_ptr flush_locked(Peer& p);
   std::exception_ptr flush_queue_locked(Peer& p, Lane* lane);  // lane null: the main socket
   void update_output_locked(Peer& p);
   void post_send(std::shared_ptr<Request> req);
   void post_recv(std::shared_ptr<Request> req);
-  std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
-  // "all_reduce #2 (float32, SUM, step 1)" by options_.describe_tag, else "tag N".
-  std::string tag_text(uint64_t tag) const;
-  // The desync error for a receive from `peer` waiting on `waiting_tag`, or nullptr.
-  std::exception_ptr out_of_step(int peer, uint64_t waiting_tag, uint64_t arrived_tag) const;
   // Blaming a stall (tcp_blame.cpp).
   struct Notice {
     bool heard = false;
@@ -261,7 +227,6 @@ class TcpTransport final : public Transport, private PathHost {
   void epoll_update(int op, int fd, uint32_t events, uint32_t id);
   Fd wake_fd_;  // written once, by abort(): stays readable so every epoll_wait returns
   std::thread progress_;
-  std::atomic<bool> stop_{false};
   // The peers reached through a data path other than their socket: the
   // first path_peer_count_ entries, appended as pairs connect (capacity for
   // every peer, so readers need no lock).
@@ -284,17 +249,13 @@ class TcpTransport final : public Transport, private PathHost {
   std::vector<Request*> bystanders_;  // waiting threads that could not drive: poked when the driver leaves
   std::atomic<size_t> bystander_count_{0};  // bystanders_.size(), read by let_go without the lock
 
-  mutable std::mutex mu_;  // guards the lists below and aborted_
-  // Deques, not lists: a receive posted and matched costs no allocation (the
-  // match is nearly always at the front; erasing elsewhere moves the few behind).
-  std::deque<std::shared_ptr<Request>> posted_;        // receives waiting for a message, in post order
-  std::deque<std::shared_ptr<Unexpected>> unexpected_;  // messages waiting for a receive, in arrival order
-  PayloadPool payload_pool_;                           // their buffers (guarded by mu_ too)
-  std::exception_ptr aborted_;
+  // Posted receives, buffered messages, lost peers and closed communicators,
+  // above any one wire (transport/matching.h).
+  Matching matching_;
+  // Matching's mutex, which also guards each Peer's failed/error and
+  // rendezvous receives, and notices_: they change together with matching.
+  std::mutex& mu_;
   std::atomic<bool> leaving_{false};  // close() rather than abort(): peers get a goodbye
-  std::set<uint32_t> closed_comms_;  // communicators closed by close_comm: their late messages are dropped
-  std::set<std::pair<uint32_t, int>> left_comms_;  // (communicator, peer): the peer said it left
-  std::atomic<bool> any_left_{false};                // left_comms_ is not empty: posts look there
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 

@@ -1,0 +1,61 @@
+// The process's one transport context, shared by every group: the default
+// group makes it, and every other group is a Communicator over it
+// (transport/communicator.h), told apart by a communicator id. A mesh owns
+// the connection to each peer (the control plane), matching
+// (transport/matching.h), progress and blame; each peer's messages go over
+// the data path both ends pick (transport/data_path_registry.h). Groups and
+// backends hold a Mesh, never a concrete one: the mesh over TCP
+// (transport/tcp/) is today's only control plane, made by connect_mesh.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tdist/store.h"
+#include "transport/transport.h"
+#include "util/deadline.h"
+
+namespace tdist {
+
+struct MeshOptions {
+  std::string label;              // "rank 1 of group default_pg": prefixes errors
+  std::vector<int> global_ranks;  // transport rank -> global rank, for messages
+  Millis timeout{300'000};        // for the connection set-up
+  // Given the tag of a receive waiting on a peer and the tag of a message that
+  // peer sent instead, says how the ranks are out of step ("" if they are not).
+  // The waiting receive then fails at once rather than at its deadline.
+  std::function<std::string(uint64_t waiting_tag, uint64_t arrived_tag)> desync{};
+  // What a message's tag belongs to ("all_reduce #2 (float32, SUM, step 1)"),
+  // for errors about one message; unset: the tag's number is shown.
+  std::function<std::string(uint64_t tag)> describe_tag{};
+};
+
+class Mesh : public Transport {
+ public:
+  // aborted() != nullptr, in one atomic load and no virtual call (checked
+  // before every operation of every group that shares the mesh).
+  bool stopped() const { return stop_.load(std::memory_order_acquire); }
+  // A communicator of this mesh is closed: its posted receives fail with
+  // `cause`, its buffered messages are freed, and its messages that arrive
+  // later are dropped. The caller makes sure no request of it is under way.
+  virtual void close_comm(uint32_t comm, std::exception_ptr cause) = 0;
+  // Before close_comm, when this rank leaves the communicator: tells each of
+  // `links` (its members, as the mesh's ranks) that has a connection, after
+  // the communicator's messages to it, so that they fail at once saying it left.
+  virtual void say_goodbye(uint32_t comm, const std::vector<int>& links) = 0;
+
+ protected:
+  std::atomic<bool> stop_{false};  // raised by the implementation's abort
+};
+
+// Publishes this rank's address under the store and reads every other rank's;
+// blocks until all ranks published (DistNetworkError naming the missing ranks
+// on timeout). Connections open on first use.
+std::shared_ptr<Mesh> connect_mesh(Store& store, int rank, int size, MeshOptions options);
+
+}  // namespace tdist
