@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "algorithms/collective.h"
+#include "trace/engine_kind.h"
 
 namespace tdist {
 
@@ -67,7 +68,6 @@ inline Shape shape_of(CollectiveContext& ctx, size_t bytes, size_t count = 0) {
 }
 
 // The engines (src/engines) that can run a group's collectives.
-enum class EngineKind { Transport, SharedMemory, Hierarchical };
 struct EnginesAvailable {
   bool shared_memory = false;  // every rank on one host, with the group's segment
   bool hierarchical = false;   // several hosts, several ranks on some
