@@ -47,10 +47,15 @@ void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
       {"ring", all_gather_ring},
       {"bruck", all_gather_bruck},
   };
+  static_assert(lists_exactly(kAlgorithms, kAllGatherAlgorithms));
   const Blocks out = Blocks::of(outputs);
   size_t total = 0;
   for (size_t i = 0; i < out.size(); ++i) total += out.bytes(i);
-  Fn run = select_algorithm(ctx, OpCode::AllGather, kAlgorithms, pick_all_gather(shape_of(ctx, total), out.equal_sizes()));
+  Fn run = select_algorithm(ctx, OpCode::AllGather, kAlgorithms, [&] {
+    Shape s = shape_of(ctx, total);
+    s.equal_blocks = out.equal_sizes();
+    return pick_transport(OpCode::AllGather, s);
+  });
   if (ctx.size() == 1) return bulk_copy(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input);
 }

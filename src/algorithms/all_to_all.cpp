@@ -62,7 +62,12 @@ void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
                 bool uniform) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const std::vector<Tensor>&);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}};
-  Fn run = select_algorithm(ctx, OpCode::AllToAll, kAlgorithms, pick_all_to_all(shape_of(ctx, inputs[0].nbytes()), uniform));
+  static_assert(lists_exactly(kAlgorithms, kAllToAllAlgorithms));
+  Fn run = select_algorithm(ctx, OpCode::AllToAll, kAlgorithms, [&] {
+    Shape s = shape_of(ctx, inputs[0].nbytes());
+    s.equal_blocks = uniform;
+    return pick_transport(OpCode::AllToAll, s);
+  });
   run(ctx, outputs, inputs);
 }
 

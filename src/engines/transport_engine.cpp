@@ -2,8 +2,6 @@
 // messages (src/algorithms).
 #include "engines/engine.h"
 
-#include <string>
-
 #include "algorithms/selector.h"
 
 namespace tdist {
@@ -12,7 +10,7 @@ namespace {
 
 class TransportEngine final : public Engine {
  public:
-  const char* name() const override { return "transport"; }
+  EngineKind kind() const override { return EngineKind::Transport; }
   void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { tdist::broadcast(ctx, t, root); }
   void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { tdist::all_reduce(ctx, t, op); }
   void barrier(CollectiveContext& ctx) override { barrier_dissemination(ctx); }
@@ -43,17 +41,6 @@ class TransportEngine final : public Engine {
 Engine& transport_engine() {
   static TransportEngine engine;  // stateless: one for the process
   return engine;
-}
-
-Engine& GroupEngines::pick(OpCode code, size_t bytes) const {
-  static const std::string kNotForced;
-  const std::string& f = forced ? (*forced)[static_cast<size_t>(code)] : kNotForced;
-  switch (pick_engine(shape_of(placement, size, bytes), f, {shm != nullptr, hierarchical != nullptr})) {
-    case EngineKind::SharedMemory: return *shm;
-    case EngineKind::Hierarchical: return *hierarchical;
-    case EngineKind::Transport: break;
-  }
-  return transport_engine();
 }
 
 }  // namespace tdist
