@@ -5,7 +5,7 @@
 #include "algorithms/selector.h"
 #include "util/bulk_copy.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Ring: in step s every rank forwards the block it received in step s-1 (its
 // own first) to the right. n-1 steps, each moving one block per link (whole:
@@ -60,4 +60,4 @@ void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
   run(ctx, outputs, input);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

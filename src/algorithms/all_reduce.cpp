@@ -10,7 +10,7 @@
 #include "algorithms/selector.h"
 #include "reduce/reduce.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Fold the extra ranks in, exchange the whole buffer log2(pof2) times, fold
 // out: the fewest rounds, best while the message is latency-bound.
@@ -75,4 +75,4 @@ void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
   if (reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), count, n);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -9,7 +9,7 @@
 #include "algorithms/selector.h"
 #include "util/bulk_copy.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Pairwise exchange: in step s a rank sends to rank+s and receives from
 // rank-s, so every link carries one block per step and no rank is hot.
@@ -71,4 +71,4 @@ void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
   run(ctx, outputs, inputs);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

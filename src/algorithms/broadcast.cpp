@@ -6,7 +6,7 @@
 #include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 int relative(CollectiveContext& ctx, int root) { return (ctx.rank() - root + ctx.size()) % ctx.size(); }
@@ -83,4 +83,4 @@ void broadcast(CollectiveContext& ctx, const Tensor& t, int root) {
   if (ctx.size() > 1 && count > 0) run(ctx, t, root);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -70,6 +70,11 @@ void check_fingerprint(CollectiveContext& ctx, const std::string& signature);
 // selector (selector.h) and accepts the names listed with it.
 std::string forced_algorithm(const char* collective);
 
+// The collectives' algorithms and their entry points (which run the call's
+// decision, else the forced or the automatic pick), in a namespace of their
+// own: they never overload the public API's tdist::all_reduce and its kin.
+namespace algorithms {
+
 // broadcast: binomial, scatter_allgather, chain.
 void broadcast_binomial(CollectiveContext& ctx, const Tensor& t, int root);
 void broadcast_scatter_allgather(CollectiveContext& ctx, const Tensor& t, int root);
@@ -129,5 +134,7 @@ void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs
                       const std::vector<Tensor>& inputs);
 void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                 bool uniform = false);
+
+}  // namespace algorithms
 
 }  // namespace tdist

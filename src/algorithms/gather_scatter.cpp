@@ -10,7 +10,7 @@
 #include "algorithms/selector.h"
 #include "util/bulk_copy.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 
@@ -116,4 +116,4 @@ void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Ten
   run(ctx, output, inputs, root);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -9,7 +9,7 @@
 #include "algorithms/selector.h"
 #include "reduce/reduce.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 // Where a rank reduces: the root's tensor itself, else a scratch copy.
@@ -120,4 +120,4 @@ void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
 }
 
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

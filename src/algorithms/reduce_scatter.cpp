@@ -8,7 +8,7 @@
 #include "algorithms/selector.h"
 #include "reduce/reduce.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Ring: in step s a rank sends its partial of block rank-s-1 to the right and
 // folds the left neighbour's partial of block rank-s-2 into its own; after
@@ -84,4 +84,4 @@ void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vec
     reduction::finalize(op, output.dtype(), output.data(), static_cast<size_t>(output.numel()), n);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -779,7 +779,7 @@ std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOpti
       OpCode::MonitoredBarrier, "monitored_barrier", {}, CallOptions{kGroupTimeout, false}, debug_detail_ ? std::string("monitored_barrier") : std::string(),
       [](CollectiveContext& ctx, Millis limit, bool wait_all_ranks) {
         CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
-        tdist::monitored_barrier(bounded, wait_all_ranks);
+        algorithms::monitored_barrier(bounded, wait_all_ranks);
       },
       limit, wait_all_ranks);
 }

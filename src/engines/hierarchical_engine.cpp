@@ -99,7 +99,7 @@ class HierarchicalEngine final : public Engine {
     s_.local_engine->barrier(arrive);
     if (s_.local->rank() == 0) {
       auto among = cross(ctx, 1);
-      barrier_dissemination(among);
+      algorithms::barrier_dissemination(among);
     }
     auto leave = local(ctx, 2, true);
     s_.local_engine->barrier(leave);

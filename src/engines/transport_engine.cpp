@@ -11,28 +11,28 @@ namespace {
 class TransportEngine final : public Engine {
  public:
   EngineKind kind() const override { return EngineKind::Transport; }
-  void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { tdist::broadcast(ctx, t, root); }
-  void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { tdist::all_reduce(ctx, t, op); }
-  void barrier(CollectiveContext& ctx) override { barrier_dissemination(ctx); }
+  void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { algorithms::broadcast(ctx, t, root); }
+  void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { algorithms::all_reduce(ctx, t, op); }
+  void barrier(CollectiveContext& ctx) override { algorithms::barrier_dissemination(ctx); }
   void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) override {
-    tdist::reduce(ctx, t, root, op);
+    algorithms::reduce(ctx, t, root, op);
   }
   void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
-    tdist::all_gather(ctx, outputs, input);
+    algorithms::all_gather(ctx, outputs, input);
   }
   void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) override {
-    tdist::gather(ctx, outputs, input, root);
+    algorithms::gather(ctx, outputs, input, root);
   }
   void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) override {
-    tdist::scatter(ctx, output, inputs, root);
+    algorithms::scatter(ctx, output, inputs, root);
   }
   void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
                       ReduceOp op) override {
-    tdist::reduce_scatter(ctx, output, inputs, op);
+    algorithms::reduce_scatter(ctx, output, inputs, op);
   }
   void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                   const std::vector<Tensor>& inputs) override {
-    tdist::all_to_all(ctx, outputs, inputs);
+    algorithms::all_to_all(ctx, outputs, inputs);
   }
 };
 
