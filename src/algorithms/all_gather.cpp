@@ -5,7 +5,7 @@
 #include "algorithms/selector.h"
 #include "util/bulk_copy.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Ring: in step s every rank forwards the block it received in step s-1 (its
 // own first) to the right. n-1 steps, each moving one block per link (whole:
@@ -47,12 +47,17 @@ void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
       {"ring", all_gather_ring},
       {"bruck", all_gather_bruck},
   };
+  static_assert(lists_exactly(kAlgorithms, kAllGatherAlgorithms));
   const Blocks out = Blocks::of(outputs);
   size_t total = 0;
   for (size_t i = 0; i < out.size(); ++i) total += out.bytes(i);
-  Fn run = select_algorithm(ctx, OpCode::AllGather, kAlgorithms, pick_all_gather(shape_of(ctx, total), out.equal_sizes()));
+  Fn run = select_algorithm(ctx, OpCode::AllGather, kAlgorithms, [&] {
+    Shape s = shape_of(ctx, total);
+    s.equal_blocks = out.equal_sizes();
+    return pick_transport(OpCode::AllGather, s);
+  });
   if (ctx.size() == 1) return bulk_copy(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

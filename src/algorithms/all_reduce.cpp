@@ -10,7 +10,7 @@
 #include "algorithms/selector.h"
 #include "reduce/reduction_kernels.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Fold the extra ranks in, exchange the whole buffer log2(pof2) times, fold
 // out: the fewest rounds, best while the message is latency-bound.
@@ -66,11 +66,13 @@ void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) {
       {"rabenseifner", all_reduce_rabenseifner},
       {"ring", all_reduce_ring},
   };
+  static_assert(lists_exactly(kAlgorithms, kAllReduceAlgorithms));
   const int n = ctx.size();
   const size_t count = static_cast<size_t>(t.numel());
-  Fn run = select_algorithm(ctx, OpCode::AllReduce, kAlgorithms, pick_all_reduce(shape_of(ctx, t.nbytes(), count)));
+  Fn run = select_algorithm(ctx, OpCode::AllReduce, kAlgorithms,
+                            [&] { return pick_transport(OpCode::AllReduce, shape_of(ctx, t.nbytes(), count)); });
   if (n > 1 && count > 0) run(ctx, t, op);
   if (reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), count, n);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -9,7 +9,7 @@
 #include "algorithms/selector.h"
 #include "util/bulk_copy.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Pairwise exchange: in step s a rank sends to rank+s and receives from
 // rank-s, so every link carries one block per step and no rank is hot.
@@ -62,8 +62,13 @@ void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, cons
                 bool uniform) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const std::vector<Tensor>&);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}};
-  Fn run = select_algorithm(ctx, OpCode::AllToAll, kAlgorithms, pick_all_to_all(shape_of(ctx, inputs[0].nbytes()), uniform));
+  static_assert(lists_exactly(kAlgorithms, kAllToAllAlgorithms));
+  Fn run = select_algorithm(ctx, OpCode::AllToAll, kAlgorithms, [&] {
+    Shape s = shape_of(ctx, inputs[0].nbytes());
+    s.equal_blocks = uniform;
+    return pick_transport(OpCode::AllToAll, s);
+  });
   run(ctx, outputs, inputs);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -8,7 +8,7 @@
 #include "algorithms/collective.h"
 #include "algorithms/monitored_barrier_message.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 
@@ -84,4 +84,4 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
   for (int r = 1; r < n; ++r) ctx.send(r, 1, &token, 1);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -6,7 +6,7 @@
 #include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 int relative(CollectiveContext& ctx, int root) { return (ctx.rank() - root + ctx.size()) % ctx.size(); }
@@ -76,9 +76,11 @@ void broadcast(CollectiveContext& ctx, const Tensor& t, int root) {
       {"scatter_allgather", broadcast_scatter_allgather},
       {"chain", broadcast_chain},
   };
+  static_assert(lists_exactly(kAlgorithms, kBroadcastAlgorithms));
   const size_t count = static_cast<size_t>(t.numel());
-  Fn run = select_algorithm(ctx, OpCode::Broadcast, kAlgorithms, pick_broadcast(shape_of(ctx, t.nbytes(), count)));
+  Fn run = select_algorithm(ctx, OpCode::Broadcast, kAlgorithms,
+                            [&] { return pick_transport(OpCode::Broadcast, shape_of(ctx, t.nbytes(), count)); });
   if (ctx.size() > 1 && count > 0) run(ctx, t, root);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -2,7 +2,6 @@
 // runs on every rank of the group with the same arguments (except data).
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -11,15 +10,9 @@
 #include "tdist/tensor.h"
 #include "transport/transport.h"
 #include "algorithms/tags.h"
+#include "algorithms/decision.h"
 
 namespace tdist {
-
-// TDIST_ALGO_<COLLECTIVE> of every collective, by OpCode ("" where unset),
-// lower-cased: a group reads them once when it is created, so that no
-// collective parses the environment (a TCP all_reduce of 8 bytes spent a
-// quarter of its time in getenv and toupper).
-using ForcedAlgorithms = std::array<std::string, 16>;
-ForcedAlgorithms read_forced_algorithms();
 
 // Where a group's ranks run; the same on every rank of the group.
 struct Placement {
@@ -37,7 +30,8 @@ struct CollectiveContext {
   Transport& transport;
   uint64_t tag;       // collective_tag(op, seq): steps are added to it
   Deadline deadline;  // of the whole operation
-  // The group's TDIST_ALGO_* settings; null: read the environment at each pick.
+  // The group's TDIST_ALGO_* settings, checked when it was made; null: read
+  // the environment at each pick (algorithms run alone, in tests).
   const ForcedAlgorithms* forced = nullptr;
   // The group's placement; null: counted from the transport at each pick.
   const Placement* placement = nullptr;
@@ -45,9 +39,9 @@ struct CollectiveContext {
   // after one among hosts): a shared-memory wait spins only briefly before
   // it sleeps, leaving the cores to the ranks that work.
   bool patient = false;
-  // The algorithm that ran, for the flight recorder: static text set by
-  // whoever picked it (select_algorithm, an engine), "" if nobody said.
-  mutable const char* algorithm = "";
+  // The selector's decision for this call, made once where the call was
+  // issued; undecided for the steps an engine runs (each picks for itself).
+  const Decision decision{};
   int rank() const { return transport.rank(); }
   int size() const { return transport.size(); }
   void send(int peer, uint32_t step, const void* data, size_t n) {
@@ -75,6 +69,11 @@ void check_fingerprint(CollectiveContext& ctx, const std::string& signature);
 // the lower-cased value, "" when unset. Each collective below picks with the
 // selector (selector.h) and accepts the names listed with it.
 std::string forced_algorithm(const char* collective);
+
+// The collectives' algorithms and their entry points (which run the call's
+// decision, else the forced or the automatic pick), in a namespace of their
+// own: they never overload the public API's tdist::all_reduce and its kin.
+namespace algorithms {
 
 // broadcast: binomial, scatter_allgather, chain.
 void broadcast_binomial(CollectiveContext& ctx, const Tensor& t, int root);
@@ -135,5 +134,7 @@ void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs
                       const std::vector<Tensor>& inputs);
 void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                 bool uniform = false);
+
+}  // namespace algorithms
 
 }  // namespace tdist

@@ -24,7 +24,7 @@ void check_fingerprint(CollectiveContext& ctx, const std::string& signature) {
   for (int i = 0; i < n; ++i)
     blocks.push_back(Tensor(all.data() + i * kSignatureBytes, DType::UInt8, {int64_t(kSignatureBytes)}));
   std::memcpy(blocks[ctx.rank()].data(), signature.data(), std::min(signature.size(), kSignatureBytes - 1));
-  all_gather(ctx, blocks, blocks[ctx.rank()]);
+  algorithms::all_gather(ctx, blocks, blocks[ctx.rank()]);
   std::map<std::string, std::vector<int>> calls;
   for (int i = 0; i < n; ++i) calls[std::string(all.data() + i * kSignatureBytes)].push_back(i);
   if (calls.size() == 1) return;

@@ -10,7 +10,7 @@
 #include "algorithms/selector.h"
 #include "util/bulk_copy.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 
@@ -99,7 +99,9 @@ void scatter_binomial(CollectiveContext& ctx, const Tensor& output, const std::v
 void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const Tensor&, int);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"linear", gather_linear}, {"binomial", gather_binomial}};
-  Fn run = select_algorithm(ctx, OpCode::Gather, kAlgorithms, pick_gather(shape_of(ctx, input.nbytes())));
+  static_assert(lists_exactly(kAlgorithms, kGatherAlgorithms));
+  Fn run = select_algorithm(ctx, OpCode::Gather, kAlgorithms,
+                            [&] { return pick_transport(OpCode::Gather, shape_of(ctx, input.nbytes())); });
   if (ctx.size() == 1) return bulk_copy(outputs[0].data(), input.data(), input.nbytes());
   run(ctx, outputs, input, root);
 }
@@ -107,9 +109,11 @@ void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Te
 void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) {
   using Fn = void (*)(CollectiveContext&, const Tensor&, const std::vector<Tensor>&, int);
   static constexpr Algorithm<Fn> kAlgorithms[] = {{"linear", scatter_linear}, {"binomial", scatter_binomial}};
-  Fn run = select_algorithm(ctx, OpCode::Scatter, kAlgorithms, pick_scatter(shape_of(ctx, output.nbytes())));
+  static_assert(lists_exactly(kAlgorithms, kScatterAlgorithms));
+  Fn run = select_algorithm(ctx, OpCode::Scatter, kAlgorithms,
+                            [&] { return pick_transport(OpCode::Scatter, shape_of(ctx, output.nbytes())); });
   if (ctx.size() == 1) return bulk_copy(output.data(), inputs[0].data(), output.nbytes());
   run(ctx, output, inputs, root);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

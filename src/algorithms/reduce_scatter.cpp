@@ -8,7 +8,7 @@
 #include "algorithms/selector.h"
 #include "reduce/reduction_kernels.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 // Ring: in step s a rank sends its partial of block rank-s-1 to the right and
 // folds the left neighbour's partial of block rank-s-2 into its own; after
@@ -70,10 +70,12 @@ void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vec
       {"ring", reduce_scatter_ring},
       {"recursive_halving", reduce_scatter_recursive_halving},
   };
+  static_assert(lists_exactly(kAlgorithms, kReduceScatterAlgorithms));
   const int n = ctx.size();
   size_t total = 0;
   for (const Tensor& t : inputs) total += t.nbytes();
-  Fn run = select_algorithm(ctx, OpCode::ReduceScatter, kAlgorithms, pick_reduce_scatter(shape_of(ctx, total)));
+  Fn run = select_algorithm(ctx, OpCode::ReduceScatter, kAlgorithms,
+                            [&] { return pick_transport(OpCode::ReduceScatter, shape_of(ctx, total)); });
   if (n == 1)
     copy_bytes(output.data(), inputs[0].data(), output.nbytes());
   else
@@ -82,4 +84,4 @@ void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vec
     reduction::finalize(op, output.dtype(), output.data(), static_cast<size_t>(output.numel()), n);
 }
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

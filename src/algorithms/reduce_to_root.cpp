@@ -9,7 +9,7 @@
 #include "algorithms/selector.h"
 #include "reduce/reduction_kernels.h"
 
-namespace tdist {
+namespace tdist::algorithms {
 
 namespace {
 // Where a rank reduces: the root's tensor itself, else a scratch copy.
@@ -110,12 +110,14 @@ void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) {
       {"rabenseifner", reduce_rabenseifner},
       {"chain", reduce_chain},
   };
+  static_assert(lists_exactly(kAlgorithms, kReduceAlgorithms));
   const int n = ctx.size();
   const size_t count = static_cast<size_t>(t.numel());
-  Fn run = select_algorithm(ctx, OpCode::Reduce, kAlgorithms, pick_reduce(shape_of(ctx, t.nbytes(), count)));
+  Fn run = select_algorithm(ctx, OpCode::Reduce, kAlgorithms,
+                            [&] { return pick_transport(OpCode::Reduce, shape_of(ctx, t.nbytes(), count)); });
   if (n > 1 && count > 0) run(ctx, t, root, op);
   if (ctx.rank() == root && reduction::needs_finalize(op)) reduction::finalize(op, t.dtype(), t.data(), count, n);
 }
 
 
-}  // namespace tdist
+}  // namespace tdist::algorithms

@@ -9,6 +9,8 @@
 #include <string_view>
 
 #include "algorithms/collective.h"
+#include "algorithms/tuning_table.h"
+#include "trace/engine_kind.h"
 
 namespace tdist {
 
@@ -21,39 +23,26 @@ struct Algorithm {
 // DistValueError: "TDIST_ALGO_<COLLECTIVE>=<name> is not a <collective> algorithm (valid: ...)".
 [[noreturn]] void throw_unknown_algorithm(const char* collective, const std::string& name, const std::string& valid);
 
-// The algorithm of `table` to run. "shm" names the backend's shared-memory
-// path; when it reaches the algorithms (a group that is not on one host) the
-// selector picks as if nothing were forced.
-template <typename Fn, size_t N>
-Fn select_algorithm(const CollectiveContext& ctx, OpCode code, const Algorithm<Fn> (&table)[N],
-                    std::string_view automatic) {
-  const char* collective = op_code_name(collective_tag(code, 0));
-  std::string read_now;
-  if (!ctx.forced) read_now = forced_algorithm(collective);
-  const std::string& forced = ctx.forced ? (*ctx.forced)[static_cast<size_t>(code)] : read_now;
-  std::string_view want = forced.empty() || forced == "shm" ? automatic : std::string_view(forced);
-  for (const auto& a : table)
-    if (a.name == want) {
-      ctx.algorithm = a.name.data();  // the table's names are literals
-      return a.run;
-    }
-  std::string valid;
-  for (const auto& a : table) valid += (valid.empty() ? "" : ", ") + std::string(a.name);
-  throw_unknown_algorithm(collective, forced, valid + ", shm");
+// The index into transport_algorithms(code) that the automatic pick chooses for `s`.
+inline int8_t pick_transport(OpCode code, const Shape& s) {
+  return choose(tuning_table(code, EngineKind::Transport), s);
 }
 
-// What the automatic picks look at. Every field is the same on every rank
-// (they must all pick the same engine and algorithm).
-struct Shape {
-  size_t bytes = 0;  // the collective's size, as each pick says
-  size_t count = 0;  // elements, where it matters
-  int n = 1;         // world size
-  int hosts = 1;     // the group's hosts
-  int ranks_per_host = 1;  // the most ranks on one of them
-  // Every rank of the group runs on this host: TCP over loopback, where a
-  // copy costs CPU time that the ranks share, rather than link time.
-  bool one_host() const { return hosts == 1; }
-};
+// The algorithm of `table` to run: the context's decision where the selector
+// made one for this call, else the forced one, else automatic() (an index
+// into the table, evaluated only then). "shm" names the shared-memory engine;
+// when it reaches the algorithms (a group that is not on one host) the
+// automatic pick runs. `table` lists transport_algorithms(code) in order
+// (each algorithm file checks that at compile time).
+template <typename Fn, size_t N, typename Automatic>
+Fn select_algorithm(const CollectiveContext& ctx, OpCode code, const Algorithm<Fn> (&table)[N],
+                    const Automatic& automatic) {
+  int8_t at = ctx.decision.transport_algorithm();
+  if (at < 0) at = ctx.forced ? ctx.forced->of(code)
+                              : ForcedAlgorithms::parse(code, forced_algorithm(op_code_name(collective_tag(code, 0))));
+  if (at < 0) at = automatic();
+  return table[static_cast<size_t>(at)].run;
+}
 
 Placement placement_of(CollectiveContext& ctx);
 // Whether every rank of the group is on this host.
@@ -67,15 +56,22 @@ inline Shape shape_of(CollectiveContext& ctx, size_t bytes, size_t count = 0) {
 }
 
 // The engines (src/engines) that can run a group's collectives.
-enum class EngineKind { Transport, SharedMemory, Hierarchical };
 struct EnginesAvailable {
   bool shared_memory = false;  // every rank on one host, with the group's segment
   bool hierarchical = false;   // several hosts, several ranks on some
 };
-// The engine for a collective of `s` (bytes: as the collective's own pick
-// says). `forced` is its TDIST_ALGO_<COLLECTIVE>: a transport algorithm's
-// name forces the transport engine, "shm" (or nothing) leaves the choice here.
+// The engine for a collective of `s`. `forced`: the transport algorithm its
+// TDIST_ALGO_<COLLECTIVE> names, which forces the transport engine, or
+// ForcedAlgorithms::kNone (unset, or "shm"), which leaves the choice here.
+EngineKind pick_engine(const Shape& s, int8_t forced, EnginesAvailable have);
+// The same, with the setting's text ("", "shm" or an algorithm's name).
 EngineKind pick_engine(const Shape& s, const std::string& forced, EnginesAvailable have);
+
+// The one decision of a collective call `code` of shape `s`: the engine
+// (pick_engine), then its algorithm from the engine's tuning table (the
+// forced one on the transport engine); the shared-memory engine has none.
+// `s.bytes` counts as the collective's pick below says.
+Decision decide(OpCode code, const Shape& s, const ForcedAlgorithms& forced, EnginesAvailable have);
 
 // bytes: the whole buffer.
 std::string_view pick_all_reduce(const Shape& s);

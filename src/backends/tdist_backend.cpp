@@ -9,6 +9,7 @@
 #include "backends/device_path/device_p2p_work.h"
 #include "backends/device_path/staging.h"
 #include "backends/backend_registry.h"
+#include "engines/engine_builder.h"
 #include "tensor/split.h"
 #include "trace/flight_recorder.h"
 #include "reduce/reduction_kernels.h"
@@ -146,57 +147,6 @@ uint32_t TdistBackend::agree_comm_id(Store& group_store, Store& links_store, int
   return id;
 }
 
-// Two communicators per rank over the shared connections: the ranks of its
-// host, and the ranks of its local index on every host. Their ids come in one
-// block: one per host, then one per local index.
-void TdistBackend::setup_hierarchy(const std::shared_ptr<Store>& store, const std::vector<int>& globals,
-                                   Millis timeout) {
-  const std::vector<std::vector<int>> hosts = ranks_by_host(*state_->transport);
-  const int rank = state_->transport->rank();
-  size_t my_host = 0, widest = 0;
-  int my_index = 0;
-  bool uniform = true;
-  for (size_t h = 0; h < hosts.size(); ++h) {
-    widest = std::max(widest, hosts[h].size());
-    uniform = uniform && hosts[h].size() == hosts[0].size();
-    auto at = std::find(hosts[h].begin(), hosts[h].end(), rank);
-    if (at != hosts[h].end()) {
-      my_host = h;
-      my_index = static_cast<int>(at - hosts[h].begin());
-    }
-  }
-  const uint32_t first = agree_comm_id(*store, *state_->links->store, rank, size(), timeout, "hierarchy_comm_id",
-                                       static_cast<int>(hosts.size() + widest));
-  std::vector<int> local_links, cross_links;
-  for (int r : hosts[my_host]) local_links.push_back(globals[r]);
-  int cross_rank = 0;
-  for (const auto& members : hosts) {
-    if (members.size() <= static_cast<size_t>(my_index)) continue;
-    if (members[my_index] == rank) cross_rank = static_cast<int>(cross_links.size());
-    cross_links.push_back(globals[members[my_index]]);
-  }
-  auto h = std::make_unique<State::Hierarchy>();
-  const auto& shared = state_->links->transport;
-  h->local = std::make_shared<Communicator>(shared, first + static_cast<uint32_t>(my_host), local_links, my_index);
-  h->cross = std::make_shared<Communicator>(shared, first + static_cast<uint32_t>(hosts.size() + my_index),
-                                            cross_links, cross_rank);
-  PrefixStore host_store("hierarchy/host" + std::to_string(my_host) + "/", store);
-  h->arena = shm_engine::HostSegment::setup(host_store, *h->local, state_->label + " (inside its host)", local_links,
-                                      timeout);
-  if (h->arena) h->shm_engine = make_shm_engine(*h->arena);
-  HostSplit split;
-  split.hosts = hosts;
-  split.host = static_cast<int>(my_host);
-  split.local = h->local;
-  split.cross = h->cross;
-  split.local_engine = h->shm_engine ? h->shm_engine.get() : &transport_engine();
-  split.uniform = uniform;
-  split.local_placement = Placement{1, static_cast<int>(local_links.size())};
-  split.cross_placement = Placement{static_cast<int>(cross_links.size()), 1};
-  h->engine = make_hierarchical_engine(std::move(split));
-  state_->hierarchy = std::move(h);
-}
-
 void TdistBackend::SharedLinks::note_failure(const std::exception_ptr& e) {
   std::lock_guard<std::mutex> lock(mu);
   if (!first_failure) first_failure = e;
@@ -234,8 +184,7 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
   // that name this rank once (most causes already start with its label).
   std::string why = error_message(e);
   if (why.rfind(label + ":", 0) != 0) why = label + ": " + why;
-  if (arena) arena->abort(why);
-  if (hierarchy && hierarchy->arena) hierarchy->arena->abort(why);
+  if (engines) engines->abort(why);
   transport->abort(e);
 }
 
@@ -273,15 +222,20 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     }
     state_->transport = std::move(own);
   }
-  state_->arena = shm_engine::HostSegment::setup(*store, *state_->transport, state_->label, globals, options.timeout);
-  state_->forced = read_forced_algorithms();
-  if (state_->arena) state_->shm_engine = make_shm_engine(*state_->arena);
-  state_->placement = placement_of(*state_->transport);
-  if (state_->links && state_->placement.hosts > 1 && state_->placement.ranks_per_host > 1 &&
-      settings::get<"TDIST_HIERARCHICAL">())
-    setup_hierarchy(store, globals, options.timeout);
-  engines_ = GroupEngines{state_->shm_engine.get(), state_->hierarchy ? state_->hierarchy->engine.get() : nullptr,
-                          state_->placement, size, &state_->forced};
+  GroupShape shape{store, state_->transport, state_->label, globals, options.timeout, nullptr, nullptr};
+  if (const std::shared_ptr<SharedLinks> links = state_->links) {
+    // The hierarchical engine's communicators: over the shared connections,
+    // with ids agreed through the default group's store.
+    const Millis timeout = options.timeout;
+    shape.agree_ids = [store, links, rank, size, timeout](const std::string& key, int count) {
+      return agree_comm_id(*store, *links->store, rank, size, timeout, key, count);
+    };
+    shape.open = [links](uint32_t id, const std::vector<int>& members, int member) -> std::shared_ptr<Transport> {
+      return std::make_shared<Communicator>(links->transport, id, members, member);
+    };
+  }
+  state_->engines = EngineBuilder::build(shape);
+  engines_ = state_->engines.get();
   debug_detail_ = settings::debug_level() == settings::Debug::Detail;
 }
 
@@ -294,28 +248,17 @@ void TdistBackend::shutdown() {
   // own transport is aborted; a communicator closes alone when nothing of its
   // group is under way, and otherwise aborts the shared transport (a receive
   // under way could write into a buffer its owner frees).
-  if (state_->hierarchy) {
-    state_->hierarchy->local->close(err);
-    state_->hierarchy->cross->close(err);
-  }
+  state_->engines->close(err);
   if (state_->transport) state_->transport->close(err);
-  // Say goodbye in the arenas too: a peer waiting there for this rank fails
-  // at once, naming it as gone (the transport's goodbye reaches only the
-  // peers this rank has a socket to). An arena wait of this process notices
-  // the abort at its next check; wake it for that now.
-  for (shm_engine::HostSegment* arena : {state_->arena.get(), state_->hierarchy ? state_->hierarchy->arena.get() : nullptr}) {
-    if (!arena) continue;
-    arena->leave();
-    arena->wake_all();
-  }
+  // Say goodbye in the shared-memory segments too (GroupEngines::leave).
+  state_->engines->leave();
   queue_.stop(err);
 }
 
 void TdistBackend::abort(std::exception_ptr cause) {
   // The group's own failure path: the running collective and the peers see it now.
   state_->record_failure(std::move(cause));
-  if (state_->arena) state_->arena->wake_all();
-  if (state_->hierarchy && state_->hierarchy->arena) state_->hierarchy->arena->wake_all();
+  state_->engines->wake_all();
 }
 
 namespace {
@@ -339,7 +282,8 @@ Deadline start_clock(const trace::FlightMark& mark, Millis timeout, bool inline_
 // Work; `unshared`: the caller's thread, before the Work is returned.
 template <typename Body>
 void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCall call, uint64_t seq, Millis timeout,
-                    const Body& body, const std::string& signature, bool unshared, const trace::FlightMark& mark) {
+                    const Body& body, const std::string& signature, bool unshared, const trace::FlightMark& mark,
+                    const Decision& decision) {
   auto finish = [&](std::exception_ptr e) { unshared ? work.finish_unshared(std::move(e)) : work.finish(std::move(e)); };
   if (auto failed = state.failure_of(work.op_name().c_str(), seq)) {
     mark.ended(failed);
@@ -354,10 +298,10 @@ void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCal
       CollectiveContext check{*state.transport, collective_tag(OpCode::Fingerprint, seq), deadline};
       check_fingerprint(check, signature);
     }
-    CollectiveContext ctx{*state.transport, collective_tag(call.code, seq, call.signature), deadline, &state.forced,
-                          &state.placement};
+    CollectiveContext ctx{*state.transport, collective_tag(call.code, seq, call.signature), deadline,
+                          &state.engines->forced(), &state.engines->placement(), false, decision};
     body(ctx);
-    mark.ended(nullptr, ctx.algorithm);
+    mark.ended(nullptr, decision.algorithm_name);
     finish(nullptr);
   } catch (...) {
     // The message prefix is built only on failure: nothing extra on the hot path.
@@ -369,15 +313,18 @@ void run_collective(TdistBackend::State& state, PendingWork& work, CollectiveCal
   }
 }
 
-// The engine a collective's arguments name, for the flight recorder: by
-// address (a virtual call to ask its name costs more, on every operation).
-inline void note_engine(trace::FlightMark& mark, const GroupEngines& engines, Engine* engine) {
-  mark.engine(engine == engines.shm            ? trace::kEngineShm
-              : engine == engines.hierarchical ? trace::kEngineHierarchical
-                                               : trace::kEngineTransport);
+// The decision among a collective's arguments (an EngineCall), for its
+// context and the flight recorder; undecided where it has none (a call that
+// decides per step, as all_reduce_coalesced).
+inline Decision decision_of() { return Decision{}; }
+template <typename... Rest>
+Decision decision_of(const EngineCall& call, const Rest&...) {
+  return call.decision;
 }
-template <typename T>
-void note_engine(trace::FlightMark&, const GroupEngines&, const T&) {}
+template <typename T, typename... Rest>
+Decision decision_of(const T&, const Rest&... rest) {
+  return decision_of(rest...);
+}
 
 }  // namespace
 
@@ -396,7 +343,8 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
   seq_ += static_cast<uint64_t>(call_opts.seqs);
   auto work = spare_.take(op, seq, result, blocking, state_->shared_label);
   trace::FlightMark mark = trace::claim_mark();
-  if (mark) (note_engine(mark, engines_, args), ...);
+  const Decision decision = decision_of(args...);
+  if (mark) mark.engine(decision.engine);
   if (auto failed = state_->failure_of(op, seq)) {
     mark.ended(failed);
     work->finish_unshared(failed);
@@ -408,14 +356,14 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
     // The arguments are used where they are: no copies, no std::function. A
     // blocking call's latency is mostly this path.
     run_collective(*state_, *work, code, seq, timeout,
-                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true, mark);
+                   [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true, mark, decision);
     queue_.release_inline();
   } else {
     mark.queued(mark ? now_ticks() : 0);
     queue_.push(work, [work, state = state_, code, seq, timeout, signature = std::move(signature),
-                       body, saved = std::make_tuple(args...), mark, recorder = mark.hold()] {
+                       body, saved = std::make_tuple(args...), mark, recorder = mark.hold(), decision] {
       auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
-      run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark);
+      run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark, decision);
     });
   }
   return work;
@@ -438,7 +386,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
   // operation; the choice depends only on what every rank sees alike (the
   // operation, its sizes, the placement, the setting).
   bool over_ipc = false;
-  if (state_->placement.hosts == 1 && size() > 1 && cuda_path_ != ipc::PathChoice::Staged) {
+  if (engines_->placement().hosts == 1 && size() > 1 && cuda_path_ != ipc::PathChoice::Staged) {
     const ipc::Plan plan = ipc::plan(size(), args...);
     if (plan.serves && (cuda_path_ == ipc::PathChoice::Ipc || plan.bytes >= ipc::kMinBytes)) {
       over_ipc = true;
@@ -460,7 +408,8 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
                                            static_cast<uint32_t>(seq), device_path_);
   work->set_result(std::vector<Tensor>(result.begin(), result.end()));
   trace::FlightMark mark = trace::claim_mark();
-  if (mark) (note_engine(mark, engines_, args), ...);
+  const Decision decision = decision_of(args...);
+  if (mark) mark.engine(decision.engine);
   if (auto failed = state_->failure_of(op, seq)) {
     mark.ended(failed);
     work->finish_unshared(failed);
@@ -470,8 +419,8 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
   // The operation comes after what the caller queued on its stream so far.
   rt.record(work->issued(), rt.current_stream(device));
   mark.queued(mark ? now_ticks() : 0);
-  queue_.push(work, [work, state = state_, path = device_path_, exchange = ipc_exchange_, engines = &engines_,
-                     over_ipc, code, seq, timeout,
+  queue_.push(work, [work, state = state_, path = device_path_, exchange = ipc_exchange_, engines = engines_,
+                     over_ipc, code, seq, timeout, decision,
                      signature = std::move(signature), body, saved = std::make_tuple(args...),
                      results = std::vector<Tensor>(result.begin(), result.end()), chunks, mark,
                      recorder = mark.hold()] {
@@ -485,7 +434,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
               rt.set_device(device);
               rt.stream_wait(s.in, work->issued());
               exchange->ensure(rt, device, ctx.deadline);
-              ipc::Call step{rt, s, *exchange, *work, ctx, engines->pick(OpCode::Barrier, 0)};
+              ipc::Call step{rt, s, *exchange, *work, ctx, *engines->call(OpCode::Barrier, {}).engine};
               ipc::run(step, a...);
               rt.record(work->done(), s.in);
               rt.synchronize(work->done());
@@ -501,7 +450,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
           },
           saved);
     };
-    run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark);
+    run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark, decision);
     work->signal_host_word();
   });
   return work;
@@ -604,8 +553,8 @@ std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, const Broadc
   return enqueue(
       CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const Tensor& t, int root) { e->broadcast(ctx, t, root); },
-      engine_for(OpCode::Broadcast, tensor.nbytes()), tensor, root);
+      [](CollectiveContext& ctx, const EngineCall& e, const Tensor& t, int root) { e.engine->broadcast(ctx, t, root); },
+      engine_for(OpCode::Broadcast, {tensor.nbytes(), static_cast<size_t>(tensor.numel())}), tensor, root);
 }
 
 std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
@@ -613,15 +562,15 @@ std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllRe
   return enqueue(
       CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const Tensor& t, ReduceOp op) { e->all_reduce(ctx, t, op); },
-      engine_for(OpCode::AllReduce, tensor.nbytes()), tensor, op);
+      [](CollectiveContext& ctx, const EngineCall& e, const Tensor& t, ReduceOp op) { e.engine->all_reduce(ctx, t, op); },
+      engine_for(OpCode::AllReduce, {tensor.nbytes(), static_cast<size_t>(tensor.numel())}), tensor, op);
 }
 
 std::shared_ptr<Work> TdistBackend::barrier(const BarrierOptions& opts) {
   return enqueue(
       OpCode::Barrier, "barrier", {}, call_options(opts), debug_detail_ ? std::string("barrier") : std::string(),
-      [](CollectiveContext& ctx, Engine* e) { e->barrier(ctx); },
-      engine_for(OpCode::Barrier, 0));
+      [](CollectiveContext& ctx, const EngineCall& e) { e.engine->barrier(ctx); },
+      engine_for(OpCode::Barrier, {}));
 }
 
 namespace {
@@ -629,6 +578,13 @@ size_t total_bytes(const std::vector<Tensor>& list) {
   size_t total = 0;
   for (const Tensor& t : list) total += t.nbytes();
   return total;
+}
+
+// Every block of the list has one size (the selector's equal_blocks).
+bool equal_sizes(const std::vector<Tensor>& list) {
+  for (const Tensor& t : list)
+    if (t.nbytes() != list[0].nbytes()) return false;
+  return true;
 }
 
 std::string shapes(const std::vector<Tensor>& list) {
@@ -696,9 +652,10 @@ std::shared_ptr<Work> TdistBackend::all_reduce_coalesced(const std::vector<Tenso
         const uint16_t signature = signature_of(ctx.tag);
         for (size_t k = 0; k < steps.size(); ++k) {
           const CoalescedStep& step = steps[k];
+          const EngineCall call = engines->call(OpCode::AllReduce, {step.bytes, step.bytes / dtype_size(dtype)});
           CollectiveContext sub{ctx.transport, collective_tag(OpCode::AllReduce, first + k, signature), ctx.deadline,
-                                ctx.forced, ctx.placement};
-          Engine& engine = engines->pick(OpCode::AllReduce, step.bytes);
+                                ctx.forced, ctx.placement, false, call.decision};
+          Engine& engine = *call.engine;
           if (!step.packed) {
             engine.all_reduce(sub, ts[step.members[0]], op);
             continue;
@@ -718,7 +675,7 @@ std::shared_ptr<Work> TdistBackend::all_reduce_coalesced(const std::vector<Tenso
           }
         }
       },
-      &engines_, tensors, op, dtype, steps);
+      engines_, tensors, op, dtype, steps);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
@@ -728,8 +685,8 @@ std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOpt
       CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), "reduce", {&tensor, 1}, call_options(opts),
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const Tensor& t, int root, ReduceOp op) { e->reduce(ctx, t, root, op); },
-      engine_for(OpCode::Reduce, tensor.nbytes()), tensor, root, op);
+      [](CollectiveContext& ctx, const EngineCall& e, const Tensor& t, int root, ReduceOp op) { e.engine->reduce(ctx, t, root, op); },
+      engine_for(OpCode::Reduce, {tensor.nbytes(), static_cast<size_t>(tensor.numel())}), tensor, root, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -737,8 +694,8 @@ std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& output
   return enqueue(
       CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs, call_options(opts),
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in) { e->all_gather(ctx, outs, in); },
-      engine_for(OpCode::AllGather, total_bytes(outputs)), outputs, input);
+      [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const Tensor& in) { e.engine->all_gather(ctx, outs, in); },
+      engine_for(OpCode::AllGather, {total_bytes(outputs), 0, equal_sizes(outputs)}), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
@@ -747,8 +704,8 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output,
   return enqueue(
       CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in) { e->all_gather(ctx, outs, in); },
-      engine_for(OpCode::AllGather, output.nbytes()), outputs, input);
+      [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const Tensor& in) { e.engine->all_gather(ctx, outs, in); },
+      engine_for(OpCode::AllGather, {output.nbytes(), 0, equal_sizes(outputs)}), outputs, input);
 }
 
 std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -757,8 +714,8 @@ std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, c
   return enqueue(
       CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs, call_options(opts),
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const Tensor& in, int root) { e->gather(ctx, outs, in, root); },
-      engine_for(OpCode::Gather, input.nbytes()), outputs, input, root);
+      [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const Tensor& in, int root) { e.engine->gather(ctx, outs, in, root); },
+      engine_for(OpCode::Gather, {input.nbytes()}), outputs, input, root);
 }
 
 std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -767,8 +724,8 @@ std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vec
   return enqueue(
       CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, int root) { e->scatter(ctx, out, ins, root); },
-      engine_for(OpCode::Scatter, output.nbytes()), output, inputs, root);
+      [](CollectiveContext& ctx, const EngineCall& e, const Tensor& out, const std::vector<Tensor>& ins, int root) { e.engine->scatter(ctx, out, ins, root); },
+      engine_for(OpCode::Scatter, {output.nbytes()}), output, inputs, root);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -777,8 +734,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const s
   return enqueue(
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1}, call_options(opts),
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e->reduce_scatter(ctx, out, ins, op); },
-      engine_for(OpCode::ReduceScatter, total_bytes(inputs)), output, inputs, op);
+      [](CollectiveContext& ctx, const EngineCall& e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e.engine->reduce_scatter(ctx, out, ins, op); },
+      engine_for(OpCode::ReduceScatter, {total_bytes(inputs), 0, equal_sizes(inputs)}), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
@@ -789,8 +746,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, 
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter_tensor", {&output, 1},
       call_options(opts),
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e->reduce_scatter(ctx, out, ins, op); },
-      engine_for(OpCode::ReduceScatter, input.nbytes()), output, inputs, op);
+      [](CollectiveContext& ctx, const EngineCall& e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e.engine->reduce_scatter(ctx, out, ins, op); },
+      engine_for(OpCode::ReduceScatter, {input.nbytes(), 0, equal_sizes(inputs)}), output, inputs, op);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
@@ -798,8 +755,8 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& output
   return enqueue(
       CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs, call_options(opts),
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e->all_to_all(ctx, outs, ins); },
-      engine_for(OpCode::AllToAll, inputs.at(0).nbytes()), outputs, inputs);
+      [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e.engine->all_to_all(ctx, outs, ins); },
+      engine_for(OpCode::AllToAll, {inputs.at(0).nbytes(), 0, /*equal_blocks=*/false}), outputs, inputs);
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, const Tensor& input,
@@ -809,8 +766,8 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, cons
   return enqueue(
       CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1}, call_options(opts),
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
-      [](CollectiveContext& ctx, Engine* e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e->all_to_all(ctx, outs, ins); },
-      engine_for(OpCode::AllToAll, ins.at(0).nbytes()), outs, ins);
+      [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e.engine->all_to_all(ctx, outs, ins); },
+      engine_for(OpCode::AllToAll, {ins.at(0).nbytes(), 0, /*equal_blocks=*/false}), outs, ins);
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {
@@ -820,7 +777,7 @@ std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOpti
       OpCode::MonitoredBarrier, "monitored_barrier", {}, CallOptions{kGroupTimeout, false}, debug_detail_ ? std::string("monitored_barrier") : std::string(),
       [](CollectiveContext& ctx, Millis limit, bool wait_all_ranks) {
         CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
-        tdist::monitored_barrier(bounded, wait_all_ranks);
+        algorithms::monitored_barrier(bounded, wait_all_ranks);
       },
       limit, wait_all_ranks);
 }

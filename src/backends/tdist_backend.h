@@ -1,8 +1,9 @@
 // The "tdist" backend: CPU tensors. Point-to-point goes over the transport;
-// each collective runs in the engine the selector picks for its call
-// (src/engines: the shared-memory engine when every rank is on this host, the
-// hierarchical engine when the group spans hosts with several ranks on some,
-// else the transport engine's algorithms). CUDA tensors take the device data
+// each collective runs in the engine and algorithm the selector decides once
+// for its call, among the group's engines that the engine builder assembled
+// when the group was made (src/engines: the shared-memory engine when every
+// rank is on this host, the hierarchical engine when the group spans hosts
+// with several ranks on some, else the transport engine's algorithms). CUDA tensors take the device data
 // paths of src/backends/device_path (staging through pinned host memory).
 #pragma once
 
@@ -15,13 +16,12 @@
 
 #include "tdist/backend.h"
 #include "algorithms/collective.h"
-#include "shm_engine/host_segment.h"
 #include "backends/device_path/device_path.h"
 #include "backends/device_path/ipc_collectives.h"
 #include "backends/device_path/ipc_exchange.h"
 #include "backends/work_queue.h"
 #include "work/spare_work.h"
-#include "engines/engine.h"
+#include "engines/group_engines.h"
 #include "transport/mesh.h"
 #include "transport/transport.h"
 #include "util/spin_lock.h"
@@ -71,7 +71,7 @@ class TdistBackend final : public Backend {
   void abort(std::exception_ptr cause) override;
   // The engine that runs `code`'s collective of `bytes` in this group ("transport",
   // "shm", "hierarchical"): for tests and diagnostics.
-  const char* engine_name(OpCode code, size_t bytes) const { return engine_for(code, bytes)->name(); }
+  const char* engine_name(OpCode code, size_t bytes) const { return engine_for(code, {bytes}).engine->name(); }
 
   // The default group's connections, shared by every group made from it.
   struct SharedLinks {
@@ -95,20 +95,9 @@ class TdistBackend final : public Backend {
     // What the groups of a process share; null when this group's ranks are
     // not the default group's (then groups made from it connect anew).
     std::shared_ptr<SharedLinks> links;
-    std::unique_ptr<shm_engine::HostSegment> arena;  // null: the group has no shared-memory segment
-    std::unique_ptr<Engine> shm_engine;   // over `arena`, when there is one
-    ForcedAlgorithms forced;              // TDIST_ALGO_*, read when the group was created
-    Placement placement;                  // hosts and ranks per host, counted when the group was created
-    // A group that spans hosts with several ranks on some: the communicators
-    // inside this host and among the hosts, this host's segment, and the
-    // hierarchical engine over them (engines/hierarchical_engine.cpp).
-    struct Hierarchy {
-      std::shared_ptr<Transport> local, cross;
-      std::unique_ptr<shm_engine::HostSegment> arena;  // null: a host of one rank, or no shared memory
-      std::unique_ptr<Engine> shm_engine;
-      std::unique_ptr<Engine> engine;
-    };
-    std::unique_ptr<Hierarchy> hierarchy;
+    // The group's engines, its segments, the forced algorithms and its
+    // placement, as the engine builder made them (engines/engine_builder.h).
+    std::unique_ptr<GroupEngines> engines;
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
     std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock
@@ -148,23 +137,22 @@ class TdistBackend final : public Backend {
                                           const Args&... args);
   // send/recv of a device tensor, staged through pinned host memory.
   std::shared_ptr<Work> device_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
-  // The engine that runs `code`'s collective of `bytes` in this group (GroupEngines::pick).
-  Engine* engine_for(OpCode code, size_t bytes) const { return &engines_.pick(code, bytes); }
+  // The engine and algorithm of `code`'s collective of `size` in this group:
+  // the call's one decision (GroupEngines::call).
+  EngineCall engine_for(OpCode code, CallSize size) const { return engines_->call(code, size); }
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
   // The first of `count` new communicator ids, the same on every member
   // (`key`: the group store's key that carries it).
   static uint32_t agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout,
                                 const std::string& key = "comm_id", int count = 1);
-  // Sets up state_->hierarchy (a group over shared connections that spans hosts).
-  void setup_hierarchy(const std::shared_ptr<Store>& store, const std::vector<int>& globals, Millis timeout);
   // Checks the group; returns the operation's sequence number.
   uint64_t start_point_to_point(bool is_send);
 
   BackendOptions options_;
   std::shared_ptr<State> state_;
   bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
-  GroupEngines engines_{};  // see engine_for()
+  const GroupEngines* engines_ = nullptr;  // state_->engines: see engine_for()
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   mutable SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's

@@ -1,19 +1,21 @@
 // An engine runs whole collectives for one group: the transport engine as
 // algorithms over messages (src/algorithms), the shared-memory engine in a
-// segment every rank of one host maps (src/shm_engine). A backend picks one engine
-// at each call (GroupEngines::pick, by the selector's pick_engine) and hands
-// the call to it; a new way to run collectives (a hierarchical engine: a step inside
-// each host, one among hosts, one inside each host again) is a new Engine,
-// not a branch in every operation. Docs: docs/algorithms.md (the table of
-// collective, engine and algorithm), docs/architecture.md.
+// segment every rank of one host maps (src/shm_engine), the hierarchical
+// engine as steps inside each host and among hosts. The engine builder
+// (engine_builder.h) assembles a group's engines when the group is made; at
+// each call the selector decides the engine and its algorithm once
+// (GroupEngines::decide) and the call runs in that engine with the decision
+// in its context. A new way to run collectives is a new Engine, not a branch
+// in every operation. Docs: docs/algorithms.md (the table of collective,
+// engine and algorithm), docs/architecture.md.
 #pragma once
 
-#include <array>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "algorithms/collective.h"
+#include "trace/engine_kind.h"
 
 namespace tdist {
 
@@ -24,7 +26,9 @@ class HostSegment;
 class Engine {
  public:
   virtual ~Engine() = default;
-  virtual const char* name() const = 0;
+  // Which engine this is (trace/engine_kind.h): what traces and the selector's decisions name.
+  virtual EngineKind kind() const = 0;
+  const char* name() const { return engine_kind_name(kind()); }
   virtual void broadcast(CollectiveContext& ctx, const Tensor& t, int root) = 0;
   virtual void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) = 0;
   virtual void barrier(CollectiveContext& ctx) = 0;
@@ -38,8 +42,8 @@ class Engine {
                           const std::vector<Tensor>& inputs) = 0;
 };
 
-// The algorithms over the transport, each picked by the selector (or forced
-// by TDIST_ALGO_<COLLECTIVE>) at every call.
+// The algorithms over the transport: the one the call's decision names, else
+// (a step of another engine) the one the selector picks for the step.
 Engine& transport_engine();
 // The collectives of a group's shared-memory segment.
 std::unique_ptr<Engine> make_shm_engine(shm_engine::HostSegment& arena);
@@ -56,19 +60,5 @@ struct HostSplit {
   Placement cross_placement;         // one rank per host
 };
 std::unique_ptr<Engine> make_hierarchical_engine(HostSplit split);
-
-// The engines of one group and what the selector needs to choose among
-// them at each call (algorithms/selector.h, pick_engine).
-struct GroupEngines {
-  Engine* shm = nullptr;           // the group's shared-memory engine, if it has one
-  Engine* hierarchical = nullptr;  // the group's hierarchical engine, if it spans hosts
-  Placement placement;             // where the group's ranks run
-  int size = 1;
-  const ForcedAlgorithms* forced = nullptr;  // TDIST_ALGO_*, by OpCode
-
-  // The engine for `code`'s collective of `bytes` (as the collective's own
-  // pick counts them: selector.h).
-  Engine& pick(OpCode code, size_t bytes) const;
-};
 
 }  // namespace tdist

@@ -38,7 +38,7 @@ class HierarchicalEngine final : public Engine {
         index_of_[s_.hosts[h][i]] = static_cast<int>(i);
       }
   }
-  const char* name() const override { return "hierarchical"; }
+  EngineKind kind() const override { return EngineKind::Hierarchical; }
 
   void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override {
     if (!composes(op, t.dtype())) {
@@ -48,8 +48,8 @@ class HierarchicalEngine final : public Engine {
     const ReduceOp outer = across(op);
     const int local_n = s_.local->size(), me = s_.local->rank();
     const size_t count = static_cast<size_t>(t.numel());
-    const std::string_view path = pick_hierarchical_all_reduce(shape_of(ctx, t.nbytes(), count), s_.uniform);
-    if (path == "replicated") {
+    const int8_t path = path_of(ctx, OpCode::AllReduce, t.nbytes(), count);
+    if (path == kReplicated) {
       // Few bytes: every rank gets its host's sum, then carries it across
       // with the ranks of its local index; nobody waits for a leader.
       auto in_host = local(ctx, 0);
@@ -58,7 +58,7 @@ class HierarchicalEngine final : public Engine {
       transport_engine().all_reduce(among, t, outer);
       return;
     }
-    if (path == "leader") {
+    if (path == kLeader) {
       // Few bytes: one rank per host carries the host's sum across.
       auto in_host = local(ctx, 0);
       s_.local_engine->reduce(in_host, t, 0, op);
@@ -100,7 +100,7 @@ class HierarchicalEngine final : public Engine {
     s_.local_engine->barrier(arrive);
     if (s_.local->rank() == 0) {
       auto among = cross(ctx, 1);
-      barrier_dissemination(among);
+      algorithms::barrier_dissemination(among);
     }
     auto leave = local(ctx, 2, true);
     s_.local_engine->barrier(leave);
@@ -115,8 +115,7 @@ class HierarchicalEngine final : public Engine {
     const int root_host = host_of_[root], me = s_.local->rank();
     const size_t count = static_cast<size_t>(t.numel());
     const int local_n = s_.local->size();
-    const bool split = s_.uniform && count >= static_cast<size_t>(local_n) && t.nbytes() >= kSplitBytes;
-    if (!split) {
+    if (path_of(ctx, OpCode::Broadcast, t.nbytes(), count) != kSplit) {
       if (s_.host == root_host) {
         auto in_host = local(ctx, 0);
         s_.local_engine->broadcast(in_host, t, index_of_[root]);
@@ -253,8 +252,7 @@ class HierarchicalEngine final : public Engine {
       bulk_copy(copy.get(), t.data(), t.nbytes());
       return Tensor(copy.get(), t.dtype(), {t.numel()});
     };
-    if (pick_hierarchical_all_reduce(shape_of(ctx, t.nbytes(), count), s_.uniform) == "split" &&
-        count % static_cast<size_t>(local_n) == 0) {
+    if (path_of(ctx, OpCode::Reduce, t.nbytes(), count) == kSplit) {
       const Tensor buf = own(true);
       std::vector<Tensor> blocks = cut(buf, local_n);
       auto fold = local(ctx, 0);
@@ -375,8 +373,20 @@ class HierarchicalEngine final : public Engine {
   }
 
  private:
-  // A broadcast splits its buffer among a host's ranks from this size.
-  static constexpr size_t kSplitBytes = 64 * 1024;
+  // The paths of the tuning tables (tuning_table.h), by index.
+  static constexpr int8_t kLeader = index_of(kHierarchicalPaths, "leader");
+  static constexpr int8_t kReplicated = index_of(kHierarchicalPaths, "replicated");
+  static constexpr int8_t kSplit = index_of(kHierarchicalPaths, "split");
+  static_assert(kLeader >= 0 && kReplicated >= 0 && kSplit >= 0);
+
+  // The path of `code`: the call's decision, made where it was issued; else
+  // (the engine called without one) the table's pick for this call.
+  int8_t path_of(CollectiveContext& ctx, OpCode code, size_t bytes, size_t count) const {
+    if (const int8_t decided = ctx.decision.hierarchical_path(); decided >= 0) return decided;
+    Shape s = shape_of(ctx, bytes, count);
+    s.uniform = s_.uniform;
+    return choose(tuning_table(code, EngineKind::Hierarchical), s);
+  }
   // Steps in segments pipeline segments of this size (of the whole buffer),
   // at most this many.
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;

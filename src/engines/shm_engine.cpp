@@ -11,7 +11,7 @@ namespace {
 class ShmEngine final : public Engine {
  public:
   explicit ShmEngine(shm_engine::HostSegment& a) : a_(a) {}
-  const char* name() const override { return "shm"; }
+  EngineKind kind() const override { return EngineKind::SharedMemory; }
   void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { shm_engine::broadcast(a_, ctx, t, root); }
   void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { shm_engine::all_reduce(a_, ctx, t, op); }
   void barrier(CollectiveContext& ctx) override { shm_engine::barrier(a_, ctx); }

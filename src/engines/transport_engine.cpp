@@ -2,8 +2,6 @@
 // messages (src/algorithms).
 #include "engines/engine.h"
 
-#include <string>
-
 #include "algorithms/selector.h"
 
 namespace tdist {
@@ -12,29 +10,29 @@ namespace {
 
 class TransportEngine final : public Engine {
  public:
-  const char* name() const override { return "transport"; }
-  void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { tdist::broadcast(ctx, t, root); }
-  void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { tdist::all_reduce(ctx, t, op); }
-  void barrier(CollectiveContext& ctx) override { barrier_dissemination(ctx); }
+  EngineKind kind() const override { return EngineKind::Transport; }
+  void broadcast(CollectiveContext& ctx, const Tensor& t, int root) override { algorithms::broadcast(ctx, t, root); }
+  void all_reduce(CollectiveContext& ctx, const Tensor& t, ReduceOp op) override { algorithms::all_reduce(ctx, t, op); }
+  void barrier(CollectiveContext& ctx) override { algorithms::barrier_dissemination(ctx); }
   void reduce(CollectiveContext& ctx, const Tensor& t, int root, ReduceOp op) override {
-    tdist::reduce(ctx, t, root, op);
+    algorithms::reduce(ctx, t, root, op);
   }
   void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
-    tdist::all_gather(ctx, outputs, input);
+    algorithms::all_gather(ctx, outputs, input);
   }
   void gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input, int root) override {
-    tdist::gather(ctx, outputs, input, root);
+    algorithms::gather(ctx, outputs, input, root);
   }
   void scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, int root) override {
-    tdist::scatter(ctx, output, inputs, root);
+    algorithms::scatter(ctx, output, inputs, root);
   }
   void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
                       ReduceOp op) override {
-    tdist::reduce_scatter(ctx, output, inputs, op);
+    algorithms::reduce_scatter(ctx, output, inputs, op);
   }
   void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                   const std::vector<Tensor>& inputs) override {
-    tdist::all_to_all(ctx, outputs, inputs);
+    algorithms::all_to_all(ctx, outputs, inputs);
   }
 };
 
@@ -43,17 +41,6 @@ class TransportEngine final : public Engine {
 Engine& transport_engine() {
   static TransportEngine engine;  // stateless: one for the process
   return engine;
-}
-
-Engine& GroupEngines::pick(OpCode code, size_t bytes) const {
-  static const std::string kNotForced;
-  const std::string& f = forced ? (*forced)[static_cast<size_t>(code)] : kNotForced;
-  switch (pick_engine(shape_of(placement, size, bytes), f, {shm != nullptr, hierarchical != nullptr})) {
-    case EngineKind::SharedMemory: return *shm;
-    case EngineKind::Hierarchical: return *hierarchical;
-    case EngineKind::Transport: break;
-  }
-  return transport_engine();
 }
 
 }  // namespace tdist

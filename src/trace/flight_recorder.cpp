@@ -36,11 +36,10 @@ const char* op_name(OpKind op) {
 }
 
 namespace {
-constexpr const char* kEngines[] = {"", "transport", "shm", "hierarchical", "mpi", "nccl"};  // by EngineCode
 constexpr const char* kReduceNames[] = {"", "sum", "avg", "product", "min", "max", "band", "bor", "bxor", "premul_sum"};
 }  // namespace
 
-const char* engine_name(uint8_t code) { return code < std::size(kEngines) ? kEngines[code] : ""; }
+const char* engine_name(uint8_t code) { return engine_kind_name(static_cast<EngineKind>(code)); }
 
 namespace {
 
@@ -101,8 +100,7 @@ std::shared_ptr<FlightRecorder> FlightMark::hold() const {
 void FlightScope::returned(const Work& work, const std::string& backend) {
   if (claimed_ || !mark_) return;
   // Only the names of engines count: another backend's name says nothing of how it ran.
-  for (uint8_t i = kEngineTransport; i < std::size(kEngines); ++i)
-    if (backend == kEngines[i]) mark_.engine(i);
+  if (const EngineKind kind = engine_kind_of(backend); kind != EngineKind::Unknown) mark_.engine(kind);
   // A backend that does not mark its operations: what the work says now is
   // all there is (a blocking call is over; an async one stays queued).
   if (work.is_completed()) mark_.ended(work.exception());

@@ -43,6 +43,7 @@
 #include "tdist/reduce_op.h"
 #include "tdist/tensor.h"
 #include "tdist/trace.h"
+#include "trace/engine_kind.h"
 #include "util/tick_clock.h"
 
 namespace tdist {
@@ -60,19 +61,7 @@ enum class OpKind : uint8_t {
   AllGatherIntoTensor, Gather, Scatter, ReduceScatter, ReduceScatterTensor, AllToAll, AllToAllSingle,
 };
 const char* op_name(OpKind op);
-// The engines the backends name (Engine::name()), as a byte.
-enum EngineCode : uint8_t { kEngineUnknown, kEngineTransport, kEngineShm, kEngineHierarchical, kEngineMpi, kEngineNccl };
-// By the first letter: on the path of every operation.
-inline uint8_t engine_code(const char* name) {
-  switch (name[0]) {
-    case 't': return kEngineTransport;
-    case 's': return kEngineShm;
-    case 'h': return kEngineHierarchical;
-    case 'm': return kEngineMpi;
-    case 'n': return kEngineNccl;
-    default: return kEngineUnknown;
-  }
-}
+// The name of the engine a stamp holds (trace/engine_kind.h).
 const char* engine_name(uint8_t code);
 
 // Set while a timeline or an observer wants every operation's end time.
@@ -124,9 +113,8 @@ class FlightMark {
  public:
   FlightMark() = default;
   explicit operator bool() const { return slot_ != nullptr; }
-  // The engine that will run it (before it starts): a name, or its code.
-  void engine(const char* name) { engine_ = engine_code(name); }
-  void engine(uint8_t code) { engine_ = code; }
+  // The engine that will run it (before it starts).
+  void engine(EngineKind kind) { engine_ = static_cast<uint8_t>(kind); }
   // Queued at `ticks` to run later, on another thread.
   [[gnu::always_inline]] void queued(uint64_t ticks) const {
     if (!slot_) return;

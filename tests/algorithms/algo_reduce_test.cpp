@@ -236,6 +236,9 @@ INSTANTIATE_TEST_SUITE_P(Forced, ReduceScatterAlgo, algo_params({"ring", "recurs
 
 // --- the selector ------------------------------------------------------------
 
+// A group checks its TDIST_ALGO_* settings when it is made: an unknown name
+// fails there, on every rank, naming the setting and the valid names (not at
+// the collective's first call, when other work may already have run).
 TEST(AlgorithmSelector, UnknownNameIsAValueErrorListingTheValidNames) {
   struct Case {
     const char* var;
@@ -250,29 +253,14 @@ TEST(AlgorithmSelector, UnknownNameIsAValueErrorListingTheValidNames) {
       {"TDIST_ALGO_GATHER", {"linear", "binomial"}},
       {"TDIST_ALGO_SCATTER", {"linear", "binomial"}},
       {"TDIST_ALGO_ALL_TO_ALL", {"pairwise", "bruck"}},
+      {"TDIST_ALGO_BARRIER", {"dissemination"}},
   };
   for (const Case& c : cases) {
     ScopedEnv force(c.var, "no_such_algorithm");
-    with_thread_world(2, [&](ProcessGroup& pg) {
-      std::vector<float> v(4, 1.0f), out(8);
-      std::vector<Tensor> two = {Tensor(out.data(), 4), Tensor(out.data() + 4, 4)};
-      std::string var = c.var;
-      std::string msg = value_error_of(
-          [&] {
-            std::shared_ptr<Work> w;
-            if (var == "TDIST_ALGO_ALL_REDUCE") w = pg.all_reduce(v, ReduceOp::SUM);
-            if (var == "TDIST_ALGO_REDUCE") w = pg.reduce(v, 0, ReduceOp::SUM);
-            if (var == "TDIST_ALGO_REDUCE_SCATTER") w = pg.reduce_scatter(Tensor(v.data(), 4), two, ReduceOp::SUM);
-            if (var == "TDIST_ALGO_BROADCAST") w = pg.broadcast(v, 0);
-            if (var == "TDIST_ALGO_ALL_GATHER") w = pg.all_gather(two, Tensor(v.data(), 4));
-            if (var == "TDIST_ALGO_GATHER")
-              w = pg.gather(pg.rank() == 0 ? two : std::vector<Tensor>{}, Tensor(v.data(), 4), 0);
-            if (var == "TDIST_ALGO_SCATTER")
-              w = pg.scatter(Tensor(v.data(), 4), pg.rank() == 0 ? two : std::vector<Tensor>{}, 0);
-            if (var == "TDIST_ALGO_ALL_TO_ALL") w = pg.all_to_all(two, two);
-            w->wait();
-          },
-          var);
+    auto store = std::make_shared<HashStore>();
+    const std::string var = c.var;
+    run_in_threads(2, [&](int rank) {
+      std::string msg = value_error_of([&] { ProcessGroup pg(store, rank, 2, ProcessGroupOptions{}); }, var);
       require(has(msg, var + "=no_such_algorithm"), var + ": the error does not name the setting: " + msg);
       for (const std::string& name : c.valid)
         require(has(msg, name), var + ": the error does not list " + name + ": " + msg);

@@ -1,9 +1,16 @@
 // The selector's automatic picks at the edges of their thresholds, on one
-// host and across hosts, and the all_to_all Bruck precondition.
+// host and across hosts, its one decision per call, the forced algorithms
+// checked when a group is made, the tuning tables as docs/algorithms.md
+// shows them, and the all_to_all Bruck precondition.
 #include "algorithms/pipeline.h"
 #include "algorithms/selector.h"
+#include "algorithms/tuning_table.h"
 #include "algorithms/algo_test_util.h"
 #include "transport/memory_transport.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 namespace tdist::testing {
 namespace {
@@ -116,6 +123,64 @@ TEST(AlgorithmSelector, ForcedBruckAllToAllRefusesUnevenBlocks) {
     std::string msg = value_error_of([&] { pg.all_to_all(outs, ins)->wait(); }, "bruck all_to_all");
     require(has(msg, "one size") && has(msg, "pairwise"), "unhelpful error: " + msg);
   });
+}
+
+
+// One decision names the engine and its algorithm together, as the engine
+// choice and the algorithm's own pick would; a forced transport algorithm
+// decides both.
+TEST(EngineSelector, DecidesTheEngineAndItsAlgorithmAtOnce) {
+  const ForcedAlgorithms none;
+  const EnginesAvailable neither{}, shm{true, false}, hier{false, true};
+  Decision d = decide(OpCode::AllReduce, on_one_host(1 * MiB, 4, 1 * MiB / 4), none, neither);
+  EXPECT_EQ(d.engine, EngineKind::Transport);
+  EXPECT_STREQ(d.algorithm_name, "rabenseifner");
+  d = decide(OpCode::AllReduce, on_one_host(1 * MiB, 4, 1 * MiB / 4), none, shm);
+  EXPECT_EQ(d.engine, EngineKind::SharedMemory);
+  EXPECT_EQ(d.algorithm, Decision::kUndecided);
+  EXPECT_STREQ(d.algorithm_name, "");
+  d = decide(OpCode::AllReduce, hosts_of(2, 4, 1 * MiB), none, hier);
+  EXPECT_EQ(d.engine, EngineKind::Hierarchical);
+  EXPECT_STREQ(d.algorithm_name, "split");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 4, 8), none, hier).algorithm_name, "replicated");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 4, 16 * KiB), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::Broadcast, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "split");
+  EXPECT_STREQ(decide(OpCode::AllToAll, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "flat");
+  EXPECT_STREQ(decide(OpCode::Barrier, across_hosts(0, 4), none, neither).algorithm_name, "dissemination");
+  ScopedEnv force("TDIST_ALGO_ALL_REDUCE", "RING");
+  const ForcedAlgorithms forced = ForcedAlgorithms::from_environment();
+  d = decide(OpCode::AllReduce, on_one_host(8, 4, 2), forced, shm);
+  EXPECT_EQ(d.engine, EngineKind::Transport);
+  EXPECT_STREQ(d.algorithm_name, "ring");
+  EXPECT_EQ(forced.of(OpCode::Broadcast), ForcedAlgorithms::kNone);
+  EXPECT_EQ(forced.of(OpCode::HostStep), ForcedAlgorithms::kNone);  // no table: nothing to force
+}
+
+// The settings are checked as they are read: a name that is not one of the
+// collective's algorithms fails, naming the setting, its value and the valid
+// names (a group reads them when it is made: algo_reduce_test.cpp); "shm"
+// forces nothing among the transport algorithms.
+TEST(EngineSelector, ForcedAlgorithmsAreCheckedWhenRead) {
+  {
+    ScopedEnv shm("TDIST_ALGO_GATHER", "shm");
+    EXPECT_EQ(ForcedAlgorithms::from_environment().of(OpCode::Gather), ForcedAlgorithms::kNone);
+  }
+  ScopedEnv force("TDIST_ALGO_REDUCE_SCATTER", "spiral");
+  const std::string direct = value_error_of([] { ForcedAlgorithms::from_environment(); }, "from_environment");
+  EXPECT_TRUE(has(direct, "TDIST_ALGO_REDUCE_SCATTER=spiral") && has(direct, "ring, recursive_halving, shm")) << direct;
+}
+
+// docs/algorithms.md shows the tables the selector reads.
+TEST(TuningTables, TheDocumentationShowsThem) {
+  std::ifstream in(std::filesystem::path(TDIST_SOURCE_DIR) / "docs/algorithms.md");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string doc = ss.str(), begin = "<!-- tuning: begin -->\n", end = "<!-- tuning: end -->";
+  const auto b = doc.find(begin), e = doc.find(end);
+  ASSERT_NE(b, std::string::npos) << "docs/algorithms.md has no '" << begin << "' marker";
+  ASSERT_NE(e, std::string::npos);
+  EXPECT_EQ(doc.substr(b + begin.size(), e - b - begin.size()), tuning_markdown())
+      << "docs/algorithms.md is out of date: paste tuning_markdown() between the markers";
 }
 
 }  // namespace

@@ -17,6 +17,8 @@
 namespace tdist::testing {
 namespace {
 
+using namespace tdist::algorithms;
+
 using std::chrono::milliseconds;
 
 // A group of one never reaches the algorithms (the collectives return at

@@ -61,17 +61,17 @@ PathChoice path_setting() {
   return value == "IPC" ? PathChoice::Ipc : PathChoice::Auto;
 }
 
-Plan plan(int, Engine* const&, const Tensor& t, const ReduceOp&) {
+Plan plan(int, const EngineCall&, const Tensor& t, const ReduceOp&) {
   const size_t chunks = chunks_of(static_cast<size_t>(t.numel()), per_chunk(t.element_size(), 1));
   return {true, t.nbytes(), static_cast<int>(2 * chunks)};
 }
 
-Plan plan(int, Engine* const&, const Tensor& t, const int&) {
+Plan plan(int, const EngineCall&, const Tensor& t, const int&) {
   const size_t chunks = chunks_of(static_cast<size_t>(t.numel()), per_chunk(t.element_size(), 1));
   return {true, t.nbytes(), static_cast<int>(chunks)};
 }
 
-Plan plan(int, Engine* const&, const std::vector<Tensor>& outs, const Tensor& in) {
+Plan plan(int, const EngineCall&, const std::vector<Tensor>& outs, const Tensor& in) {
   // Blocks of different sizes (torch allows them) are staged: every rank sees
   // the same list sizes, so every rank decides alike.
   if (!uniform(outs, in)) return {};
@@ -79,7 +79,7 @@ Plan plan(int, Engine* const&, const std::vector<Tensor>& outs, const Tensor& in
   return {true, in.nbytes(), static_cast<int>(chunks)};
 }
 
-Plan plan(int n, Engine* const&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp&) {
+Plan plan(int n, const EngineCall&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp&) {
   if (!uniform(ins, out)) return {};
   const size_t chunks = chunks_of(static_cast<size_t>(out.numel()), per_chunk(out.element_size(), n));
   return {true, out.nbytes(), static_cast<int>(chunks)};
@@ -100,7 +100,7 @@ void Call::wait_for_copies() {
   rt.synchronize(streams.in_ready[0]);
 }
 
-void run(Call& c, Engine* const&, const Tensor& t, const ReduceOp& op) {
+void run(Call& c, const EngineCall&, const Tensor& t, const ReduceOp& op) {
   const int n = c.ctx.size(), me = c.ctx.rank();
   const size_t element = t.element_size(), count = static_cast<size_t>(t.numel());
   const size_t per = per_chunk(element, 1);
@@ -131,7 +131,7 @@ void run(Call& c, Engine* const&, const Tensor& t, const ReduceOp& op) {
   }
 }
 
-void run(Call& c, Engine* const&, const Tensor& t, const int& root) {
+void run(Call& c, const EngineCall&, const Tensor& t, const int& root) {
   const int me = c.ctx.rank();
   const size_t element = t.element_size(), count = static_cast<size_t>(t.numel());
   const size_t per = per_chunk(element, 1);
@@ -150,7 +150,7 @@ void run(Call& c, Engine* const&, const Tensor& t, const int& root) {
   }
 }
 
-void run(Call& c, Engine* const&, const std::vector<Tensor>& outs, const Tensor& in) {
+void run(Call& c, const EngineCall&, const std::vector<Tensor>& outs, const Tensor& in) {
   const int n = c.ctx.size(), me = c.ctx.rank();
   const size_t element = in.element_size(), count = static_cast<size_t>(in.numel());
   const size_t per = per_chunk(element, 1);
@@ -165,7 +165,7 @@ void run(Call& c, Engine* const&, const std::vector<Tensor>& outs, const Tensor&
   }
 }
 
-void run(Call& c, Engine* const&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp& op) {
+void run(Call& c, const EngineCall&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp& op) {
   const int n = c.ctx.size(), me = c.ctx.rank();
   const size_t element = out.element_size(), count = static_cast<size_t>(out.numel());
   const size_t per = per_chunk(element, n);

@@ -20,7 +20,7 @@
 #include "algorithms/collective.h"
 #include "backends/device_path/device_path.h"
 #include "backends/device_path/ipc_exchange.h"
-#include "engines/engine.h"
+#include "engines/group_engines.h"
 #include "work/device_work.h"
 
 namespace tdist::ipc {
@@ -42,10 +42,10 @@ struct Plan {
   size_t bytes = 0;
   int barriers = 0;
 };
-Plan plan(int n, Engine* const&, const Tensor& t, const ReduceOp&);                     // all_reduce
-Plan plan(int n, Engine* const&, const Tensor& t, const int& root);                     // broadcast
-Plan plan(int n, Engine* const&, const std::vector<Tensor>& outs, const Tensor& in);    // all_gather
-Plan plan(int n, Engine* const&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp&);  // reduce_scatter
+Plan plan(int n, const EngineCall&, const Tensor& t, const ReduceOp&);                     // all_reduce
+Plan plan(int n, const EngineCall&, const Tensor& t, const int& root);                     // broadcast
+Plan plan(int n, const EngineCall&, const std::vector<Tensor>& outs, const Tensor& in);    // all_gather
+Plan plan(int n, const EngineCall&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp&);  // reduce_scatter
 template <typename... Args>
 Plan plan(int, const Args&...) {
   return {};
@@ -64,10 +64,10 @@ struct Call {
   void wait_for_copies();  // the host waits for what was queued on streams.in
 };
 
-void run(Call& call, Engine* const&, const Tensor& t, const ReduceOp& op);
-void run(Call& call, Engine* const&, const Tensor& t, const int& root);
-void run(Call& call, Engine* const&, const std::vector<Tensor>& outs, const Tensor& in);
-void run(Call& call, Engine* const&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp& op);
+void run(Call& call, const EngineCall&, const Tensor& t, const ReduceOp& op);
+void run(Call& call, const EngineCall&, const Tensor& t, const int& root);
+void run(Call& call, const EngineCall&, const std::vector<Tensor>& outs, const Tensor& in);
+void run(Call& call, const EngineCall&, const Tensor& out, const std::vector<Tensor>& ins, const ReduceOp& op);
 // Never called: plan() said the path does not serve these.
 template <typename... Args>
 void run(Call&, const Args&...) {}

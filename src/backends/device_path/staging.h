@@ -175,7 +175,6 @@ void run_staged_in_chunks(DevicePath& path, DeviceWork& work, CollectiveContext&
     Mirrors mirrors(host);
     std::tuple<decltype(mirrors.map(args))...> mapped{mirrors.map(args)...};
     std::apply([&](const auto&... a) { body(sub, a...); }, mapped);
-    ctx.algorithm = sub.algorithm;
     rt.copy(device_bytes + k * per_chunk * element, slot(k), length(k) * element, s.out);
     rt.record(s.out_done[k % kStageSlots], s.out);
   }

@@ -199,7 +199,7 @@ std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std:
   // The flight recorder's entry (trace/flight_recorder.h): stamped here as
   // the tdist backend stamps its own, on whichever thread gets that far.
   trace::FlightMark mark = trace::claim_mark();
-  mark.engine(trace::kEngineMpi);
+  mark.engine(EngineKind::Mpi);
   if (auto e = st->failed_before(op, seq)) {
     mark.ended(e);
     work->finish_unshared(e);
@@ -288,7 +288,7 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
   // The flight recorder's entry, once the call is sure to run (until here,
   // the front ends it from what this returns or throws).
   trace::FlightMark mark = trace::claim_mark();
-  mark.engine(trace::kEngineMpi);
+  mark.engine(EngineKind::Mpi);
   // The received message's size and source; an error, or null.
   auto finish = [st, what, count, is_send, mark, recorder = mark.hold()](int rc, const MPI_Status& status,
                                                                        PendingWork& w, bool shared) {

@@ -193,7 +193,7 @@ std::shared_ptr<Work> NcclBackend::run(Call call, const Enqueue& enqueue) {
   const uint64_t seq = call.p2p ? ++p2p_seq_ : ++seq_;
   const std::string what = state_->label + ": " + call.op + " #" + std::to_string(seq);
   trace::FlightMark mark = trace::claim_mark();
-  mark.engine(trace::kEngineNccl);
+  mark.engine(EngineKind::Nccl);
   if (auto e = state_->failed_before(call.op, seq)) return NcclWork::failed(state_, call.op, seq, e, mark);
   std::shared_ptr<NcclWork> work;
   try {

@@ -1,0 +1,36 @@
+// A group's engines: their part in the group's failure and shutdown.
+#include "engines/group_engines.h"
+
+#include "shm_engine/host_segment.h"
+
+namespace tdist {
+
+GroupEngines::~GroupEngines() = default;
+
+void GroupEngines::abort(const std::string& why) {
+  if (segment_) segment_->abort(why);
+  if (host_segment_) host_segment_->abort(why);
+}
+
+void GroupEngines::wake_all() {
+  if (segment_) segment_->wake_all();
+  if (host_segment_) host_segment_->wake_all();
+}
+
+void GroupEngines::close(const std::exception_ptr& why) {
+  if (local_) local_->close(why);
+  if (cross_) cross_->close(why);
+}
+
+// A peer waiting in a segment for this rank fails at once, naming it as gone
+// (the transport's goodbye reaches only the peers this rank has a socket
+// to); a wait of this process notices at its next check, woken for it now.
+void GroupEngines::leave() {
+  for (shm_engine::HostSegment* segment : {segment_.get(), host_segment_.get()}) {
+    if (!segment) continue;
+    segment->leave();
+    segment->wake_all();
+  }
+}
+
+}  // namespace tdist
