@@ -261,4 +261,13 @@ void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor
   timeout(g, op, opts.timeout);
 }
 
+void operation(const ProcessGroup& g, const Operation& op) {
+  switch (op.kind) {
+    default:
+      // The operations with a method of their own are checked there, with
+      // their own arguments.
+      throw DistValueError(where(g, op.name()) + ": issue it through ProcessGroup::" + op.name());
+  }
+}
+
 }  // namespace tdist::validate
