@@ -33,15 +33,16 @@ class FlightScope;
 enum class OpKind : uint8_t {
   Send, Recv, Broadcast, AllReduce, AllReduceCoalesced, Barrier, MonitoredBarrier, Reduce, AllGather,
   AllGatherIntoTensor, Gather, Scatter, ReduceScatter, ReduceScatterTensor, AllToAll, AllToAllSingle,
+  AllGatherCoalesced,
 };
 
 // torch's names of the operations, by OpKind: what errors, traces and dumps say.
-inline constexpr std::array<std::string_view, 16> kOpNames = {
+inline constexpr std::array<std::string_view, 17> kOpNames = {
     "send", "recv", "broadcast", "all_reduce", "all_reduce_coalesced", "barrier", "monitored_barrier", "reduce",
     "all_gather", "all_gather_into_tensor", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
-    "all_to_all", "all_to_all_single",
+    "all_to_all", "all_to_all_single", "all_gather_coalesced",
 };
-static_assert(kOpNames.size() == static_cast<size_t>(OpKind::AllToAllSingle) + 1, "one name per OpKind");
+static_assert(kOpNames.size() == static_cast<size_t>(OpKind::AllGatherCoalesced) + 1, "one name per OpKind");
 
 // A NUL-terminated name (every entry of kOpNames is a literal).
 inline const char* op_name(OpKind kind) {
@@ -57,6 +58,8 @@ inline const char* op_name(OpKind kind) {
 //   all_gather, gather                  inputs: the input; outputs: one per
 //                                       rank (gather: on the root only)
 //   all_gather_into_tensor              inputs: the input; outputs: the output
+//   all_gather_coalesced                inputs: n tensors; outputs: n x size(),
+//                                       input i of rank r at outputs[i * size() + r]
 //   scatter                             inputs: one per rank (root only); outputs: the output
 //   reduce_scatter                      inputs: one per rank; outputs: the output
 //   reduce_scatter_tensor               inputs: the input; outputs: the output

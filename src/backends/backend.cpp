@@ -20,6 +20,21 @@ Operation part_of(const Operation& whole, OpKind kind) {
                    .async_op = whole.async_op};
 }
 
+// One all_gather per input tensor, issued back to back (every rank issues
+// the same ones in the same order), joined into one Work.
+std::shared_ptr<Work> all_gather_each(Backend& backend, const Operation& op) {
+  const size_t n = static_cast<size_t>(backend.size());
+  std::vector<std::shared_ptr<Work>> parts;
+  parts.reserve(op.inputs.size());
+  for (size_t i = 0; i < op.inputs.size(); ++i) {
+    Operation part = part_of(op, OpKind::AllGather);
+    part.inputs = op.inputs.subspan(i, 1);
+    part.outputs = op.outputs.subspan(i * n, n);
+    parts.push_back(backend.all_gather(part));
+  }
+  return AggregateWork::join(op.name(), std::move(parts), std::vector<Tensor>(op.outputs.begin(), op.outputs.end()));
+}
+
 }  // namespace
 
 // The per-kind dispatch: one switch on the path of every operation, where
@@ -42,6 +57,8 @@ std::shared_ptr<Work> Backend::run(const Operation& op) {
     case OpKind::ReduceScatterTensor: return reduce_scatter_tensor(op);
     case OpKind::AllToAll: return all_to_all(op);
     case OpKind::AllToAllSingle: return all_to_all_single(op);
+    // Composites: built here from the operations every backend carries.
+    case OpKind::AllGatherCoalesced: return all_gather_each(*this, op);
   }
   unsupported(op.name());
 }
