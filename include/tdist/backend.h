@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tdist/dtype.h"
+#include "tdist/operation.h"
 #include "tdist/options.h"
 #include "tdist/reduce_op.h"
 #include "tdist/store.h"
@@ -55,62 +56,63 @@ class Backend {
   // front's error about a call it refuses before issuing it.
   virtual uint64_t next_sequence_number() const { return 0; }
 
-  // Ranks here are group ranks. The front (ProcessGroup) has validated every
-  // argument before a call gets here: tensors of a device this backend
-  // serves, with data; ranks inside the group and not this rank for a peer;
-  // lists of one tensor per rank where one is needed, of one dtype; sizes
-  // that fit together; split sizes that add up. A backend does not check
-  // them again. Each call's options carry its timeout (kGroupTimeout: the
-  // group's) and async_op (false: the caller waits at once). Unsupported
-  // operations throw DistBackendError naming them.
-  virtual std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts);
-  virtual std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts);  // src may be kAnySource
+  // One operation, as the front describes it (tdist/operation.h): the
+  // front calls this for every operation; it calls the method of the
+  // operation's kind below, or, for an operation a backend may build from
+  // others (the coalesced forms), that composite. A backend overrides the
+  // methods of the operations it carries, and a composite's method only
+  // where it does better.
+  //
+  // Ranks here are group ranks. The front has validated every argument
+  // before a call gets here: tensors of a device this backend serves, with
+  // data; ranks inside the group and not this rank for a peer; lists of one
+  // tensor per rank where one is needed, of one dtype; sizes that fit
+  // together; split sizes that add up. A backend does not check them again.
+  // Each operation carries its resolved timeout and async_op (false: the
+  // caller waits at once), and its flight recorder entry
+  // (trace::claim_mark). Unsupported operations throw DistBackendError
+  // naming them.
+  std::shared_ptr<Work> run(const Operation& op);
+
+  virtual std::shared_ptr<Work> send(const Operation& op);
+  virtual std::shared_ptr<Work> recv(const Operation& op);  // op.peer may be kAnySource
   // The blocking forms: send(...)->wait(), and recv(...)->wait() returning the
   // source (group rank). A backend may serve them without a Work (a small
   // message over shared memory takes a few hundred nanoseconds).
-  virtual void blocking_send(const Tensor& tensor, int dst, const SendOptions& opts);
-  virtual int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts);
-  virtual std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts);
-  virtual std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts);
-  // Every tensor reduced in place with opts.op, as one operation: one Work
-  // that completes once all have, with the first error of any. The tensors
-  // (at least one) share a dtype and may differ in size. The default issues
-  // one all_reduce per tensor and joins their Works (work/aggregate_work.h);
-  // tdist packs the small tensors into one buffer.
-  virtual std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors,
-                                                     const AllReduceCoalescedOptions& opts);
-  virtual std::shared_ptr<Work> barrier(const BarrierOptions& opts);
-  virtual std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts);
+  virtual void blocking_send(const Operation& op);
+  virtual int blocking_recv(const Operation& op);
+  virtual std::shared_ptr<Work> broadcast(const Operation& op);
+  virtual std::shared_ptr<Work> all_reduce(const Operation& op);
+  // Every tensor of op.inputs reduced in place with op.reduce_op, as one
+  // operation: one Work that completes once all have, with the first error
+  // of any. The tensors (at least one) share a dtype and may differ in size.
+  // The default issues one all_reduce per tensor and joins their Works
+  // (work/aggregate_work.h); tdist packs the small tensors into one buffer.
+  virtual std::shared_ptr<Work> all_reduce_coalesced(const Operation& op);
+  virtual std::shared_ptr<Work> barrier(const Operation& op);
+  virtual std::shared_ptr<Work> reduce(const Operation& op);
   // outputs[i] receives rank i's input; sizes may differ per rank (outputs[i]
   // matches rank i's input exactly).
-  virtual std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                           const AllGatherOptions& opts);
+  virtual std::shared_ptr<Work> all_gather(const Operation& op);
   // output holds size() * input.numel() elements, rank i's input at block i
   // (blocks_of() in tensor/split.h gives the views).
-  virtual std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                                       const AllGatherOptions& opts);
+  virtual std::shared_ptr<Work> all_gather_into_tensor(const Operation& op);
   // outputs: on the root only (one per rank), empty elsewhere.
-  virtual std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                       const GatherOptions& opts);
+  virtual std::shared_ptr<Work> gather(const Operation& op);
   // inputs: on the root only (one per rank), empty elsewhere.
-  virtual std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                        const ScatterOptions& opts);
+  virtual std::shared_ptr<Work> scatter(const Operation& op);
   // output = op over ranks of inputs[rank()].
-  virtual std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                               const ReduceScatterOptions& opts);
+  virtual std::shared_ptr<Work> reduce_scatter(const Operation& op);
   // input holds size() * output.numel() elements; block i goes to rank i.
-  virtual std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                                      const ReduceScatterOptions& opts);
+  virtual std::shared_ptr<Work> reduce_scatter_tensor(const Operation& op);
   // outputs[i] receives inputs[rank()] of rank i.
-  virtual std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                           const AllToAllOptions& opts);
-  // The options' split sizes (rows of the first dimension; empty: equal)
-  // cut output and input into one part per rank (rows_of() in tensor/split.h).
-  virtual std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
-                                                  const AllToAllOptions& opts);
+  virtual std::shared_ptr<Work> all_to_all(const Operation& op);
+  // The split sizes (rows of the first dimension; empty: equal) cut output
+  // and input into one part per rank (rows_of() in tensor/split.h).
+  virtual std::shared_ptr<Work> all_to_all_single(const Operation& op);
   // Rank 0 waits up to the timeout for every rank; its error names the ranks
   // that did not arrive (all of them with wait_all_ranks, else the first).
-  virtual std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts);
+  virtual std::shared_ptr<Work> monitored_barrier(const Operation& op);
   // batch_isend_irecv: the point-to-point operations the calling thread
   // issues between these two calls form one batch, which a backend may run as
   // one (nccl: inside one ncclGroupStart/End, so that a ring exchange cannot

@@ -159,6 +159,12 @@ std::shared_ptr<Work> all_gather(const std::vector<Tensor>& tensor_list, const T
 // output_tensor: world_size x input, concatenated ([w*n, ...]) or stacked ([w, n, ...]).
 std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output_tensor, const Tensor& input_tensor,
                                              const Group& group = nullptr, bool async_op = false);
+// torch's all_gather_coalesced: output_tensor_lists[r][i] receives input i
+// of rank r (one list per rank, each as long as input_tensor_list), every
+// input gathered as all_gather does, as one operation with one Work.
+std::shared_ptr<Work> all_gather_coalesced(const std::vector<std::vector<Tensor>>& output_tensor_lists,
+                                           const std::vector<Tensor>& input_tensor_list,
+                                           const Group& group = nullptr, bool async_op = false);
 // gather_list: one tensor per rank on dst, empty elsewhere.
 std::shared_ptr<Work> gather(const Tensor& tensor, const std::vector<Tensor>& gather_list = {}, PeerRank dst = 0,
                              const Group& group = nullptr, bool async_op = false);

@@ -62,6 +62,13 @@ class ProcessGroup {
   // The backend for device-independent operations (barrier): the CPU one if any.
   Backend& any_backend() const;
 
+  // Issues `op` (tdist/operation.h: its kind, tensors and arguments, its
+  // timeout as given, kGroupTimeout for the group's, and async_op): checked
+  // once, recorded, and handed to the backend of its tensors' device
+  // (Backend::run). The methods below build one each; an operation without a
+  // method of its own (all_gather_coalesced) is issued through this.
+  std::shared_ptr<Work> issue(Operation op);
+
   // Ranks are group ranks. Each operation takes its options struct
   // (tdist/options.h: its own arguments, a per-call timeout, async_op); the
   // shorter forms below it are the same with default options. Arguments are
@@ -163,6 +170,8 @@ class ProcessGroup {
   // shut down.
   std::shared_ptr<trace::FlightRecorder> recorder_;
   std::vector<Backend*> distinct_backends() const;
+  // A call's timeout: its own, else (kGroupTimeout) the group's.
+  std::chrono::milliseconds resolved(std::chrono::milliseconds timeout) const;
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;  // one instance may serve several devices
   Backend* cpu_backend_ = nullptr;  // backends_[CPU], found without a map lookup on every call
 };

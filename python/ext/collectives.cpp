@@ -156,6 +156,27 @@ void bind_collectives(py::module_& m) {
         py::arg("tensor_list"), py::arg("tensor"), py::arg("group") = py::none(), py::arg("async_op") = false,
         "tensor_list[i] receives rank i's tensor (sizes may differ between ranks).");
 
+  m.def("all_gather_coalesced",
+        [](py::handle output_tensor_lists, py::handle input_tensor_list, const GroupArg& group, bool async_op) {
+          Args a;
+          std::vector<std::vector<tdist::Tensor>> outs;
+          for (py::handle list : output_tensor_lists)
+            outs.push_back(a.list(list, "all_gather_coalesced: output_tensor_lists[" +
+                                            std::to_string(outs.size()) + "]", true, true));
+          auto ins = a.list(input_tensor_list, "all_gather_coalesced: input_tensor_list", false, false);
+          if (group.non_member) return not_in_group("all_gather_coalesced");
+          std::shared_ptr<tdist::Work> w;
+          {
+            py::gil_scoped_release nogil;
+            w = tdist::all_gather_coalesced(outs, ins, group, true);
+          }
+          return finish(std::move(w), async_op, std::move(a.keep), group);
+        },
+        py::arg("output_tensor_lists"), py::arg("input_tensor_list"), py::arg("group") = py::none(),
+        py::arg("async_op") = false,
+        "output_tensor_lists[r][i] receives input_tensor_list[i] of rank r: every input gathered as "
+        "all_gather does, as one operation (one Work).");
+
   m.def("all_gather_into_tensor",
         [](py::handle output_tensor, py::handle input_tensor, const GroupArg& group, bool async_op) {
           Args a;

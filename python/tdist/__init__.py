@@ -35,6 +35,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     _get_default_group,
     _make_nccl_premul_sum,
     all_gather,
+    all_gather_coalesced,
     all_gather_into_tensor,
     all_reduce,
     all_reduce_coalesced,

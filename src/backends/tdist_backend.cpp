@@ -329,20 +329,21 @@ Decision decision_of(const T&, const Rest&... rest) {
 }  // namespace
 
 template <typename Body, typename... Args>
-std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
-                                            CallOptions call_opts, std::string signature, Body body,
-                                            const Args&... args) {
+std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const Operation& operation,
+                                            std::span<const Tensor> result, int seqs, std::string signature,
+                                            Body body, const Args&... args) {
   // One device-type test per call on the CPU path (a list's first tensors
   // until one is on a device; the front checked they agree).
   if (const Tensor* on_device = staging::first_device_tensor(args...))
-    return enqueue_on_device(code, op, result, call_opts, std::move(signature), body, *on_device, args...);
-  const Millis timeout = timeout_of(call_opts.timeout);
-  const bool blocking = !call_opts.async_op;
+    return enqueue_on_device(code, operation, result, seqs, std::move(signature), body, *on_device, args...);
+  const char* op = operation.name();
+  const Millis timeout = timeout_of(operation.timeout);
+  const bool blocking = !operation.async_op;
   std::unique_lock<SpinLock> issue(issue_mu_);
   const uint64_t seq = seq_ + 1;
-  seq_ += static_cast<uint64_t>(call_opts.seqs);
+  seq_ += static_cast<uint64_t>(seqs);
   auto work = spare_.take(op, seq, result, blocking, state_->shared_label);
-  trace::FlightMark mark = trace::claim_mark();
+  trace::FlightMark mark = trace::claim_mark(operation);
   const Decision decision = decision_of(args...);
   if (mark) mark.engine(decision.engine);
   if (auto failed = state_->failure_of(op, seq)) {
@@ -373,11 +374,12 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const char* op,
 // caller only orders its stream after it (DeviceWork::wait). Its tensors are
 // checked here, on the caller's thread, so a wrong device is the caller's error.
 template <typename Body, typename... Args>
-std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const char* op,
-                                                      std::span<const Tensor> result, CallOptions call_opts,
+std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const Operation& operation,
+                                                      std::span<const Tensor> result, int seqs,
                                                       std::string signature, Body body, const Tensor& any,
                                                       const Args&... args) {
-  const Millis timeout = timeout_of(call_opts.timeout);
+  const char* op = operation.name();
+  const Millis timeout = timeout_of(operation.timeout);
   DevicePath& path = *device_path_;
   const int device = path.device_of(any, op);
   device::Runtime& rt = path.runtime(op);
@@ -390,7 +392,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
     const ipc::Plan plan = ipc::plan(size(), args...);
     if (plan.serves && (cuda_path_ == ipc::PathChoice::Ipc || plan.bytes >= ipc::kMinBytes)) {
       over_ipc = true;
-      call_opts.seqs = 1 + plan.barriers;  // one per host barrier, for its tag
+      seqs = 1 + plan.barriers;  // one per host barrier, for its tag
     }
   }
   size_t chunks = 1;
@@ -398,16 +400,16 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
     if (!over_ipc &&
         (code.code == OpCode::AllReduce || code.code == OpCode::Broadcast || code.code == OpCode::Reduce)) {
       chunks = staging::chunks_of(any.nbytes());
-      call_opts.seqs = static_cast<int>(chunks);
+      seqs = static_cast<int>(chunks);
     }
   }
   std::unique_lock<SpinLock> issue(issue_mu_);
   const uint64_t seq = seq_ + 1;
-  seq_ += static_cast<uint64_t>(call_opts.seqs);
+  seq_ += static_cast<uint64_t>(seqs);
   auto work = std::make_shared<DeviceWork>(op, seq, state_->shared_label, rt, device, streams.host_word,
                                            static_cast<uint32_t>(seq), device_path_);
   work->set_result(std::vector<Tensor>(result.begin(), result.end()));
-  trace::FlightMark mark = trace::claim_mark();
+  trace::FlightMark mark = trace::claim_mark(operation);
   const Decision decision = decision_of(args...);
   if (mark) mark.engine(decision.engine);
   if (auto failed = state_->failure_of(op, seq)) {
@@ -463,12 +465,12 @@ uint64_t TdistBackend::start_point_to_point(bool is_send) {
   return seq;
 }
 
-std::shared_ptr<Work> TdistBackend::device_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
-                                                         Millis timeout) {
-  const char* op = is_send ? "send" : "recv";
+std::shared_ptr<Work> TdistBackend::device_point_to_point(const Operation& op) {
+  const bool is_send = op.kind == OpKind::Send;
+  const Tensor& tensor = op.tensor();
   DevicePath& path = *device_path_;
-  const int device = path.device_of(tensor, op);
-  device::Runtime& rt = path.runtime(op);
+  const int device = path.device_of(tensor, op.name());
+  device::Runtime& rt = path.runtime(op.name());
   DevicePath::Streams& s = path.streams(device);
   rt.set_device(device);
   // Staging waits for the caller's stream as it is now: a send reads what the
@@ -486,17 +488,17 @@ std::shared_ptr<Work> TdistBackend::device_point_to_point(bool is_send, const Te
     rt.synchronize(copied);
     rt.destroy_event(copied);
   }
-  auto inner = point_to_point(is_send, on_host, peer, tag, timeout);
+  auto inner = point_to_point(op, on_host);
   return std::make_shared<DeviceP2PWork>(std::move(inner), std::move(host), device_path_, rt, device,
                                          is_send ? Tensor() : tensor);
 }
 
-std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
-                                                  Millis timeout) {
-  if (!tensor.is_cpu()) return device_point_to_point(is_send, tensor, peer, tag, timeout);
+std::shared_ptr<Work> TdistBackend::point_to_point(const Operation& op, const Tensor& tensor) {
+  if (!tensor.is_cpu()) return device_point_to_point(op);
+  const bool is_send = op.kind == OpKind::Send;
   const uint64_t seq = start_point_to_point(is_send);
-  auto work = std::make_shared<P2PWork>(is_send, seq, tensor, peer, tag, p2p_tag(tag), state_,
-                                       Deadline::after_coarse(timeout_of(timeout)), trace::claim_mark());
+  auto work = std::make_shared<P2PWork>(is_send, seq, tensor, op.peer, op.tag, p2p_tag(op.tag), state_,
+                                       Deadline::after_coarse(timeout_of(op.timeout)), trace::claim_mark(op));
   P2PWork::post(work);
   return work;
 }
@@ -506,16 +508,18 @@ std::shared_ptr<Work> TdistBackend::point_to_point(bool is_send, const Tensor& t
 // no reference counting). The transport lets go of a request when it
 // completes it, and this returns only once it is complete (an abort, by
 // whichever thread, completes every request).
-int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout) {
+int TdistBackend::blocking_point_to_point(const Operation& op) {
+  const Tensor& tensor = op.tensor();
   if (!tensor.is_cpu()) {
-    auto work = device_point_to_point(is_send, tensor, peer, tag, timeout);
+    auto work = device_point_to_point(op);
     work->wait();
     return work->source_rank();
   }
+  const bool is_send = op.kind == OpKind::Send;
   const uint64_t seq = start_point_to_point(is_send);
-  const trace::FlightMark mark = trace::claim_mark();
-  const Deadline deadline = start_clock(mark, timeout_of(timeout), /*inline_start=*/true);
-  Request request(is_send ? Request::Kind::Send : Request::Kind::Recv, peer, p2p_tag(tag), tensor.data(),
+  const trace::FlightMark mark = trace::claim_mark(op);
+  const Deadline deadline = start_clock(mark, timeout_of(op.timeout), /*inline_start=*/true);
+  Request request(is_send ? Request::Kind::Send : Request::Kind::Recv, op.peer, p2p_tag(op.tag), tensor.data(),
                   tensor.nbytes());
   Transport& transport = *state_->transport;
   transport.post(std::shared_ptr<Request>(std::shared_ptr<void>(), &request));
@@ -523,7 +527,7 @@ int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, in
     transport.wait(request, deadline, /*abort_on_error=*/false);
   } catch (...) {
     if (!request.done()) request.wait_until(Deadline::never());  // the abort under way completes it
-    auto e = with_context(std::current_exception(), p2p_context(*state_, is_send, seq, tensor, peer, tag));
+    auto e = with_context(std::current_exception(), p2p_context(*state_, is_send, seq, tensor, op.peer, op.tag));
     state_->record_failure(e);  // as P2PWork::wait
     mark.ended(e);
     std::rethrow_exception(e);
@@ -532,62 +536,56 @@ int TdistBackend::blocking_point_to_point(bool is_send, const Tensor& tensor, in
   return request.source();
 }
 
-std::shared_ptr<Work> TdistBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) {
-  return point_to_point(true, tensor, dst, opts.tag, opts.timeout);
-}
+std::shared_ptr<Work> TdistBackend::send(const Operation& op) { return point_to_point(op, op.tensor()); }
 
-std::shared_ptr<Work> TdistBackend::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
-  return point_to_point(false, tensor, src, opts.tag, opts.timeout);
-}
+std::shared_ptr<Work> TdistBackend::recv(const Operation& op) { return point_to_point(op, op.tensor()); }
 
-void TdistBackend::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
-  blocking_point_to_point(true, tensor, dst, opts.tag, opts.timeout);
-}
+void TdistBackend::blocking_send(const Operation& op) { blocking_point_to_point(op); }
 
-int TdistBackend::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
-  return blocking_point_to_point(false, tensor, src, opts.tag, opts.timeout);
-}
+int TdistBackend::blocking_recv(const Operation& op) { return blocking_point_to_point(op); }
 
-std::shared_ptr<Work> TdistBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
-  const int root = opts.root;
+std::shared_ptr<Work> TdistBackend::broadcast(const Operation& op) {
+  const Tensor& tensor = op.tensor();
+  const int root = op.root;
   return enqueue(
-      CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), "broadcast", {&tensor, 1}, call_options(opts),
+      CollectiveCall(OpCode::Broadcast, tensor.dtype(), root), op, op.inputs, 1,
       debug_detail_ ? std::string("broadcast root=" + std::to_string(root) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const Tensor& t, int root) { e.engine->broadcast(ctx, t, root); },
       engine_for(OpCode::Broadcast, {tensor.nbytes(), static_cast<size_t>(tensor.numel())}), tensor, root);
 }
 
-std::shared_ptr<Work> TdistBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
-  const ReduceOp op = opts.op;
+std::shared_ptr<Work> TdistBackend::all_reduce(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
+  const ReduceOp op = operation.reduce_op;
   return enqueue(
-      CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), "all_reduce", {&tensor, 1}, call_options(opts),
+      CollectiveCall(OpCode::AllReduce, tensor.dtype(), op), operation, operation.inputs, 1,
       debug_detail_ ? std::string("all_reduce op=" + std::string(op.name()) + " " + tensor.str()) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const Tensor& t, ReduceOp op) { e.engine->all_reduce(ctx, t, op); },
       engine_for(OpCode::AllReduce, {tensor.nbytes(), static_cast<size_t>(tensor.numel())}), tensor, op);
 }
 
-std::shared_ptr<Work> TdistBackend::barrier(const BarrierOptions& opts) {
+std::shared_ptr<Work> TdistBackend::barrier(const Operation& op) {
   return enqueue(
-      OpCode::Barrier, "barrier", {}, call_options(opts), debug_detail_ ? std::string("barrier") : std::string(),
+      OpCode::Barrier, op, {}, 1, debug_detail_ ? std::string("barrier") : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e) { e.engine->barrier(ctx); },
       engine_for(OpCode::Barrier, {}));
 }
 
 namespace {
-size_t total_bytes(const std::vector<Tensor>& list) {
+size_t total_bytes(std::span<const Tensor> list) {
   size_t total = 0;
   for (const Tensor& t : list) total += t.nbytes();
   return total;
 }
 
 // Every block of the list has one size (the selector's equal_blocks).
-bool equal_sizes(const std::vector<Tensor>& list) {
+bool equal_sizes(std::span<const Tensor> list) {
   for (const Tensor& t : list)
     if (t.nbytes() != list[0].nbytes()) return false;
   return true;
 }
 
-std::string shapes(const std::vector<Tensor>& list) {
+std::string shapes(std::span<const Tensor> list) {
   std::string out = "[";
   for (size_t i = 0; i < list.size(); ++i) out += (i ? ", " : "") + list[i].str();
   return out + "]";
@@ -611,7 +609,7 @@ struct CoalescedStep {
   bool packed = false;
 };
 
-std::vector<CoalescedStep> plan_coalesced(const std::vector<Tensor>& tensors) {
+std::vector<CoalescedStep> plan_coalesced(std::span<const Tensor> tensors) {
   std::vector<CoalescedStep> steps;
   CoalescedStep pack{.members = {}, .bytes = 0, .packed = true};
   for (size_t i = 0; i < tensors.size(); ++i) {
@@ -636,14 +634,14 @@ std::vector<CoalescedStep> plan_coalesced(const std::vector<Tensor>& tensors) {
 
 }  // namespace
 
-std::shared_ptr<Work> TdistBackend::all_reduce_coalesced(const std::vector<Tensor>& tensors,
-                                                         const AllReduceCoalescedOptions& opts) {
-  const ReduceOp op = opts.op;
+std::shared_ptr<Work> TdistBackend::all_reduce_coalesced(const Operation& operation) {
+  const ReduceOp op = operation.reduce_op;
+  const std::vector<Tensor> tensors(operation.inputs.begin(), operation.inputs.end());
   const DType dtype = tensors.at(0).dtype();
   std::vector<CoalescedStep> steps = plan_coalesced(tensors);
-  CallOptions call{opts.timeout, opts.async_op, std::max<int>(1, static_cast<int>(steps.size()))};
   return enqueue(
-      CollectiveCall(OpCode::AllReduce, dtype, op), "all_reduce_coalesced", tensors, call,
+      CollectiveCall(OpCode::AllReduce, dtype, op), operation, operation.inputs,
+      std::max<int>(1, static_cast<int>(steps.size())),
       debug_detail_ ? "all_reduce_coalesced op=" + std::string(op.name()) + " " + shapes(tensors) : std::string(),
       [](CollectiveContext& ctx, const GroupEngines* engines, const std::vector<Tensor>& ts, ReduceOp op, DType dtype,
          const std::vector<CoalescedStep>& steps) {
@@ -678,103 +676,115 @@ std::shared_ptr<Work> TdistBackend::all_reduce_coalesced(const std::vector<Tenso
       engines_, tensors, op, dtype, steps);
 }
 
-std::shared_ptr<Work> TdistBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
-  const int root = opts.root;
-  const ReduceOp op = opts.op;
+std::shared_ptr<Work> TdistBackend::reduce(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
+  const int root = operation.root;
+  const ReduceOp op = operation.reduce_op;
   return enqueue(
-      CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), "reduce", {&tensor, 1}, call_options(opts),
+      CollectiveCall(OpCode::Reduce, tensor.dtype(), op, root), operation, operation.inputs, 1,
       debug_detail_ ? "reduce root=" + std::to_string(root) + " op=" + std::string(op.name()) + " " + tensor.str()
                     : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const Tensor& t, int root, ReduceOp op) { e.engine->reduce(ctx, t, root, op); },
       engine_for(OpCode::Reduce, {tensor.nbytes(), static_cast<size_t>(tensor.numel())}), tensor, root, op);
 }
 
-std::shared_ptr<Work> TdistBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                               const AllGatherOptions& opts) {
+std::shared_ptr<Work> TdistBackend::all_gather(const Operation& op) {
+  const Tensor& input = op.tensor();
+  const std::vector<Tensor> outputs(op.outputs.begin(), op.outputs.end());
   return enqueue(
-      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather", outputs, call_options(opts),
+      CollectiveCall(OpCode::AllGather, input.dtype()), op, op.outputs, 1,
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const Tensor& in) { e.engine->all_gather(ctx, outs, in); },
       engine_for(OpCode::AllGather, {total_bytes(outputs), 0, equal_sizes(outputs)}), outputs, input);
 }
 
-std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                                           const AllGatherOptions& opts) {
+std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Operation& op) {
+  const Tensor& input = op.tensor();
+  const Tensor& output = op.output();
   auto outputs = blocks_of(output, size());
   return enqueue(
-      CollectiveCall(OpCode::AllGather, input.dtype()), "all_gather_into_tensor", {&output, 1}, call_options(opts),
+      CollectiveCall(OpCode::AllGather, input.dtype()), op, op.outputs, 1,
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const Tensor& in) { e.engine->all_gather(ctx, outs, in); },
       engine_for(OpCode::AllGather, {output.nbytes(), 0, equal_sizes(outputs)}), outputs, input);
 }
 
-std::shared_ptr<Work> TdistBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                           const GatherOptions& opts) {
-  const int root = opts.root;
+std::shared_ptr<Work> TdistBackend::gather(const Operation& op) {
+  const Tensor& input = op.tensor();
+  const std::vector<Tensor> outputs(op.outputs.begin(), op.outputs.end());
+  const int root = op.root;
   return enqueue(
-      CollectiveCall(OpCode::Gather, input.dtype(), root), "gather", outputs, call_options(opts),
+      CollectiveCall(OpCode::Gather, input.dtype(), root), op, op.outputs, 1,
       debug_detail_ ? std::string("gather root=" + std::to_string(root) + " " + input.str()) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const Tensor& in, int root) { e.engine->gather(ctx, outs, in, root); },
       engine_for(OpCode::Gather, {input.nbytes()}), outputs, input, root);
 }
 
-std::shared_ptr<Work> TdistBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                            const ScatterOptions& opts) {
-  const int root = opts.root;
+std::shared_ptr<Work> TdistBackend::scatter(const Operation& op) {
+  const Tensor& output = op.output();
+  const std::vector<Tensor> inputs(op.inputs.begin(), op.inputs.end());
+  const int root = op.root;
   return enqueue(
-      CollectiveCall(OpCode::Scatter, output.dtype(), root), "scatter", {&output, 1}, call_options(opts),
+      CollectiveCall(OpCode::Scatter, output.dtype(), root), op, op.outputs, 1,
       debug_detail_ ? std::string("scatter root=" + std::to_string(root) + " " + output.str()) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const Tensor& out, const std::vector<Tensor>& ins, int root) { e.engine->scatter(ctx, out, ins, root); },
       engine_for(OpCode::Scatter, {output.nbytes()}), output, inputs, root);
 }
 
-std::shared_ptr<Work> TdistBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                   const ReduceScatterOptions& opts) {
-  const ReduceOp op = opts.op;
+std::shared_ptr<Work> TdistBackend::reduce_scatter(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
+  const ReduceOp op = operation.reduce_op;
   return enqueue(
-      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter", {&output, 1}, call_options(opts),
+      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), operation, operation.outputs, 1,
       debug_detail_ ? "reduce_scatter op=" + std::string(op.name()) + " inputs=" + shapes(inputs) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e.engine->reduce_scatter(ctx, out, ins, op); },
       engine_for(OpCode::ReduceScatter, {total_bytes(inputs), 0, equal_sizes(inputs)}), output, inputs, op);
 }
 
-std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                                          const ReduceScatterOptions& opts) {
-  const ReduceOp op = opts.op;
+std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
+  const ReduceOp op = operation.reduce_op;
   auto inputs = blocks_of(input, size());
   return enqueue(
-      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), "reduce_scatter_tensor", {&output, 1},
-      call_options(opts),
+      CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), operation, operation.outputs, 1,
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const Tensor& out, const std::vector<Tensor>& ins, ReduceOp op) { e.engine->reduce_scatter(ctx, out, ins, op); },
       engine_for(OpCode::ReduceScatter, {input.nbytes(), 0, equal_sizes(inputs)}), output, inputs, op);
 }
 
-std::shared_ptr<Work> TdistBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                               const AllToAllOptions& opts) {
+std::shared_ptr<Work> TdistBackend::all_to_all(const Operation& op) {
+  const std::vector<Tensor> outputs(op.outputs.begin(), op.outputs.end());
+  const std::vector<Tensor> inputs(op.inputs.begin(), op.inputs.end());
   return enqueue(
-      CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), "all_to_all", outputs, call_options(opts),
+      CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), op, op.outputs, 1,
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e.engine->all_to_all(ctx, outs, ins); },
       engine_for(OpCode::AllToAll, {inputs.at(0).nbytes(), 0, /*equal_blocks=*/false}), outputs, inputs);
 }
 
-std::shared_ptr<Work> TdistBackend::all_to_all_single(const Tensor& output, const Tensor& input,
-                                                      const AllToAllOptions& opts) {
-  auto outs = rows_of(output, opts.output_split_sizes, size());
-  auto ins = rows_of(input, opts.input_split_sizes, size());
+std::shared_ptr<Work> TdistBackend::all_to_all_single(const Operation& op) {
+  const Tensor& output = op.output();
+  const Tensor& input = op.tensor();
+  auto outs = rows_of(output, op.output_split_sizes, size());
+  auto ins = rows_of(input, op.input_split_sizes, size());
   return enqueue(
-      CollectiveCall(OpCode::AllToAll, output.dtype()), "all_to_all_single", {&output, 1}, call_options(opts),
+      CollectiveCall(OpCode::AllToAll, output.dtype()), op, op.outputs, 1,
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e.engine->all_to_all(ctx, outs, ins); },
       engine_for(OpCode::AllToAll, {ins.at(0).nbytes(), 0, /*equal_blocks=*/false}), outs, ins);
 }
 
-std::shared_ptr<Work> TdistBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {
-  const Millis limit = timeout_of(opts.timeout);
-  const bool wait_all_ranks = opts.wait_all_ranks;
+std::shared_ptr<Work> TdistBackend::monitored_barrier(const Operation& op) {
+  const Millis limit = timeout_of(op.timeout);
+  const bool wait_all_ranks = op.wait_all_ranks;
+  // Blocking, under the group's deadline: `limit` bounds only the wait for the ranks.
+  Operation blocking = op;
+  blocking.timeout = kGroupTimeout;
+  blocking.async_op = false;
   return enqueue(
-      OpCode::MonitoredBarrier, "monitored_barrier", {}, CallOptions{kGroupTimeout, false}, debug_detail_ ? std::string("monitored_barrier") : std::string(),
+      OpCode::MonitoredBarrier, blocking, {}, 1, debug_detail_ ? std::string("monitored_barrier") : std::string(),
       [](CollectiveContext& ctx, Millis limit, bool wait_all_ranks) {
         CollectiveContext bounded{ctx.transport, ctx.tag, Deadline::after(limit)};
         algorithms::monitored_barrier(bounded, wait_all_ranks);

@@ -40,33 +40,24 @@ class TdistBackend final : public Backend {
     std::lock_guard<SpinLock> issue(issue_mu_);
     return seq_ + 1;
   }
-  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
-  void blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  int blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
-  std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts) override;
-  std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors,
-                                             const AllReduceCoalescedOptions& opts) override;
-  std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
-  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts) override;
-  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                   const AllGatherOptions& opts) override;
-  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                               const AllGatherOptions& opts) override;
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                               const GatherOptions& opts) override;
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                const ScatterOptions& opts) override;
-  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                       const ReduceScatterOptions& opts) override;
-  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                              const ReduceScatterOptions& opts) override;
-  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                   const AllToAllOptions& opts) override;
-  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
-                                          const AllToAllOptions& opts) override;
-  std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
+  std::shared_ptr<Work> send(const Operation& op) override;
+  std::shared_ptr<Work> recv(const Operation& op) override;
+  void blocking_send(const Operation& op) override;
+  int blocking_recv(const Operation& op) override;
+  std::shared_ptr<Work> broadcast(const Operation& op) override;
+  std::shared_ptr<Work> all_reduce(const Operation& op) override;
+  std::shared_ptr<Work> all_reduce_coalesced(const Operation& op) override;
+  std::shared_ptr<Work> barrier(const Operation& op) override;
+  std::shared_ptr<Work> reduce(const Operation& op) override;
+  std::shared_ptr<Work> all_gather(const Operation& op) override;
+  std::shared_ptr<Work> all_gather_into_tensor(const Operation& op) override;
+  std::shared_ptr<Work> gather(const Operation& op) override;
+  std::shared_ptr<Work> scatter(const Operation& op) override;
+  std::shared_ptr<Work> reduce_scatter(const Operation& op) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(const Operation& op) override;
+  std::shared_ptr<Work> all_to_all(const Operation& op) override;
+  std::shared_ptr<Work> all_to_all_single(const Operation& op) override;
+  std::shared_ptr<Work> monitored_barrier(const Operation& op) override;
   void shutdown() override;
   void abort(std::exception_ptr cause) override;
   // The engine that runs `code`'s collective of `bytes` in this group ("transport",
@@ -108,40 +99,31 @@ class TdistBackend final : public Backend {
   };
 
  private:
-  // Issues a collective: body(ctx, args...) runs on the caller's thread for a
-  // blocking call when the queue is idle (args used in place), else on the
-  // queue's thread (over copies of args). `signature` is "" unless
-  // TDIST_DEBUG=DETAIL.
-  // What enqueue() needs of any operation's options.
-  struct CallOptions {
-    Millis timeout;
-    bool async_op;
-    // Sequence numbers the operation takes: one per collective it runs (the
-    // body derives the later ones' tags from the first).
-    int seqs = 1;
-  };
-  template <typename Options>
-  static CallOptions call_options(const Options& opts) {
-    return {opts.timeout, opts.async_op};
-  }
+  // Issues collective `op`: body(ctx, args...) runs on the caller's thread
+  // for a blocking call when the queue is idle (args used in place), else on
+  // the queue's thread (over copies of args). `signature` is "" unless
+  // TDIST_DEBUG=DETAIL. `seqs`: the sequence numbers the operation takes, one
+  // per collective it runs (the body derives the later ones' tags from the
+  // first).
   Millis timeout_of(Millis requested) const { return requested == kGroupTimeout ? options_.timeout : requested; }
   template <typename Body, typename... Args>
-  std::shared_ptr<Work> enqueue(CollectiveCall code, const char* op, std::span<const Tensor> result,
-                                CallOptions call_opts, std::string signature, Body body, const Args&... args);
+  std::shared_ptr<Work> enqueue(CollectiveCall code, const Operation& op, std::span<const Tensor> result, int seqs,
+                                std::string signature, Body body, const Args&... args);
   // enqueue() for an operation on device tensors (`any` is one of them):
   // always on the queue's thread, staged (backends/device_path/staging.h),
   // completed through a DeviceWork.
   template <typename Body, typename... Args>
-  std::shared_ptr<Work> enqueue_on_device(CollectiveCall code, const char* op, std::span<const Tensor> result,
-                                          CallOptions call_opts, std::string signature, Body body, const Tensor& any,
+  std::shared_ptr<Work> enqueue_on_device(CollectiveCall code, const Operation& op, std::span<const Tensor> result,
+                                          int seqs, std::string signature, Body body, const Tensor& any,
                                           const Args&... args);
-  // send/recv of a device tensor, staged through pinned host memory.
-  std::shared_ptr<Work> device_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
+  // send/recv (op.kind) of a device tensor, staged through pinned host memory.
+  std::shared_ptr<Work> device_point_to_point(const Operation& op);
   // The engine and algorithm of `code`'s collective of `size` in this group:
   // the call's one decision (GroupEngines::call).
   EngineCall engine_for(OpCode code, CallSize size) const { return engines_->call(code, size); }
-  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
-  int blocking_point_to_point(bool is_send, const Tensor& tensor, int peer, int tag, Millis timeout);
+  // send/recv (op.kind) of `tensor` (op's, or its host copy for a device tensor).
+  std::shared_ptr<Work> point_to_point(const Operation& op, const Tensor& tensor);
+  int blocking_point_to_point(const Operation& op);
   // The first of `count` new communicator ids, the same on every member
   // (`key`: the group store's key that carries it).
   static uint32_t agree_comm_id(Store& group_store, Store& links_store, int rank, int size, Millis timeout,

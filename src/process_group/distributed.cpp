@@ -243,6 +243,28 @@ std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output_tensor, const 
   return finish(g->all_gather_into_tensor(output_tensor, input_tensor, {.async_op = async_op}), async_op);
 }
 
+std::shared_ptr<Work> all_gather_coalesced(const std::vector<std::vector<Tensor>>& output_tensor_lists,
+                                           const std::vector<Tensor>& input_tensor_list, const Group& group,
+                                           bool async_op) {
+  TDIST_GROUP_OR_RETURN("all_gather_coalesced");
+  // The descriptor's outputs are input-major: input i of rank r at i * size + r.
+  const size_t n = static_cast<size_t>(g->size()), inputs = input_tensor_list.size();
+  if (output_tensor_lists.size() != n)
+    throw DistValueError("all_gather_coalesced: " + std::to_string(output_tensor_lists.size()) +
+                         " output lists, expected one per rank (" + std::to_string(n) + ")");
+  std::vector<Tensor> outputs(inputs * n);
+  for (size_t r = 0; r < n; ++r) {
+    if (output_tensor_lists[r].size() != inputs)
+      throw DistValueError("all_gather_coalesced: output list " + std::to_string(r) + " has " +
+                           std::to_string(output_tensor_lists[r].size()) + " tensors for " + std::to_string(inputs) +
+                           " inputs");
+    for (size_t i = 0; i < inputs; ++i) outputs[i * n + r] = output_tensor_lists[r][i];
+  }
+  return finish(g->issue({.kind = OpKind::AllGatherCoalesced, .inputs = input_tensor_list, .outputs = outputs,
+                          .async_op = async_op}),
+                async_op);
+}
+
 std::shared_ptr<Work> gather(const Tensor& tensor, const std::vector<Tensor>& gather_list, PeerRank dst,
                              const Group& group, bool async_op) {
   TDIST_GROUP_OR_RETURN("gather");

@@ -56,14 +56,31 @@ std::string spec_as_given(const std::string& spec) {
 
 std::span<const Tensor> one(const Tensor& t) { return {&t, 1}; }
 
-// Issues one operation through `call` to `backend` with its flight recorder
-// entry (none when the group has no recorder): the backend takes the entry
-// from this thread to stamp its start and end, or the work says how it ended.
+// What the flight recorder keeps of an operation when it is issued.
+trace::OpInfo info_of(const Operation& op) {
+  bool reducing = false;
+  switch (op.kind) {
+    case OpKind::AllReduce:
+    case OpKind::AllReduceCoalesced:
+    case OpKind::Reduce:
+    case OpKind::ReduceScatter:
+    case OpKind::ReduceScatterTensor: reducing = true; break;
+    default: break;
+  }
+  return {.op = op.kind, .p2p = op.kind == OpKind::Send || op.kind == OpKind::Recv, .root = op.root,
+          .peer = op.peer, .reduce = reducing ? trace::reduce_code(op.reduce_op) : uint8_t{0}};
+}
+
+// Issues `op` through `call` to `backend` with its flight recorder entry
+// (none when the group has no recorder), which travels in op.trace: a
+// backend that stamps its operations claims it there, else the work says
+// how it ended.
 template <typename Call>
-std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const Backend& backend, const trace::OpInfo& info,
-                               std::span<const Tensor> inputs, std::span<const Tensor> outputs, Call&& call) {
+std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const Backend& backend, Operation& op, Call&& call) {
   if (!recorder || trace::g_paused.load(std::memory_order_relaxed)) return call();
-  trace::FlightScope scope(recorder->begin(info, inputs, outputs, recorder->backend_stamps() ? 0 : now_ticks()));
+  trace::FlightScope scope(
+      recorder->begin(info_of(op), op.inputs, op.outputs, recorder->backend_stamps() ? 0 : now_ticks()));
+  op.trace = &scope;
   std::shared_ptr<Work> work;
   try {
     work = call();
@@ -81,9 +98,10 @@ std::shared_ptr<Work> recorded(trace::FlightRecorder* recorder, const Backend& b
 
 // The same for a call that returns no Work: over when it returns.
 template <typename Call>
-auto recorded_blocking(trace::FlightRecorder* recorder, const trace::OpInfo& info, const Tensor& tensor, Call&& call) {
+auto recorded_blocking(trace::FlightRecorder* recorder, Operation& op, Call&& call) {
   if (!recorder || trace::g_paused.load(std::memory_order_relaxed)) return call();
-  trace::FlightScope scope(recorder->begin(info, one(tensor), {}, recorder->backend_stamps() ? 0 : now_ticks()));
+  trace::FlightScope scope(recorder->begin(info_of(op), op.inputs, {}, recorder->backend_stamps() ? 0 : now_ticks()));
+  op.trace = &scope;
   const auto over = [&] {
     if (scope.claimed()) {
       if (!recorder->backend_stamps()) recorder->note_backend_stamps();
@@ -233,48 +251,67 @@ Backend& ProcessGroup::backend_for(Device device) const {
   return *it->second;
 }
 
+std::chrono::milliseconds ProcessGroup::resolved(std::chrono::milliseconds timeout) const { return timeout == kGroupTimeout ? options_.timeout : timeout; }
+
+std::shared_ptr<Work> ProcessGroup::issue(Operation op) {
+  // The device of its first tensor; barriers take any backend.
+  const Tensor* first = !op.inputs.empty() ? &op.inputs[0] : !op.outputs.empty() ? &op.outputs[0] : nullptr;
+  if (first) op.device = first->device();
+  validate::operation(*this, op);
+  Backend& b = first ? backend_for(op.device) : any_backend();
+  op.timeout = resolved(op.timeout);
+  return recorded(recorder_.get(), b, op, [&] { return b.run(op); });
+}
+
 std::shared_ptr<Work> ProcessGroup::send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, dst, true, opts.timeout);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Send, .p2p = true, .peer = dst}, one(tensor), {},
-                  [&] { return b.send(tensor, dst, opts); });
+  Operation op{.kind = OpKind::Send, .inputs = one(tensor), .peer = dst, .tag = opts.tag, .device = tensor.device(),
+               .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.send(op); });
 }
 std::shared_ptr<Work> ProcessGroup::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, src, false, opts.timeout);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Recv, .p2p = true, .peer = src}, one(tensor), {},
-                  [&] { return b.recv(tensor, src, opts); });
+  Operation op{.kind = OpKind::Recv, .inputs = one(tensor), .peer = src, .tag = opts.tag, .device = tensor.device(),
+               .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.recv(op); });
 }
 void ProcessGroup::blocking_send(const Tensor& tensor, int dst, const SendOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, dst, true, opts.timeout);
-  recorded_blocking(recorder_.get(), {.op = trace::OpKind::Send, .p2p = true, .peer = dst}, tensor,
-                    [&] { b.blocking_send(tensor, dst, opts); });
+  Operation op{.kind = OpKind::Send, .inputs = one(tensor), .peer = dst, .tag = opts.tag, .device = tensor.device(),
+               .timeout = resolved(opts.timeout), .async_op = false};
+  recorded_blocking(recorder_.get(), op, [&] { b.blocking_send(op); });
 }
 int ProcessGroup::blocking_recv(const Tensor& tensor, int src, const RecvOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::point_to_point(*this, tensor, src, false, opts.timeout);
-  return recorded_blocking(recorder_.get(), {.op = trace::OpKind::Recv, .p2p = true, .peer = src}, tensor,
-                           [&] { return b.blocking_recv(tensor, src, opts); });
+  Operation op{.kind = OpKind::Recv, .inputs = one(tensor), .peer = src, .tag = opts.tag, .device = tensor.device(),
+               .timeout = resolved(opts.timeout), .async_op = false};
+  return recorded_blocking(recorder_.get(), op, [&] { return b.blocking_recv(op); });
 }
 std::shared_ptr<Work> ProcessGroup::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::broadcast(*this, tensor, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Broadcast, .root = opts.root}, one(tensor), {},
-                  [&] { return b.broadcast(tensor, opts); });
+  Operation op{.kind = OpKind::Broadcast, .inputs = one(tensor), .root = opts.root, .device = tensor.device(),
+               .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.broadcast(op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::all_reduce(*this, tensor, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllReduce, .reduce = trace::reduce_code(opts.op)}, one(tensor), {},
-                  [&] { return b.all_reduce(tensor, opts); });
+  Operation op{.kind = OpKind::AllReduce, .inputs = one(tensor), .reduce_op = opts.op, .device = tensor.device(),
+               .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.all_reduce(op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_reduce_coalesced(const std::vector<Tensor>& tensors,
                                                          const AllReduceCoalescedOptions& opts) {
   validate::all_reduce_coalesced(*this, tensors, opts);
   Backend& b = backend_for(tensors[0].device());
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllReduceCoalesced, .reduce = trace::reduce_code(opts.op)}, tensors, {},
-                  [&] { return b.all_reduce_coalesced(tensors, opts); });
+  Operation op{.kind = OpKind::AllReduceCoalesced, .inputs = tensors, .reduce_op = opts.op,
+               .device = tensors[0].device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.all_reduce_coalesced(op); });
 }
 Backend& ProcessGroup::any_backend() const {
   // Any backend can synchronise the group; prefer the CPU one (no device work).
@@ -286,80 +323,93 @@ Backend& ProcessGroup::any_backend() const {
 std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& opts) {
   Backend& b = any_backend();
   validate::timeout(*this, "barrier", opts.timeout);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Barrier}, {}, {}, [&] { return b.barrier(opts); });
+  Operation op{.kind = OpKind::Barrier, .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.barrier(op); });
 }
 std::shared_ptr<Work> ProcessGroup::monitored_barrier(const MonitoredBarrierOptions& opts) {
   Backend& b = any_backend();
-  MonitoredBarrierOptions o = opts;
-  if (o.timeout == kGroupTimeout) o.timeout = options_.timeout;  // as torch: none given, the group's
-  if (o.timeout.count() < 0)  // 0 is allowed here: no time at all, as torch's timedelta(0)
+  const std::chrono::milliseconds timeout = resolved(opts.timeout);  // as torch: none given, the group's
+  if (timeout.count() < 0)  // 0 is allowed here: no time at all, as torch's timedelta(0)
     throw DistValueError("group " + options_.group_name + ": monitored_barrier: timeout " +
-                         std::to_string(o.timeout.count()) + " ms is negative (0: no time at all; kGroupTimeout: "
+                         std::to_string(timeout.count()) + " ms is negative (0: no time at all; kGroupTimeout: "
                          "the group's)");
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::MonitoredBarrier}, {}, {}, [&] { return b.monitored_barrier(o); });
+  Operation op{.kind = OpKind::MonitoredBarrier, .wait_all_ranks = opts.wait_all_ranks, .timeout = timeout,
+               .async_op = false};
+  return recorded(recorder_.get(), b, op, [&] { return b.monitored_barrier(op); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   Backend& b = backend_for(tensor.device());
   validate::reduce(*this, tensor, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Reduce, .root = opts.root, .reduce = trace::reduce_code(opts.op)},
-                  one(tensor), {}, [&] { return b.reduce(tensor, opts); });
+  Operation op{.kind = OpKind::Reduce, .inputs = one(tensor), .root = opts.root, .reduce_op = opts.op,
+               .device = tensor.device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.reduce(op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                                const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_gather(*this, outputs, input, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllGather}, one(input), outputs,
-                  [&] { return b.all_gather(outputs, input, opts); });
+  Operation op{.kind = OpKind::AllGather, .inputs = one(input), .outputs = outputs, .device = input.device(),
+               .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.all_gather(op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_gather_into_tensor(const Tensor& output, const Tensor& input,
                                                            const AllGatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_gather_into_tensor(*this, output, input, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllGatherIntoTensor}, one(input), one(output),
-                  [&] { return b.all_gather_into_tensor(output, input, opts); });
+  Operation op{.kind = OpKind::AllGatherIntoTensor, .inputs = one(input), .outputs = one(output),
+               .device = input.device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.all_gather_into_tensor(op); });
 }
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<Tensor>& outputs, const Tensor& input,
                                            const GatherOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::gather(*this, outputs, input, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Gather, .root = opts.root}, one(input), outputs,
-                  [&] { return b.gather(outputs, input, opts); });
+  Operation op{.kind = OpKind::Gather, .inputs = one(input), .outputs = outputs, .root = opts.root,
+               .device = input.device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.gather(op); });
 }
 std::shared_ptr<Work> ProcessGroup::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                             const ScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::scatter(*this, output, inputs, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::Scatter, .root = opts.root}, inputs, one(output),
-                  [&] { return b.scatter(output, inputs, opts); });
+  Operation op{.kind = OpKind::Scatter, .inputs = inputs, .outputs = one(output), .root = opts.root,
+               .device = output.device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.scatter(op); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
                                                    const ReduceScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::reduce_scatter(*this, output, inputs, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::ReduceScatter, .reduce = trace::reduce_code(opts.op)}, inputs, one(output),
-                  [&] { return b.reduce_scatter(output, inputs, opts); });
+  Operation op{.kind = OpKind::ReduceScatter, .inputs = inputs, .outputs = one(output), .reduce_op = opts.op,
+               .device = output.device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.reduce_scatter(op); });
 }
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
                                                           const ReduceScatterOptions& opts) {
   Backend& b = backend_for(output.device());
   validate::reduce_scatter_tensor(*this, output, input, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::ReduceScatterTensor, .reduce = trace::reduce_code(opts.op)}, one(input),
-                  one(output), [&] { return b.reduce_scatter_tensor(output, input, opts); });
+  Operation op{.kind = OpKind::ReduceScatterTensor, .inputs = one(input), .outputs = one(output),
+               .reduce_op = opts.op, .device = output.device(), .timeout = resolved(opts.timeout),
+               .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.reduce_scatter_tensor(op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                                const AllToAllOptions& opts) {
   if (inputs.empty()) throw DistValueError("all_to_all: empty input list");
   Backend& b = backend_for(inputs[0].device());
   validate::all_to_all(*this, outputs, inputs, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllToAll}, inputs, outputs,
-                  [&] { return b.all_to_all(outputs, inputs, opts); });
+  Operation op{.kind = OpKind::AllToAll, .inputs = inputs, .outputs = outputs, .device = inputs[0].device(),
+               .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.all_to_all(op); });
 }
 std::shared_ptr<Work> ProcessGroup::all_to_all_single(const Tensor& output, const Tensor& input,
                                                       const AllToAllOptions& opts) {
   Backend& b = backend_for(input.device());
   validate::all_to_all_single(*this, output, input, opts);
-  return recorded(recorder_.get(), b, {.op = trace::OpKind::AllToAllSingle}, one(input), one(output),
-                  [&] { return b.all_to_all_single(output, input, opts); });
+  Operation op{.kind = OpKind::AllToAllSingle, .inputs = one(input), .outputs = one(output),
+               .output_split_sizes = opts.output_split_sizes, .input_split_sizes = opts.input_split_sizes,
+               .device = input.device(), .timeout = resolved(opts.timeout), .async_op = opts.async_op};
+  return recorded(recorder_.get(), b, op, [&] { return b.all_to_all_single(op); });
 }
 
 }  // namespace tdist

@@ -261,4 +261,47 @@ void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor
   timeout(g, op, opts.timeout);
 }
 
+namespace {
+
+// all_gather_coalesced: input i of every rank gathered into outputs[i *
+// size() + r], as all_gather does for one input; the inputs may differ in
+// dtype and size, and share the device of the first.
+void all_gather_coalesced(const ProcessGroup& g, const Operation& o) {
+  const char* op = o.name();
+  if (o.inputs.empty()) invalid(g, op, "the input list is empty (at least one tensor is needed)");
+  const size_t n = static_cast<size_t>(g.size());
+  if (o.outputs.size() != o.inputs.size() * n)
+    invalid(g, op, std::to_string(o.outputs.size()) + " output tensors for " + std::to_string(o.inputs.size()) +
+                       " inputs, expected " + std::to_string(o.inputs.size() * n) + " (one per input and rank)");
+  const Device device = o.inputs[0].device();
+  for (size_t i = 0; i < o.inputs.size(); ++i) {
+    const Tensor& input = o.inputs[i];
+    tensor(g, input, op, device);
+    for (size_t r = 0; r < n; ++r) {
+      const Tensor& out = o.outputs[i * n + r];
+      tensor(g, out, op, device);
+      if (out.dtype() != input.dtype())
+        invalid(g, op, "output [" + std::to_string(r) + "][" + std::to_string(i) + "] " + out.str() +
+                           " differs in dtype from input " + std::to_string(i) + " " + input.str());
+    }
+    const Tensor& own = o.outputs[i * n + static_cast<size_t>(g.rank())];
+    if (own.numel() != input.numel())
+      invalid(g, op, "output [" + std::to_string(g.rank()) + "][" + std::to_string(i) + "] " + own.str() +
+                         " does not match this rank's input " + std::to_string(i) + " " + input.str());
+  }
+  timeout(g, op, o.timeout);
+}
+
+}  // namespace
+
+void operation(const ProcessGroup& g, const Operation& op) {
+  switch (op.kind) {
+    case OpKind::AllGatherCoalesced: return all_gather_coalesced(g, op);
+    default:
+      // The operations with a method of their own are checked there, with
+      // their own arguments.
+      throw DistValueError(where(g, op.name()) + ": issue it through ProcessGroup::" + op.name());
+  }
+}
+
 }  // namespace tdist::validate

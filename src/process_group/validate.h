@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "tdist/operation.h"
 #include "tdist/options.h"
 #include "tdist/process_group.h"
 
@@ -35,5 +36,7 @@ void all_to_all(const ProcessGroup& g, const std::vector<Tensor>& outputs, const
                 const AllToAllOptions& opts);
 void all_to_all_single(const ProcessGroup& g, const Tensor& output, const Tensor& input, const AllToAllOptions& opts);
 void timeout(const ProcessGroup& g, const char* op, std::chrono::milliseconds timeout);
+// An operation issued through ProcessGroup::issue, by its kind.
+void operation(const ProcessGroup& g, const Operation& op);
 
 }  // namespace tdist::validate

@@ -12,13 +12,13 @@ std::vector<Tensor> blocks_of(const Tensor& t, int n) {
 
 int64_t rows_in(const Tensor& t) { return t.shape().empty() ? t.numel() : t.shape()[0]; }
 
-int64_t part_elements(const Tensor& t, const std::vector<int64_t>& splits, int n, int i) {
+int64_t part_elements(const Tensor& t, std::span<const int64_t> splits, int n, int i) {
   const int64_t rows = rows_in(t);
   const int64_t row = rows > 0 ? t.numel() / rows : 0;
   return (splits.empty() ? rows / n : splits[static_cast<size_t>(i)]) * row;
 }
 
-std::vector<Tensor> rows_of(const Tensor& t, const std::vector<int64_t>& splits, int n) {
+std::vector<Tensor> rows_of(const Tensor& t, std::span<const int64_t> splits, int n) {
   const int64_t rows = rows_in(t);
   const int64_t row = rows > 0 ? t.numel() / rows : 0;
   std::vector<Tensor> out;

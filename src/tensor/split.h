@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "tdist/tensor.h"
@@ -16,12 +17,12 @@ std::vector<Tensor> blocks_of(const Tensor& t, int n);
 
 // The rows of t's first dimension (its elements for a 0-d tensor) in n parts
 // of splits[i] rows each; empty splits: n equal parts.
-std::vector<Tensor> rows_of(const Tensor& t, const std::vector<int64_t>& splits, int n);
+std::vector<Tensor> rows_of(const Tensor& t, std::span<const int64_t> splits, int n);
 
 // The number of rows rows_of() counts in t.
 int64_t rows_in(const Tensor& t);
 
 // The elements of part i of rows_of(t, splits, n), without cutting t.
-int64_t part_elements(const Tensor& t, const std::vector<int64_t>& splits, int n, int i);
+int64_t part_elements(const Tensor& t, std::span<const int64_t> splits, int n, int i);
 
 }  // namespace tdist

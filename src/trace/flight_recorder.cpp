@@ -14,7 +14,6 @@ namespace tdist::trace {
 
 std::atomic<bool> g_observed{false};
 std::atomic<bool> g_paused{false};
-constinit thread_local FlightScope* t_flight_scope = nullptr;
 
 const char* state_name(OpState s) {
   switch (s) {
@@ -24,15 +23,6 @@ const char* state_name(OpState s) {
     case OpState::Failed: return "failed";
   }
   return "queued";
-}
-
-const char* op_name(OpKind op) {
-  static constexpr const char* kNames[] = {
-      "send", "recv", "broadcast", "all_reduce", "all_reduce_coalesced", "barrier", "monitored_barrier", "reduce",
-      "all_gather", "all_gather_into_tensor", "gather", "scatter", "reduce_scatter", "reduce_scatter_tensor",
-      "all_to_all", "all_to_all_single"};
-  const auto i = static_cast<size_t>(op);
-  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 namespace {

@@ -40,6 +40,7 @@
 #include <string>
 #include <vector>
 
+#include "tdist/operation.h"
 #include "tdist/reduce_op.h"
 #include "tdist/tensor.h"
 #include "tdist/trace.h"
@@ -55,12 +56,8 @@ namespace tdist::trace {
 enum class OpState : uint8_t { Queued, Started, Completed, Failed };
 const char* state_name(OpState s);
 
-// torch's names of the operations.
-enum class OpKind : uint8_t {
-  Send, Recv, Broadcast, AllReduce, AllReduceCoalesced, Barrier, MonitoredBarrier, Reduce, AllGather,
-  AllGatherIntoTensor, Gather, Scatter, ReduceScatter, ReduceScatterTensor, AllToAll, AllToAllSingle,
-};
-const char* op_name(OpKind op);
+// The operations and their names: the one table in tdist/operation.h.
+using OpKind = tdist::OpKind;
 // The name of the engine a stamp holds (trace/engine_kind.h).
 const char* engine_name(uint8_t code);
 
@@ -175,13 +172,13 @@ class FlightMark {
 // Operations of at least this many elements get counter reads (FlightMark::precise).
 inline constexpr int64_t kPreciseElements = 4096;
 
-// The front's scope around one call into a backend: hands the entry to the
-// backend through this thread (claim_mark), and ends it itself if the backend
-// did not take it.
+// The front's scope around one call into a backend: the call's Operation
+// points at it (Operation::trace), so the backend that runs the operation
+// finds the entry there (claim_mark), and the front ends it itself if no
+// backend took it.
 class FlightScope {
  public:
-  explicit FlightScope(FlightMark mark);
-  ~FlightScope();
+  explicit FlightScope(FlightMark mark) : mark_(mark) {}
   FlightScope(const FlightScope&) = delete;
   FlightScope& operator=(const FlightScope&) = delete;
   bool claimed() const { return claimed_; }
@@ -198,28 +195,19 @@ class FlightScope {
 
  private:
   FlightMark mark_;
-  FlightScope* outer_;
   bool claimed_ = false;
-  friend FlightMark claim_mark();
+  friend FlightMark claim_mark(const Operation& op);
 };
 
-// The scope of the operation the front is issuing on this thread.
-// Initial-exec and constinit: one instruction to reach, on the path of every
-// operation (without constinit every use calls a TLS wrapper function).
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local FlightScope* t_flight_scope;
-
-// The backend's side: the entry of the operation the front is issuing on this
-// thread (empty when there is none, or it was already claimed). The backend
-// then stamps its queueing, start and end.
-inline FlightMark claim_mark() {
-  FlightScope* scope = t_flight_scope;
+// The backend's side: the entry of `op` (empty when its group records
+// nothing, or a part of the backend already claimed it). The backend then
+// stamps its queueing, start and end.
+inline FlightMark claim_mark(const Operation& op) {
+  FlightScope* scope = op.trace;
   if (!scope || scope->claimed_) return {};
   scope->claimed_ = true;
   return scope->mark_;
 }
-
-inline FlightScope::FlightScope(FlightMark mark) : mark_(mark), outer_(t_flight_scope) { t_flight_scope = this; }
-inline FlightScope::~FlightScope() { t_flight_scope = outer_; }
 
 class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
  public:

@@ -310,7 +310,7 @@ TEST(MpiBackend, ARecvThatTimesOutNamesItselfAndLeavesTheGroupUsable) {
     if (me == 0) {
       try {
         ProcessGroup& pg = *group_world();
-        pg.backend_for(Device{}).recv(Tensor(x.data(), 4), 1, RecvOptions{.tag = 77, .timeout = 200ms, .async_op = false})->wait();
+        pg.recv(Tensor(x.data(), 4), 1, RecvOptions{.tag = 77, .timeout = 200ms, .async_op = false})->wait();
         matrix::require(false, "a recv that nobody answers returned");
       } catch (const DistBackendError& e) {
         const std::string what = e.what();

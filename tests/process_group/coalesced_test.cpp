@@ -169,9 +169,9 @@ class AllReduceOnly final : public Backend {
  public:
   explicit AllReduceOnly(ProcessGroup& pg) : Backend(pg.rank(), pg.size()), pg_(pg) {}
   std::string name() const override { return "all_reduce_only"; }
-  std::shared_ptr<Work> all_reduce(const Tensor& t, const AllReduceOptions& opts) override {
+  std::shared_ptr<Work> all_reduce(const Operation& op) override {
     ++calls;
-    return pg_.all_reduce(t, opts);
+    return pg_.all_reduce(op.tensor(), {.op = op.reduce_op, .timeout = op.timeout, .async_op = op.async_op});
   }
   int calls = 0;
 
@@ -185,8 +185,9 @@ TEST_P(CollCoalesced, DefaultIsOneAllReducePerTensorJoined) {
     AllReduceOnly backend(pg);
     for (bool async_op : {true, false}) {
       std::vector<int32_t> x(7, me), y(0), z(70001, 2 * me);
-      auto work = backend.all_reduce_coalesced({Tensor(x), Tensor(y), Tensor(z)},
-                                               {.op = ReduceOp::SUM, .async_op = async_op});
+      const std::vector<Tensor> tensors{Tensor(x), Tensor(y), Tensor(z)};
+      auto work = backend.run({.kind = OpKind::AllReduceCoalesced, .inputs = tensors, .reduce_op = ReduceOp::SUM,
+                               .timeout = pg.timeout(), .async_op = async_op});
       require(work->op_name() == "all_reduce_coalesced" && work->result().size() == 3, "the joined work");
       work->get_future()->wait();
       require(work->is_completed() && work->is_success(), "joined work after its future");

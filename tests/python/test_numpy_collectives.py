@@ -250,6 +250,44 @@ def test_all_reduce_coalesced(world_size):
     run_ranks(coalesced, world_size)
 
 
+def check_all_gather_coalesced(rank, size):
+    """all_gather_coalesced: output_tensor_lists[r][i] receives input i of rank r, for inputs of
+    sizes 0, 1, odd and large and of mixed dtypes; one Work with async_op; a wrong list shape is a
+    ValueError before anything is sent."""
+    sizes = [7, 0, 1, 50003]
+    for dtype in DTYPES:
+        ins = [data(rank, n, dtype, salt=k) for k, n in enumerate(sizes)]
+        outs = [[np.zeros(n, dtype) for n in sizes] for _ in range(size)]
+        assert dist.all_gather_coalesced(outs, ins) is None
+        for r in range(size):
+            for k, n in enumerate(sizes):
+                np.testing.assert_array_equal(outs[r][k], data(r, n, dtype, salt=k),
+                                              err_msg=f"{np.dtype(dtype)} input {k} of rank {r}")
+    ins = [np.full(3, rank, np.int64), np.full(2, rank + 0.5, np.float32)]
+    outs = [[np.zeros(3, np.int64), np.zeros(2, np.float32)] for _ in range(size)]
+    work = dist.all_gather_coalesced(outs, ins, async_op=True)
+    assert isinstance(work, dist.Work) and work.wait()
+    for r in range(size):
+        assert (outs[r][0] == r).all() and (outs[r][1] == r + 0.5).all()
+    with pytest.raises(ValueError, match="one per rank"):
+        dist.all_gather_coalesced(outs[:-1] if size > 1 else outs + outs, ins)
+    with pytest.raises(ValueError, match="inputs"):
+        dist.all_gather_coalesced([o[:1] for o in outs], ins)
+    dist.all_gather_coalesced(outs, ins)  # the ranks still agree
+    assert all((outs[r][0] == r).all() for r in range(size))
+
+
+def gathered_coalesced(rank, size):
+    init()
+    check_all_gather_coalesced(rank, size)
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 3, 4, 5, 8])
+def test_all_gather_coalesced(world_size):
+    run_ranks(gathered_coalesced, world_size)
+
+
 def future_result(rank, size, flag):
     """Work.get_future_result (torch 2.6): a Future that completes, never with an error, with a
     WorkResult: SUCCESS for an operation that succeeded, TIMEOUT for one that failed at its

@@ -255,28 +255,29 @@ WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tenso
                                                std::vector<at::Tensor>& inputs, const c10d::AllgatherOptions& opts) {
   const char* name = "all_gather_coalesced";
   const std::string op = where(name);
-  // output_lists[r][j] receives input j of rank r: one all_gather per input j.
+  // output_lists[r][j] receives input j of rank r: one tdist operation, whose
+  // outputs are input-major (input j of rank r at j * size + r).
   if (output_lists.size() != static_cast<size_t>(size_))
     invalid(op, "expects one output list per rank (" + std::to_string(size_) + "), got " +
                     std::to_string(output_lists.size()));
-  std::vector<std::vector<tdist::Tensor>> per_input(inputs.size());
-  for (size_t r = 0; r < output_lists.size(); ++r) {
+  const size_t n = output_lists.size();
+  std::vector<tdist::Tensor> out_views(inputs.size() * n);
+  for (size_t r = 0; r < n; ++r) {
     if (output_lists[r].size() != inputs.size())
       invalid(op, "output list " + std::to_string(r) + " has " + std::to_string(output_lists[r].size()) +
                       " tensors for " + std::to_string(inputs.size()) + " inputs");
     for (size_t j = 0; j < inputs.size(); ++j)
-      per_input[j].push_back(
-          to_view(output_lists[r][j], op, "output tensor [" + std::to_string(r) + "][" + std::to_string(j) + "]"));
+      out_views[j * n + r] =
+          to_view(output_lists[r][j], op, "output tensor [" + std::to_string(r) + "][" + std::to_string(j) + "]");
   }
   auto in_views = to_views(inputs, op, "input tensor");
   const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
-  Works works;
-  for (size_t j = 0; j < inputs.size(); ++j)
-    works.push_back(pg_->all_gather(per_input[j], in_views[j], {.timeout = timeout_of(opts)}));
+  auto w = pg_->issue({.kind = tdist::OpKind::AllGatherCoalesced, .inputs = in_views, .outputs = out_views,
+                       .timeout = timeout_of(opts), .async_op = true});
   std::vector<at::Tensor> outputs;
   for (auto& list : output_lists) outputs.insert(outputs.end(), list.begin(), list.end());
-  return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(span), std::move(works), std::move(outputs), inputs);
+  return track(c10d::OpType::ALLGATHER_COALESCED, name, std::move(span), {w}, std::move(outputs), inputs);
 }
 
 WorkPtr ProcessGroupTdist::gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,

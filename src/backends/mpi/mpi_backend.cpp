@@ -190,15 +190,16 @@ void MpiBackend::shutdown() {
 
 template <typename Blocking, typename Start>
 std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std::span<const Tensor> result,
-                                      bool async_op, Blocking&& blocking, Start&& start, std::function<void()> after,
+                                      const Operation& operation, Blocking&& blocking, Start&& start, std::function<void()> after,
                                       std::shared_ptr<void> keep) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   const uint64_t seq = ++seq_;
   State* st = state_.get();
+  const bool async_op = operation.async_op;
   auto work = spare_.take(op, seq, result, !async_op, st->shared_label);
   // The flight recorder's entry (trace/flight_recorder.h): stamped here as
   // the tdist backend stamps its own, on whichever thread gets that far.
-  trace::FlightMark mark = trace::claim_mark();
+  trace::FlightMark mark = trace::claim_mark(operation);
   mark.engine(EngineKind::Mpi);
   if (auto e = st->failed_before(op, seq)) {
     mark.ended(e);
@@ -264,7 +265,7 @@ std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std:
 // the deadline (a blocking call, on this thread or the MPI thread), or
 // handed to the MPI thread (async_op).
 std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
-                                                 Millis timeout, bool async_op) {
+                                                 Millis timeout, bool async_op, const Operation& operation) {
   std::shared_ptr<State> st = state_;
   const uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   const char* op = is_send ? "send" : "recv";
@@ -287,7 +288,7 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
   const int mpi_peer = peer == kAnySource ? MPI_ANY_SOURCE : peer;
   // The flight recorder's entry, once the call is sure to run (until here,
   // the front ends it from what this returns or throws).
-  trace::FlightMark mark = trace::claim_mark();
+  trace::FlightMark mark = trace::claim_mark(operation);
   mark.engine(EngineKind::Mpi);
   // The received message's size and source; an error, or null.
   auto finish = [st, what, count, is_send, mark, recorder = mark.hold()](int rc, const MPI_Status& status,
@@ -358,21 +359,26 @@ std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& ten
   return work;
 }
 
-std::shared_ptr<Work> MpiBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) {
-  return point_to_point(true, tensor, dst, opts.tag, opts.timeout, opts.async_op);
+std::shared_ptr<Work> MpiBackend::send(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
+  const int dst = operation.peer;
+  return point_to_point(true, tensor, dst, operation.tag, operation.timeout, operation.async_op, operation);
 }
 
-std::shared_ptr<Work> MpiBackend::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
-  return point_to_point(false, tensor, src, opts.tag, opts.timeout, opts.async_op);
+std::shared_ptr<Work> MpiBackend::recv(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
+  const int src = operation.peer;
+  return point_to_point(false, tensor, src, operation.tag, operation.timeout, operation.async_op, operation);
 }
 
-std::shared_ptr<Work> MpiBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+std::shared_ptr<Work> MpiBackend::broadcast(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
   void* data = tensor.data();
   const int count = element_count(tensor, "broadcast", state_->label);
   const MPI_Datatype type = datatype_of(tensor.dtype());
-  const int root = opts.root;
+  const int root = operation.root;
   return run(
-      "broadcast", "MPI_Bcast", {&tensor, 1}, opts.async_op,
+      "broadcast", "MPI_Bcast", {&tensor, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Bcast(data, count, type, root, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ibcast(data, count, type, root, comm, r); });
 }
@@ -394,24 +400,26 @@ bool is_block(const void* a, const Tensor& b, int blocks, size_t block_bytes) {
 }
 }  // namespace
 
-std::shared_ptr<Work> MpiBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
+std::shared_ptr<Work> MpiBackend::all_reduce(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
   void* data = tensor.data();
   const int count = element_count(tensor, "all_reduce", state_->label);
   const MPI_Datatype type = datatype_of(tensor.dtype());
-  const MPI_Op mop = op_of(opts.op, tensor.dtype());
+  const MPI_Op mop = op_of(operation.reduce_op, tensor.dtype());
   return run(
-      "all_reduce", "MPI_Allreduce", {&tensor, 1}, opts.async_op,
+      "all_reduce", "MPI_Allreduce", {&tensor, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Allreduce(MPI_IN_PLACE, data, count, type, mop, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Iallreduce(MPI_IN_PLACE, data, count, type, mop, comm, r); },
-      finalizer(opts.op, tensor, size()));
+      finalizer(operation.reduce_op, tensor, size()));
 }
 
-std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+std::shared_ptr<Work> MpiBackend::reduce(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
   void* data = tensor.data();
   const int count = element_count(tensor, "reduce", state_->label);
   const MPI_Datatype type = datatype_of(tensor.dtype());
-  const MPI_Op mop = op_of(opts.op, tensor.dtype());
-  const int root = opts.root;
+  const MPI_Op mop = op_of(operation.reduce_op, tensor.dtype());
+  const int root = operation.root;
   const bool am_root = rank() == root;
   // The root reduces in place; the others' tensors are only read. They still
   // pass a receive buffer of the tensor's size: the standard ignores it there,
@@ -426,20 +434,21 @@ std::shared_ptr<Work> MpiBackend::reduce(const Tensor& tensor, const ReduceOptio
   const void* send = am_root ? (root_copies ? static_cast<const void*>(scratch.get()) : MPI_IN_PLACE) : data;
   void* recv = am_root ? data : scratch.get();
   return run(
-      "reduce", "MPI_Reduce", {&tensor, 1}, opts.async_op,
+      "reduce", "MPI_Reduce", {&tensor, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Reduce(send, recv, count, type, mop, root, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce(send, recv, count, type, mop, root, comm, r); },
-      am_root ? finalizer(opts.op, tensor, size()) : nullptr, scratch);
+      am_root ? finalizer(operation.reduce_op, tensor, size()) : nullptr, scratch);
 }
 
-std::shared_ptr<Work> MpiBackend::barrier(const BarrierOptions& opts) {
+std::shared_ptr<Work> MpiBackend::barrier(const Operation& operation) {
   return run(
-      "barrier", "MPI_Barrier", {}, opts.async_op, [](MPI_Comm comm) { return MPI_Barrier(comm); },
+      "barrier", "MPI_Barrier", {}, operation, [](MPI_Comm comm) { return MPI_Barrier(comm); },
       [](MPI_Comm comm, MPI_Request* r) { return MPI_Ibarrier(comm, r); });
 }
 
-std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                             const AllGatherOptions& opts) {
+std::shared_ptr<Work> MpiBackend::all_gather(const Operation& operation) {
+  const std::vector<Tensor> outputs(operation.outputs.begin(), operation.outputs.end());
+  const Tensor& input = operation.tensor();
   auto out = Layout::of(outputs, "all_gather", state_->label);
   const MPI_Datatype type = datatype_of(input.dtype());
   const void* send = input.data();
@@ -448,14 +457,14 @@ std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs,
   if (!out->staged() && input.data() == outputs[rank()].data()) send = MPI_IN_PLACE;
   if (out->equal_in_order())
     return run(
-        "all_gather", "MPI_Allgather", outputs, opts.async_op,
+        "all_gather", "MPI_Allgather", outputs, operation,
         [=](MPI_Comm comm) { return MPI_Allgather(send, send_count, type, out->base(), send_count, type, comm); },
         [=](MPI_Comm comm, MPI_Request* r) {
           return MPI_Iallgather(send, send_count, type, out->base(), send_count, type, comm, r);
         },
         unstager(out), out);
   return run(
-      "all_gather", "MPI_Allgatherv", outputs, opts.async_op,
+      "all_gather", "MPI_Allgatherv", outputs, operation,
       [=](MPI_Comm comm) {
         return MPI_Allgatherv(send, send_count, type, out->base(), out->counts(), out->displs(), type, comm);
       },
@@ -466,22 +475,24 @@ std::shared_ptr<Work> MpiBackend::all_gather(const std::vector<Tensor>& outputs,
 }
 
 // The flat form straight to MPI_Allgather: no list of views to make.
-std::shared_ptr<Work> MpiBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                                         const AllGatherOptions& opts) {
+std::shared_ptr<Work> MpiBackend::all_gather_into_tensor(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
   const MPI_Datatype type = datatype_of(input.dtype());
   const int count = element_count(input, "all_gather_into_tensor", state_->label);
   element_count(output, "all_gather_into_tensor", state_->label);
   void* recv = output.data();
   const void* send = is_block(input.data(), output, rank(), input.nbytes()) ? MPI_IN_PLACE : input.data();
   return run(
-      "all_gather_into_tensor", "MPI_Allgather", {&output, 1}, opts.async_op,
+      "all_gather_into_tensor", "MPI_Allgather", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Allgather(send, count, type, recv, count, type, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Iallgather(send, count, type, recv, count, type, comm, r); });
 }
 
-std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                         const GatherOptions& opts) {
-  const int root = opts.root;
+std::shared_ptr<Work> MpiBackend::gather(const Operation& operation) {
+  const std::vector<Tensor> outputs(operation.outputs.begin(), operation.outputs.end());
+  const Tensor& input = operation.tensor();
+  const int root = operation.root;
   const bool am_root = rank() == root;
   auto out = Layout::of(am_root ? outputs : std::vector<Tensor>{}, "gather", state_->label);
   const MPI_Datatype type = datatype_of(input.dtype());
@@ -493,7 +504,7 @@ std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, con
   const int* counts = am_root ? out->counts() : nullptr;
   const int* displs = am_root ? out->displs() : nullptr;
   return run(
-      "gather", "MPI_Gatherv", outputs, opts.async_op,
+      "gather", "MPI_Gatherv", outputs, operation,
       [=](MPI_Comm comm) { return MPI_Gatherv(send, count, type, recv, counts, displs, type, root, comm); },
       [=](MPI_Comm comm, MPI_Request* r) {
         return MPI_Igatherv(send, count, type, recv, counts, displs, type, root, comm, r);
@@ -501,9 +512,10 @@ std::shared_ptr<Work> MpiBackend::gather(const std::vector<Tensor>& outputs, con
       unstager(out), out);
 }
 
-std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                          const ScatterOptions& opts) {
-  const int root = opts.root;
+std::shared_ptr<Work> MpiBackend::scatter(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
+  const int root = operation.root;
   const bool am_root = rank() == root;
   auto in = Layout::of(am_root ? inputs : std::vector<Tensor>{}, "scatter", state_->label);
   in->stage_in();
@@ -515,7 +527,7 @@ std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vecto
   const int* counts = am_root ? in->counts() : nullptr;
   const int* displs = am_root ? in->displs() : nullptr;
   return run(
-      "scatter", "MPI_Scatterv", {&output, 1}, opts.async_op,
+      "scatter", "MPI_Scatterv", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Scatterv(send, counts, displs, type, recv, count, type, root, comm); },
       [=](MPI_Comm comm, MPI_Request* r) {
         return MPI_Iscatterv(send, counts, displs, type, recv, count, type, root, comm, r);
@@ -523,48 +535,51 @@ std::shared_ptr<Work> MpiBackend::scatter(const Tensor& output, const std::vecto
       nullptr, in);
 }
 
-std::shared_ptr<Work> MpiBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                 const ReduceScatterOptions& opts) {
+std::shared_ptr<Work> MpiBackend::reduce_scatter(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
   // The inputs one after another in rank order, apart from the output (MPI
   // reads them while it writes the output): staged otherwise.
   auto in = Layout::of(inputs, "reduce_scatter", state_->label);
   if (!in->equal_in_order() || in->overlaps(output)) in->force_stage();
   in->stage_in();
   const MPI_Datatype type = datatype_of(output.dtype());
-  const MPI_Op mop = op_of(opts.op, output.dtype());
+  const MPI_Op mop = op_of(operation.reduce_op, output.dtype());
   const int count = element_count(output, "reduce_scatter", state_->label);
   void* recv = output.data();
   void* send = in->base();
   return run(
-      "reduce_scatter", "MPI_Reduce_scatter_block", {&output, 1}, opts.async_op,
+      "reduce_scatter", "MPI_Reduce_scatter_block", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm, r); },
-      finalizer(opts.op, output, size()), in);
+      finalizer(operation.reduce_op, output, size()), in);
 }
 
 // The flat form straight to MPI_Reduce_scatter_block, unless the output lies
 // inside the input (MPI reads the input while it writes the output).
-std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                                        const ReduceScatterOptions& opts) {
+std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
   const char* in_begin = static_cast<const char*>(input.data());
   const char* out_begin = static_cast<const char*>(output.data());
   if (output.nbytes() > 0 && out_begin < in_begin + input.nbytes() && in_begin < out_begin + output.nbytes())
-    return reduce_scatter(output, blocks_of(input, size()), opts);
+    return Backend::reduce_scatter_tensor(operation);
   const MPI_Datatype type = datatype_of(output.dtype());
-  const MPI_Op mop = op_of(opts.op, output.dtype());
+  const MPI_Op mop = op_of(operation.reduce_op, output.dtype());
   const int count = element_count(output, "reduce_scatter_tensor", state_->label);
   element_count(input, "reduce_scatter_tensor", state_->label);
   void* recv = output.data();
   const void* send = input.data();
   return run(
-      "reduce_scatter_tensor", "MPI_Reduce_scatter_block", {&output, 1}, opts.async_op,
+      "reduce_scatter_tensor", "MPI_Reduce_scatter_block", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm, r); },
-      finalizer(opts.op, output, size()));
+      finalizer(operation.reduce_op, output, size()));
 }
 
-std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                             const AllToAllOptions& opts) {
+std::shared_ptr<Work> MpiBackend::all_to_all(const Operation& operation) {
+  const std::vector<Tensor> outputs(operation.outputs.begin(), operation.outputs.end());
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
   auto out = Layout::of(outputs, "all_to_all", state_->label);
   auto in = Layout::of(inputs, "all_to_all", state_->label);
   for (const Tensor& o : outputs)
@@ -577,13 +592,13 @@ std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs,
   if (in->equal_in_order() && out->equal_in_order() && in->count(0) == out->count(0)) {
     const int count = in->count(0);
     return run(
-        "all_to_all", "MPI_Alltoall", outputs, opts.async_op,
+        "all_to_all", "MPI_Alltoall", outputs, operation,
         [=](MPI_Comm comm) { return MPI_Alltoall(send, count, type, recv, count, type, comm); },
         [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ialltoall(send, count, type, recv, count, type, comm, r); },
         unstager(out), keep);
   }
   return run(
-      "all_to_all", "MPI_Alltoallv", outputs, opts.async_op,
+      "all_to_all", "MPI_Alltoallv", outputs, operation,
       [=](MPI_Comm comm) {
         return MPI_Alltoallv(send, in->counts(), in->displs(), type, recv, out->counts(), out->displs(), type, comm);
       },
@@ -597,42 +612,41 @@ std::shared_ptr<Work> MpiBackend::all_to_all(const std::vector<Tensor>& outputs,
 // The flat form straight to MPI_Alltoall (equal splits) or MPI_Alltoallv
 // (counts and displacements from the splits), unless output and input share
 // bytes: then the list form stages the input.
-std::shared_ptr<Work> MpiBackend::all_to_all_single(const Tensor& output, const Tensor& input,
-                                                    const AllToAllOptions& opts) {
+std::shared_ptr<Work> MpiBackend::all_to_all_single(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
   const int n = size();
   const char* in_begin = static_cast<const char*>(input.data());
   const char* out_begin = static_cast<const char*>(output.data());
   if (output.nbytes() > 0 && input.nbytes() > 0 && out_begin < in_begin + input.nbytes() &&
       in_begin < out_begin + output.nbytes()) {
-    AllToAllOptions list_opts{{}, {}, opts.timeout, opts.async_op};
-    return all_to_all(rows_of(output, opts.output_split_sizes, n), rows_of(input, opts.input_split_sizes, n),
-                      list_opts);
+    return Backend::all_to_all_single(operation);  // the list form stages the input
   }
   const MPI_Datatype type = datatype_of(output.dtype());
   element_count(output, "all_to_all_single", state_->label);
   element_count(input, "all_to_all_single", state_->label);
   const void* send = input.data();
   void* recv = output.data();
-  if (opts.input_split_sizes.empty() && opts.output_split_sizes.empty()) {
+  if (operation.input_split_sizes.empty() && operation.output_split_sizes.empty()) {
     const int count = static_cast<int>(input.numel() / n);
     return run(
-        "all_to_all_single", "MPI_Alltoall", {&output, 1}, opts.async_op,
+        "all_to_all_single", "MPI_Alltoall", {&output, 1}, operation,
         [=](MPI_Comm comm) { return MPI_Alltoall(send, count, type, recv, count, type, comm); },
         [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ialltoall(send, count, type, recv, count, type, comm, r); });
   }
   // send counts, send displacements, receive counts, receive displacements
   auto v = std::make_shared<std::array<std::vector<int>, 4>>();
   for (int i = 0, sent = 0, got = 0; i < n; ++i) {
-    (*v)[0].push_back(static_cast<int>(part_elements(input, opts.input_split_sizes, n, i)));
+    (*v)[0].push_back(static_cast<int>(part_elements(input, operation.input_split_sizes, n, i)));
     (*v)[1].push_back(sent);
     sent += (*v)[0].back();
-    (*v)[2].push_back(static_cast<int>(part_elements(output, opts.output_split_sizes, n, i)));
+    (*v)[2].push_back(static_cast<int>(part_elements(output, operation.output_split_sizes, n, i)));
     (*v)[3].push_back(got);
     got += (*v)[2].back();
   }
   const int *sc = (*v)[0].data(), *sd = (*v)[1].data(), *rc = (*v)[2].data(), *rd = (*v)[3].data();
   return run(
-      "all_to_all_single", "MPI_Alltoallv", {&output, 1}, opts.async_op,
+      "all_to_all_single", "MPI_Alltoallv", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Alltoallv(send, sc, sd, type, recv, rc, rd, type, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ialltoallv(send, sc, sd, type, recv, rc, rd, type, comm, r); },
       nullptr, v);
@@ -640,7 +654,7 @@ std::shared_ptr<Work> MpiBackend::all_to_all_single(const Tensor& output, const 
 
 // Rank 0 hears from every rank by the deadline, then releases them; a rank
 // that does not arrive is named (every such rank with wait_all_ranks).
-std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOptions& opts) {
+std::shared_ptr<Work> MpiBackend::monitored_barrier(const Operation& operation) {
   std::unique_lock<std::mutex> lock(issue_mu_);
   const uint64_t seq = ++seq_;
   std::shared_ptr<State> st = state_;
@@ -649,7 +663,7 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOption
     work->finish_unshared(e);
     return work;
   }
-  const Deadline deadline = Deadline::after(timeout_of(opts.timeout));
+  const Deadline deadline = Deadline::after(timeout_of(operation.timeout));
   const int n = size();
   // Shared with requests that may outlive this call (a send to rank 0 that
   // timed out cannot be withdrawn).
@@ -686,11 +700,11 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const MonitoredBarrierOption
       arrivals[r] = one[0];
       if (rc != MPI_SUCCESS) {
         missing.push_back(options_.global_ranks.empty() ? r : options_.global_ranks[r]);
-        if (!opts.wait_all_ranks) break;
+        if (!operation.wait_all_ranks) break;
       }
     }
     if (!missing.empty()) {
-      failure = monitored_barrier_failure(missing, deadline.timeout(), opts.wait_all_ranks, no_time_left, "");
+      failure = monitored_barrier_failure(missing, deadline.timeout(), operation.wait_all_ranks, no_time_left, "");
       for (MPI_Request& r : arrivals)
         if (r != MPI_REQUEST_NULL) {
           MPI_Cancel(&r);

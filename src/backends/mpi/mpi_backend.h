@@ -35,29 +35,21 @@ class MpiBackend final : public Backend {
   ~MpiBackend() override;
 
   std::string name() const override { return "mpi"; }
-  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
-  std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts) override;
-  std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
-  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts) override;
-  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                   const AllGatherOptions& opts) override;
-  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                               const AllGatherOptions& opts) override;
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                               const GatherOptions& opts) override;
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                const ScatterOptions& opts) override;
-  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                       const ReduceScatterOptions& opts) override;
-  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                              const ReduceScatterOptions& opts) override;
-  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                   const AllToAllOptions& opts) override;
-  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
-                                          const AllToAllOptions& opts) override;
-  std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
+  std::shared_ptr<Work> send(const Operation& operation) override;
+  std::shared_ptr<Work> recv(const Operation& operation) override;
+  std::shared_ptr<Work> broadcast(const Operation& operation) override;
+  std::shared_ptr<Work> all_reduce(const Operation& operation) override;
+  std::shared_ptr<Work> barrier(const Operation& operation) override;
+  std::shared_ptr<Work> reduce(const Operation& operation) override;
+  std::shared_ptr<Work> all_gather(const Operation& operation) override;
+  std::shared_ptr<Work> all_gather_into_tensor(const Operation& operation) override;
+  std::shared_ptr<Work> gather(const Operation& operation) override;
+  std::shared_ptr<Work> scatter(const Operation& operation) override;
+  std::shared_ptr<Work> reduce_scatter(const Operation& operation) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(const Operation& operation) override;
+  std::shared_ptr<Work> all_to_all(const Operation& operation) override;
+  std::shared_ptr<Work> all_to_all_single(const Operation& operation) override;
+  std::shared_ptr<Work> monitored_barrier(const Operation& operation) override;
   void shutdown() override;
 
   // This group's communicator (what groups made from it derive theirs from).
@@ -72,11 +64,12 @@ class MpiBackend final : public Backend {
   // `keep` holds what the buffers live in until then. MPI's collectives take
   // no timeout (see above); Work.wait(timeout) still has one.
   template <typename Blocking, typename Start>
-  std::shared_ptr<Work> run(const char* op, const char* mpi_name, std::span<const Tensor> result, bool async_op,
+  std::shared_ptr<Work> run(const char* op, const char* mpi_name, std::span<const Tensor> result,
+                            const Operation& operation,
                             Blocking&& blocking, Start&& start, std::function<void()> after = nullptr,
                             std::shared_ptr<void> keep = nullptr);
   std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
-                                       std::chrono::milliseconds timeout, bool async_op);
+                                       std::chrono::milliseconds timeout, bool async_op, const Operation& operation);
   Millis timeout_of(Millis requested) const { return requested == kGroupTimeout ? options_.timeout : requested; }
 
   BackendOptions options_;

@@ -188,11 +188,11 @@ void NcclBackend::make_comm(int device, const std::string& who) {
   parent_.reset();
 }
 
-std::shared_ptr<Work> NcclBackend::run(Call call, const Enqueue& enqueue) {
+std::shared_ptr<Work> NcclBackend::run(const Operation& operation, Call call, const Enqueue& enqueue) {
   std::lock_guard<std::mutex> lock(issue_mu_);
   const uint64_t seq = call.p2p ? ++p2p_seq_ : ++seq_;
   const std::string what = state_->label + ": " + call.op + " #" + std::to_string(seq);
-  trace::FlightMark mark = trace::claim_mark();
+  trace::FlightMark mark = trace::claim_mark(operation);
   mark.engine(EngineKind::Nccl);
   if (auto e = state_->failed_before(call.op, seq)) return NcclWork::failed(state_, call.op, seq, e, mark);
   std::shared_ptr<NcclWork> work;
@@ -256,8 +256,8 @@ std::shared_ptr<Work> NcclBackend::run(Call call, const Enqueue& enqueue) {
 
 // --- point-to-point ---------------------------------------------------------
 
-std::shared_ptr<Work> NcclBackend::point_to_point(bool is_send, const Tensor& tensor, int peer,
-                                                  std::chrono::milliseconds timeout) {
+std::shared_ptr<Work> NcclBackend::point_to_point(const Operation& operation, bool is_send, const Tensor& tensor,
+                                                  int peer, std::chrono::milliseconds timeout) {
   const char* op = is_send ? "send" : "recv";
   if (peer == kAnySource)
     throw DistBackendError(where(op) + ": nccl cannot receive from any source (NCCL has no wildcard receive; "
@@ -265,7 +265,7 @@ std::shared_ptr<Work> NcclBackend::point_to_point(bool is_send, const Tensor& te
   const Moved m = moved_as(tensor.dtype(), static_cast<size_t>(tensor.numel()));
   void* data = tensor.data();
   const Api& a = state_->api;  // NCCL has no tags: messages between two ranks match in issue order (as torch's NCCL).
-  return run({.op = op, .device = tensor.device(), .result = {tensor}, .keep = {tensor}, .timeout = timeout,
+  return run(operation, {.op = op, .device = tensor.device(), .result = {tensor}, .keep = {tensor}, .timeout = timeout,
               .p2p = true, .peer = peer},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (m.count == 0) return;
@@ -276,35 +276,41 @@ std::shared_ptr<Work> NcclBackend::point_to_point(bool is_send, const Tensor& te
              });
 }
 
-std::shared_ptr<Work> NcclBackend::send(const Tensor& tensor, int dst, const SendOptions& opts) {
-  return point_to_point(true, tensor, dst, opts.timeout);
+std::shared_ptr<Work> NcclBackend::send(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
+  const int dst = operation.peer;
+  return point_to_point(operation, true, tensor, dst, operation.timeout);
 }
 
-std::shared_ptr<Work> NcclBackend::recv(const Tensor& tensor, int src, const RecvOptions& opts) {
-  return point_to_point(false, tensor, src, opts.timeout);
+std::shared_ptr<Work> NcclBackend::recv(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
+  const int src = operation.peer;
+  return point_to_point(operation, false, tensor, src, operation.timeout);
 }
 
 // --- collectives --------------------------------------------------------------
 
-std::shared_ptr<Work> NcclBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
+std::shared_ptr<Work> NcclBackend::broadcast(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
   const Moved m = moved_as(tensor.dtype(), static_cast<size_t>(tensor.numel()));
   void* data = tensor.data();
-  const int root = opts.root;
-  const Api& a = state_->api;  return run({.op = "broadcast", .device = tensor.device(), .result = {tensor}, .timeout = opts.timeout},
+  const int root = operation.root;
+  const Api& a = state_->api;  return run(operation, {.op = "broadcast", .device = tensor.device(), .result = {tensor}, .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (m.count == 0) return;
                check_nccl(a, a.Broadcast(data, data, m.count, m.type, root, comm, stream), {}, "ncclBroadcast", comm);
              });
 }
 
-std::shared_ptr<Work> NcclBackend::all_reduce(const Tensor& tensor, const AllReduceOptions& opts) {
+std::shared_ptr<Work> NcclBackend::all_reduce(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
   const std::string w = where("all_reduce");
-  const Reduced r = reduced_as(opts.op, tensor.dtype(), static_cast<size_t>(tensor.numel()), w);
+  const Reduced r = reduced_as(operation.reduce_op, tensor.dtype(), static_cast<size_t>(tensor.numel()), w);
   void* data = tensor.data();
-  const double factor = opts.op.factor();
+  const double factor = operation.reduce_op.factor();
   const DType dtype = tensor.dtype();
   const Api& a = state_->api;
-  return run({.op = "all_reduce", .device = tensor.device(), .result = {tensor}, .timeout = opts.timeout},
+  return run(operation, {.op = "all_reduce", .device = tensor.device(), .result = {tensor}, .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (r.count == 0) return;
                RedOp op(a, r, factor, dtype, comm, {});
@@ -314,16 +320,16 @@ std::shared_ptr<Work> NcclBackend::all_reduce(const Tensor& tensor, const AllRed
 }
 
 // Every tensor in one ncclGroupStart/End: one operation, one Work.
-std::shared_ptr<Work> NcclBackend::all_reduce_coalesced(const std::vector<Tensor>& tensors,
-                                                        const AllReduceCoalescedOptions& opts) {
+std::shared_ptr<Work> NcclBackend::all_reduce_coalesced(const Operation& operation) {
+  const std::vector<Tensor> tensors(operation.inputs.begin(), operation.inputs.end());
   const std::string w = where("all_reduce_coalesced");
   std::vector<std::pair<void*, Reduced>> parts;
   for (const Tensor& t : tensors)
-    parts.emplace_back(t.data(), reduced_as(opts.op, t.dtype(), static_cast<size_t>(t.numel()), w));
-  const double factor = opts.op.factor();
+    parts.emplace_back(t.data(), reduced_as(operation.reduce_op, t.dtype(), static_cast<size_t>(t.numel()), w));
+  const double factor = operation.reduce_op.factor();
   const DType dtype = tensors[0].dtype();
   const Api& a = state_->api;
-  return run({.op = "all_reduce_coalesced", .device = tensors[0].device(), .result = tensors, .timeout = opts.timeout},
+  return run(operation, {.op = "all_reduce_coalesced", .device = tensors[0].device(), .result = tensors, .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                // One PreMulSum operator for all (it must outlive the group's end).
                RedOp op(a, parts[0].second, factor, dtype, comm, {});
@@ -338,10 +344,10 @@ std::shared_ptr<Work> NcclBackend::all_reduce_coalesced(const std::vector<Tensor
 
 // An all_reduce of one float on the device; wait() blocks the host until it
 // is done, as torch's NCCL barrier.
-std::shared_ptr<Work> NcclBackend::barrier(const BarrierOptions& opts) {
+std::shared_ptr<Work> NcclBackend::barrier(const Operation& operation) {
   const Api& a = state_->api;  CommState* s = state_.get();
   const int device = s->device >= 0 ? s->device : options_.device_id;
-  return run({.op = "barrier", .device = Device{DeviceType::CUDA, device}, .timeout = opts.timeout,
+  return run(operation, {.op = "barrier", .device = Device{DeviceType::CUDA, device}, .timeout = operation.timeout,
               .barrier = true},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                check_nccl(a, a.AllReduce(s->scratch, s->scratch, 1, ncclFloat32, ncclSum, comm, stream), {},
@@ -349,15 +355,16 @@ std::shared_ptr<Work> NcclBackend::barrier(const BarrierOptions& opts) {
              });
 }
 
-std::shared_ptr<Work> NcclBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
+std::shared_ptr<Work> NcclBackend::reduce(const Operation& operation) {
+  const Tensor& tensor = operation.tensor();
   const std::string w = where("reduce");
-  const Reduced r = reduced_as(opts.op, tensor.dtype(), static_cast<size_t>(tensor.numel()), w);
+  const Reduced r = reduced_as(operation.reduce_op, tensor.dtype(), static_cast<size_t>(tensor.numel()), w);
   void* data = tensor.data();
-  const double factor = opts.op.factor();
+  const double factor = operation.reduce_op.factor();
   const DType dtype = tensor.dtype();
-  const int root = opts.root;
+  const int root = operation.root;
   const Api& a = state_->api;
-  return run({.op = "reduce", .device = tensor.device(), .result = {tensor}, .timeout = opts.timeout},
+  return run(operation, {.op = "reduce", .device = tensor.device(), .result = {tensor}, .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (r.count == 0) return;
                RedOp op(a, r, factor, dtype, comm, {});
@@ -369,8 +376,10 @@ std::shared_ptr<Work> NcclBackend::reduce(const Tensor& tensor, const ReduceOpti
 // One buffer of equal blocks in rank order: ncclAllGather; otherwise (blocks
 // apart, or of different sizes) one ncclBroadcast per rank from its input,
 // grouped.
-std::shared_ptr<Work> NcclBackend::all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                              const AllGatherOptions& opts) {  const Api& a = state_->api;
+std::shared_ptr<Work> NcclBackend::all_gather(const Operation& operation) {
+  const std::vector<Tensor> outputs(operation.outputs.begin(), operation.outputs.end());
+  const Tensor& input = operation.tensor();
+  const Api& a = state_->api;
   const int me = rank();
   const bool flat = contiguous_equal(outputs);
   std::vector<std::pair<void*, Moved>> blocks;
@@ -379,8 +388,8 @@ std::shared_ptr<Work> NcclBackend::all_gather(const std::vector<Tensor>& outputs
   bool input_overlaps = false;
   for (int i = 0; i < size(); ++i)
     if (i != me && overlap(input, outputs[i])) input_overlaps = true;
-  return run({.op = "all_gather", .device = input.device(), .result = outputs, .keep = {input},
-              .timeout = opts.timeout},
+  return run(operation, {.op = "all_gather", .device = input.device(), .result = outputs, .keep = {input},
+              .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                const Moved own = moved_as(input.dtype(), static_cast<size_t>(input.numel()));
                if (flat && !input_overlaps) {
@@ -407,17 +416,19 @@ std::shared_ptr<Work> NcclBackend::all_gather(const std::vector<Tensor>& outputs
              });
 }
 
-std::shared_ptr<Work> NcclBackend::all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                                          const AllGatherOptions& opts) {  // In place when the input is this rank's block (NCCL allows it); any other
+std::shared_ptr<Work> NcclBackend::all_gather_into_tensor(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
+  // In place when the input is this rank's block (NCCL allows it); any other
   // overlap goes through the list form, which stages.
   const bool in_place = input.data() == static_cast<const char*>(output.data()) + rank() * input.nbytes();
-  if (!in_place && overlap(input, output)) return all_gather(blocks_of(output, size()), input, opts);
+  if (!in_place && overlap(input, output)) return Backend::all_gather_into_tensor(operation);
   const Moved m = moved_as(input.dtype(), static_cast<size_t>(input.numel()));
   const void* send = input.data();
   void* recv = output.data();
   const Api& a = state_->api;
-  return run({.op = "all_gather_into_tensor", .device = input.device(), .result = {output}, .keep = {input},
-              .timeout = opts.timeout},
+  return run(operation, {.op = "all_gather_into_tensor", .device = input.device(), .result = {output}, .keep = {input},
+              .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (m.count == 0) return;
                check_nccl(a, a.AllGather(send, recv, m.count, m.type, comm, stream), {}, "ncclAllGather", comm);
@@ -426,15 +437,17 @@ std::shared_ptr<Work> NcclBackend::all_gather_into_tensor(const Tensor& output, 
 
 // Grouped point-to-point: the root receives each rank's input into its
 // block and copies its own.
-std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                          const GatherOptions& opts) {  const Api& a = state_->api;
-  const int me = rank(), root = opts.root, n = size();
+std::shared_ptr<Work> NcclBackend::gather(const Operation& operation) {
+  const std::vector<Tensor> outputs(operation.outputs.begin(), operation.outputs.end());
+  const Tensor& input = operation.tensor();
+  const Api& a = state_->api;
+  const int me = rank(), root = operation.root, n = size();
   const Moved m = moved_as(input.dtype(), static_cast<size_t>(input.numel()));
   std::vector<void*> outs;
   for (const Tensor& o : outputs) outs.push_back(o.data());
   const void* send = input.data();
   const size_t bytes = input.nbytes();
-  return run({.op = "gather", .device = input.device(), .result = outputs, .keep = {input}, .timeout = opts.timeout},
+  return run(operation, {.op = "gather", .device = input.device(), .result = outputs, .keep = {input}, .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (m.count == 0) return;
                grouped(a, comm, {}, [&] {
@@ -450,16 +463,18 @@ std::shared_ptr<Work> NcclBackend::gather(const std::vector<Tensor>& outputs, co
              });
 }
 
-std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                           const ScatterOptions& opts) {  const Api& a = state_->api;
-  const int me = rank(), root = opts.root, n = size();
+std::shared_ptr<Work> NcclBackend::scatter(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
+  const Api& a = state_->api;
+  const int me = rank(), root = operation.root, n = size();
   const Moved m = moved_as(output.dtype(), static_cast<size_t>(output.numel()));
   std::vector<const void*> ins;
   for (const Tensor& t : inputs) ins.push_back(t.data());
   void* recv = output.data();
   const size_t bytes = output.nbytes();
-  return run({.op = "scatter", .device = output.device(), .result = {output}, .keep = inputs,
-              .timeout = opts.timeout},
+  return run(operation, {.op = "scatter", .device = output.device(), .result = {output}, .keep = inputs,
+              .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (m.count == 0) return;
                grouped(a, comm, {}, [&] {
@@ -478,10 +493,11 @@ std::shared_ptr<Work> NcclBackend::scatter(const Tensor& output, const std::vect
 // Equal blocks in rank order apart from the output: ncclReduceScatter; else
 // one ncclReduce per rank (rank i the root of block i), grouped, into a
 // staging buffer where the output shares bytes with another rank's block.
-std::shared_ptr<Work> NcclBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                                  const ReduceScatterOptions& opts) {
+std::shared_ptr<Work> NcclBackend::reduce_scatter(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
   const std::string w = where("reduce_scatter");
-  const Reduced r = reduced_as(opts.op, output.dtype(), static_cast<size_t>(output.numel()), w);
+  const Reduced r = reduced_as(operation.reduce_op, output.dtype(), static_cast<size_t>(output.numel()), w);
   const Api& a = state_->api;
   const int me = rank();
   bool output_overlaps = false;
@@ -493,10 +509,10 @@ std::shared_ptr<Work> NcclBackend::reduce_scatter(const Tensor& output, const st
   for (const Tensor& t : inputs) ins.push_back(t.data());
   void* recv = output.data();
   const size_t bytes = output.nbytes();
-  const double factor = opts.op.factor();
+  const double factor = operation.reduce_op.factor();
   const DType dtype = output.dtype();
-  return run({.op = "reduce_scatter", .device = output.device(), .result = {output}, .keep = inputs,
-              .timeout = opts.timeout},
+  return run(operation, {.op = "reduce_scatter", .device = output.device(), .result = {output}, .keep = inputs,
+              .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (r.count == 0) return;
                RedOp op(a, r, factor, dtype, comm, {});
@@ -517,19 +533,20 @@ std::shared_ptr<Work> NcclBackend::reduce_scatter(const Tensor& output, const st
              });
 }
 
-std::shared_ptr<Work> NcclBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                                         const ReduceScatterOptions& opts) {
+std::shared_ptr<Work> NcclBackend::reduce_scatter_tensor(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
   const bool in_place = output.data() == static_cast<const char*>(input.data()) + rank() * output.nbytes();
-  if (!in_place && overlap(output, input)) return reduce_scatter(output, blocks_of(input, size()), opts);
+  if (!in_place && overlap(output, input)) return Backend::reduce_scatter_tensor(operation);
   const std::string w = where("reduce_scatter_tensor");
-  const Reduced r = reduced_as(opts.op, output.dtype(), static_cast<size_t>(output.numel()), w);
+  const Reduced r = reduced_as(operation.reduce_op, output.dtype(), static_cast<size_t>(output.numel()), w);
   const Api& a = state_->api;
   const void* send = input.data();
   void* recv = output.data();
-  const double factor = opts.op.factor();
+  const double factor = operation.reduce_op.factor();
   const DType dtype = output.dtype();
-  return run({.op = "reduce_scatter_tensor", .device = output.device(), .result = {output}, .keep = {input},
-              .timeout = opts.timeout},
+  return run(operation, {.op = "reduce_scatter_tensor", .device = output.device(), .result = {output}, .keep = {input},
+              .timeout = operation.timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) {
                if (r.count == 0) return;
                RedOp op(a, r, factor, dtype, comm, {});
@@ -540,12 +557,13 @@ std::shared_ptr<Work> NcclBackend::reduce_scatter_tensor(const Tensor& output, c
 
 // Grouped point-to-point, one send and one receive per peer, this rank's own
 // part copied; inputs that share bytes with an output are staged first.
-std::shared_ptr<Work> NcclBackend::all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                              const AllToAllOptions& opts) {
-  return exchange("all_to_all", outputs, inputs, opts.timeout);
+std::shared_ptr<Work> NcclBackend::all_to_all(const Operation& operation) {
+  const std::vector<Tensor> outputs(operation.outputs.begin(), operation.outputs.end());
+  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
+  return exchange(operation, "all_to_all", outputs, inputs, operation.timeout);
 }
 
-std::shared_ptr<Work> NcclBackend::exchange(const char* op, const std::vector<Tensor>& outputs,
+std::shared_ptr<Work> NcclBackend::exchange(const Operation& operation, const char* op, const std::vector<Tensor>& outputs,
                                             const std::vector<Tensor>& inputs, std::chrono::milliseconds timeout) {  const Api& a = state_->api;
   const int me = rank();
   bool staged_in = false;
@@ -560,7 +578,7 @@ std::shared_ptr<Work> NcclBackend::exchange(const char* op, const std::vector<Te
   for (const Tensor& t : outputs) outs.emplace_back(t.data(), moved_as(t.dtype(), static_cast<size_t>(t.numel())));
   std::vector<size_t> sizes;
   for (const Tensor& t : inputs) sizes.push_back(t.nbytes());
-  return run({.op = op, .device = inputs[0].device(), .result = outputs, .keep = inputs, .timeout = timeout},
+  return run(operation, {.op = op, .device = inputs[0].device(), .result = outputs, .keep = inputs, .timeout = timeout},
              [=, &a](ncclComm_t comm, cudaStream_t stream) mutable {
                StreamBuffer staging(staged_in ? in_bytes : 0, stream, {});
                if (staged_in) {
@@ -586,15 +604,16 @@ std::shared_ptr<Work> NcclBackend::exchange(const char* op, const std::vector<Te
              });
 }
 
-std::shared_ptr<Work> NcclBackend::all_to_all_single(const Tensor& output, const Tensor& input,
-                                                     const AllToAllOptions& opts) {
+std::shared_ptr<Work> NcclBackend::all_to_all_single(const Operation& operation) {
+  const Tensor& output = operation.output();
+  const Tensor& input = operation.tensor();
   // The parts by the split sizes (rows of the first dimension), then as the list form.
-  auto outs = rows_of(output, opts.output_split_sizes, size());
-  auto ins = rows_of(input, opts.input_split_sizes, size());
-  return exchange("all_to_all_single", outs, ins, opts.timeout);
+  auto outs = rows_of(output, operation.output_split_sizes, size());
+  auto ins = rows_of(input, operation.input_split_sizes, size());
+  return exchange(operation, "all_to_all_single", outs, ins, operation.timeout);
 }
 
-std::shared_ptr<Work> NcclBackend::monitored_barrier(const MonitoredBarrierOptions&) {
+std::shared_ptr<Work> NcclBackend::monitored_barrier(const Operation&) {
   throw DistBackendError(state_->label + ": backend 'nccl' does not support monitored_barrier (nor does torch's "
                          "NCCL backend: it needs host-side messages with per-rank timeouts); make the group with "
                          "\"cpu:tdist,cuda:nccl\" and monitored_barrier runs on the CPU backend");

@@ -34,33 +34,22 @@ class NcclBackend final : public Backend {
 
   std::string name() const override { return "nccl"; }
   uint64_t next_sequence_number() const override;
-  std::shared_ptr<Work> send(const Tensor& tensor, int dst, const SendOptions& opts) override;
-  std::shared_ptr<Work> recv(const Tensor& tensor, int src, const RecvOptions& opts) override;
-  std::shared_ptr<Work> broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
-  std::shared_ptr<Work> all_reduce(const Tensor& tensor, const AllReduceOptions& opts) override;
-  std::shared_ptr<Work> all_reduce_coalesced(const std::vector<Tensor>& tensors,
-                                             const AllReduceCoalescedOptions& opts) override;
-  std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
-  std::shared_ptr<Work> reduce(const Tensor& tensor, const ReduceOptions& opts) override;
-  std::shared_ptr<Work> all_gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                                   const AllGatherOptions& opts) override;
-  std::shared_ptr<Work> all_gather_into_tensor(const Tensor& output, const Tensor& input,
-                                               const AllGatherOptions& opts) override;
-  std::shared_ptr<Work> gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                               const GatherOptions& opts) override;
-  std::shared_ptr<Work> scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                const ScatterOptions& opts) override;
-  std::shared_ptr<Work> reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                                       const ReduceScatterOptions& opts) override;
-  std::shared_ptr<Work> reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                              const ReduceScatterOptions& opts) override;
-  std::shared_ptr<Work> all_to_all(const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
-                                   const AllToAllOptions& opts) override;
-  std::shared_ptr<Work> all_to_all_single(const Tensor& output, const Tensor& input,
-                                          const AllToAllOptions& opts) override;
-  std::shared_ptr<Work> monitored_barrier(const MonitoredBarrierOptions& opts) override;
-  // Point-to-point operations issued between these run inside one
-  // ncclGroupStart/End (batch_isend_irecv); their Works complete together.
+  std::shared_ptr<Work> send(const Operation& operation) override;
+  std::shared_ptr<Work> recv(const Operation& operation) override;
+  std::shared_ptr<Work> broadcast(const Operation& operation) override;
+  std::shared_ptr<Work> all_reduce(const Operation& operation) override;
+  std::shared_ptr<Work> all_reduce_coalesced(const Operation& operation) override;
+  std::shared_ptr<Work> barrier(const Operation& operation) override;
+  std::shared_ptr<Work> reduce(const Operation& operation) override;
+  std::shared_ptr<Work> all_gather(const Operation& operation) override;
+  std::shared_ptr<Work> all_gather_into_tensor(const Operation& operation) override;
+  std::shared_ptr<Work> gather(const Operation& operation) override;
+  std::shared_ptr<Work> scatter(const Operation& operation) override;
+  std::shared_ptr<Work> reduce_scatter(const Operation& operation) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(const Operation& operation) override;
+  std::shared_ptr<Work> all_to_all(const Operation& operation) override;
+  std::shared_ptr<Work> all_to_all_single(const Operation& operation) override;
+  std::shared_ptr<Work> monitored_barrier(const Operation& operation) override;
   void start_coalescing() override;
   void end_coalescing() override;
   void shutdown() override;
@@ -85,7 +74,8 @@ class NcclBackend final : public Backend {
     int peer = -1;
     bool barrier = false;
   };
-  std::shared_ptr<Work> run(Call call, const Enqueue& enqueue);
+  // `operation`: the call as the front described it (its flight recorder entry).
+  std::shared_ptr<Work> run(const Operation& operation, Call call, const Enqueue& enqueue);
   // Makes the communicator on `device` (-1: LOCAL_RANK's device, else the
   // current one) unless it exists; DistBackendError when the device differs
   // from the communicator's or there is no CUDA device.
@@ -99,9 +89,9 @@ class NcclBackend final : public Backend {
   // "rank 3 in group g: all_reduce #5" for errors before a Work exists.
   std::string where(const char* op) const;
   // all_to_all and all_to_all_single: grouped sends and receives of the parts.
-  std::shared_ptr<Work> exchange(const char* op, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+  std::shared_ptr<Work> exchange(const Operation& operation, const char* op, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                                  std::chrono::milliseconds timeout);
-  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, std::chrono::milliseconds timeout);
+  std::shared_ptr<Work> point_to_point(const Operation& operation, bool is_send, const Tensor& tensor, int peer, std::chrono::milliseconds timeout);
 
   std::shared_ptr<Store> store_;
   BackendOptions options_;
