@@ -56,6 +56,8 @@ while [ $# -gt 0 ]; do
 done
 die() { echo "bench/cluster.sh: $*" >&2; exit 2; }
 why=$("$cluster" check) || die "$why"
+# Absolute, so that a --build-dir given either way reaches every host's shell alike.
+[[ $build == /* ]] || build=$repo/$build
 tbench=$build/bin/tdist-bench tdistrun=$build/bin/tdistrun mpi_bin=$build/mpi_bench/mpi_bench
 [ -x "$tbench" ] && [ -x "$tdistrun" ] || die "no $tbench or $tdistrun (bench/compare.sh --quick builds them)"
 if [[ ,$peers, =~ ,(ompi|han), ]]; then
@@ -108,7 +110,7 @@ run() {
         --allow-run-as-root --oversubscribe --bind-to none -np $n --hostfile "$hostfile" --map-by slot \
         --mca plm_rsh_agent "$agent" --mca btl self,vader,tcp --mca mpi_yield_when_idle 1 \
         --mca btl_vader_single_copy_mechanism none --mca btl_tcp_if_include eth0 \
-        --mca oob_tcp_if_include eth0 ${extra[@]+"${extra[@]}"} "$repo/$mpi_bin" "${args[@]}" --place "$place" \
+        --mca oob_tcp_if_include eth0 ${extra[@]+"${extra[@]}"} "$mpi_bin" "${args[@]}" --place "$place" \
         -C 2G --csv 2>>"$out/errors"
       ;;
     gloo)
