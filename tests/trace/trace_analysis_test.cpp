@@ -158,6 +158,23 @@ TEST(TraceAnalysis, PerRankShapesOfAllToAllAreNotAMismatch) {
   EXPECT_EQ(analyse_job(job).findings("mismatch").size(), 1u);
 }
 
+TEST(TraceAnalysis, CoalescedAllGatherOfOtherShapesIsAMismatch) {
+  SJob job = healthy_job(4, 6);
+  for (SDump& d : job.dumps) {
+    SEntry& e = *d.group().at(3);
+    e.op = "all_gather_coalesced";
+    e.reduce_op = "";
+    e.shapes = {{8}, {3}};
+    e.out_shapes = {{8}, {8}, {8}, {8}, {3}, {3}, {3}, {3}};
+  }
+  EXPECT_EQ(analyse_job(job).text.exit_code, 0);
+  job.rank(2).group().at(3)->shapes = {{8}, {4}};
+  const Analysis a = analyse_job(job);
+  const auto m = a.findings("mismatch");
+  ASSERT_EQ(m.size(), 1u) << a.text.out;
+  EXPECT_EQ(m[0]->find("differ_in")->items().at(0).as_string(), "shapes");
+}
+
 TEST(TraceAnalysis, RankThatNeverEntered) {
   TempDir dir;
   ASSERT_TRUE(write_scenario("hang", dir.path()));

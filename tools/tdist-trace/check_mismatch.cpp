@@ -15,14 +15,14 @@ namespace {
 bool same_input_shapes(const std::string& op) {
   static const std::set<std::string> ops = {"all_reduce", "allreduce_coalesced", "all_reduce_coalesced", "broadcast",
                                             "reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
-                                            "reduce_scatter_tensor", "gather"};
+                                            "reduce_scatter_tensor", "gather", "all_gather_coalesced"};
   return ops.count(op) != 0;
 }
 
 // ... and outputs of the same shapes.
 bool same_output_shapes(const std::string& op) {
   static const std::set<std::string> ops = {"all_gather", "all_gather_into_tensor", "reduce_scatter",
-                                            "reduce_scatter_tensor"};
+                                            "reduce_scatter_tensor", "all_gather_coalesced"};
   return ops.count(op) != 0;
 }
 
