@@ -294,6 +294,12 @@ TEST(CollFreeFunctions, BlockingWorksAreReusedOnlyOnceDropped) {
     async->wait();
     require_all(b, 14, "async all_reduce");
     require(kept->op_name() == "all_reduce" && kept->result()[0].data() == a.data(), "kept Work unchanged");
+
+    // The same memory seen with another shape: the reused Work shows the new one.
+    again.reset();
+    auto reshaped = tdist::broadcast(tdist::Tensor(b.data(), DType::Int32, {3, 1}), 0);
+    require(reshaped.get() == dropped && reshaped->result()[0].shape() == std::vector<int64_t>{3, 1},
+            "a reused Work shows its new tensor's shape");
   });
 }
 

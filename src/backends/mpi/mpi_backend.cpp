@@ -42,7 +42,7 @@ struct MpiBackend::State {
     if (!failure) failure = e;
     failed.store(true, std::memory_order_release);
   }
-  std::exception_ptr failed_before(const std::string& op, uint64_t seq) {
+  std::exception_ptr failed_before(const char* op, uint64_t seq) {
     if (!failed.load(std::memory_order_acquire)) return nullptr;
     std::lock_guard<std::mutex> lock(mu);
     return with_context(failure, label + ": " + op + " #" + std::to_string(seq) +
