@@ -28,7 +28,8 @@ set -euo pipefail
 # virtual environment (python3-venv) that scripts/torch_venv.sh keeps. The emulated-cluster tests
 # (tests/cluster, scripts/cluster.sh) need iproute2, and iptables where the kernel has no netem.
 # Open MPI: the mpi backend, its tests under mpirun (tests/mpi) and bench/compare.sh's peer.
-TDIST_PACKAGES=(build-essential cmake ninja-build pkg-config openmpi-bin libopenmpi-dev
+# ccache: a machine that runs the tests again (CI) compiles only what changed since.
+TDIST_PACKAGES=(build-essential cmake ninja-build ccache pkg-config openmpi-bin libopenmpi-dev
   libgtest-dev libgmock-dev libbenchmark-dev libdlpack-dev libssl-dev
   zlib1g-dev python3-sklearn
   python3-dev pybind11-dev python3-numpy python3-pytest python3-venv
@@ -118,7 +119,10 @@ run_suite() {
   local -a gen=() launcher=()
   mapfile -t gen < <(generator_args "$dir")
   if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    # Paths relative to the checkout, and the build folder left out of the hash, so that a
+    # fresh clone in another folder hits the objects of the last one.
+    export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
   fi
 
   log "$name: configure $dir"
