@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <tdist/errors.h>
 #include <tdist/store.h>
 
 #include "args.h"

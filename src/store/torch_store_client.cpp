@@ -87,9 +87,15 @@ class TorchStoreClient final : public StoreClient {
     put_torch_u32(out, kTorchValidateMagic);
     out.push_back(static_cast<char>(TorchQuery::kPing));
     put_torch_u32(out, nonce);
-    send_all(fd.get(), out.data(), out.size(), deadline, peer_);
     char answer[4];
-    recv_all(fd.get(), answer, sizeof(answer), deadline, peer_);
+    try {
+      send_all(fd.get(), out.data(), out.size(), deadline, peer_);
+      recv_all(fd.get(), answer, sizeof(answer), deadline, peer_);
+    } catch (const DistNetworkError& e) {
+      // torch 1.x's server has neither VALIDATE nor PING: it closes the connection.
+      throw DistNetworkError(std::string(e.what()) + " at VALIDATE and PING (torch 2.x's first requests; a torch "
+                             "1.x server closes the connection there: tdist speaks torch 2.x's protocol)");
+    }
     if (get_u32(answer) != nonce)
       throw DistNetworkError(peer_ + " answered the ping with " + std::to_string(get_u32(answer)) + ", not " +
                              std::to_string(nonce) + " (not torch's TCPStore server?)");

@@ -128,7 +128,10 @@ def test_env_init_under_torchruns_store():
     # torchrun (static rendezvous; torch 2.x for c10d too) hosts torch's TCPStore on MASTER_PORT and
     # sets TORCHELASTIC_USE_AGENT_STORE=True: tdist's client joins it in torch's protocol, under the
     # prefix /worker/attempt_<restart count>.
-    torch_dist = pytest.importorskip("torch.distributed")
+    torch = pytest.importorskip("torch")
+    if int(torch.__version__.split(".")[0]) < 2:
+        pytest.skip(f"torch {torch.__version__}: tdist speaks torch 2.x's TCPStore protocol, not 1.x's")
+    import torch.distributed as torch_dist
     from datetime import timedelta
     server = torch_dist.TCPStore("127.0.0.1", 0, 3, True, timedelta(seconds=60), wait_for_workers=False)
     results = _run_workers(_TRAIN, dict(MASTER_PORT=str(server.port), TORCHELASTIC_USE_AGENT_STORE="True",
