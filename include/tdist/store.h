@@ -154,6 +154,11 @@ class FileStore : public Store {
   std::unique_ptr<State> state_;
 };
 
+// The protocol a TCPStore client speaks: tdist's own (a tdist server, which
+// also serves torch's clients), or torch.distributed's, to a torch server
+// (torchrun's agent store; docs/store.md says what it cannot do there).
+enum class StoreProtocol { kTdist, kTorch };
+
 struct TCPStoreOptions {
   std::optional<int> world_size{};  // number of store users (clients + server's own); nullopt: not fixed
   bool is_master = false;
@@ -165,6 +170,10 @@ struct TCPStoreOptions {
   // listening, which the store takes over (closes when its server stops,
   // also when the constructor throws). Only with is_master.
   std::optional<int> master_listen_fd{};
+  // kTorch: the server is torch's (never with is_master). The job token is
+  // not asked (torch's protocol has none); this client counts itself in
+  // torch's "init/" key, as torch's workers do.
+  StoreProtocol protocol = StoreProtocol::kTdist;
 };
 
 // The server (is_master) holds the data in an event-loop thread; every

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <tdist/errors.h>
 #include <tdist/store.h>
 
 #include "args.h"
@@ -359,19 +360,31 @@ void bind_stores(py::module_& m) {
       "A store served over TCP by the instance with is_master=True (port 0 picks a free port: read it "
       "back from .port). world_size counts the users; with wait_for_workers the master waits for them. "
       "master_listen_fd: the master serves on this already bound socket (port 0 or its port) and takes "
-      "it over (pass socket.detach()).")
+      "it over (pass socket.detach()). protocol=\"torch\": a client of torch.distributed's TCPStore server "
+      "(torchrun's agent store), in torch's protocol.")
       .def(py::init([](const std::string& host_name, int port, std::optional<int> world_size, bool is_master,
                        ms timeout, bool wait_for_workers, bool multi_tenant, std::optional<int> master_listen_fd,
-                       bool /*use_libuv*/) {
+                       bool /*use_libuv*/, const std::string& protocol) {
              if (port < 0 || port > 65535) throw py::value_error("TCPStore: port " + std::to_string(port) + " is out of range");
+             if (protocol != "tdist" && protocol != "torch")
+               throw tdist::DistValueError("TCPStore: protocol '" + protocol + "' is neither \"tdist\" nor \"torch\"");
              py::gil_scoped_release nogil;
-             return std::make_shared<tdist::TCPStore>(host_name, static_cast<uint16_t>(port), world_size, is_master,
-                                                      timeout, wait_for_workers, multi_tenant, master_listen_fd);
+             return std::make_shared<tdist::TCPStore>(
+                 host_name, static_cast<uint16_t>(port),
+                 tdist::TCPStoreOptions{.world_size = world_size,
+                                        .is_master = is_master,
+                                        .timeout = timeout,
+                                        .wait_for_workers = wait_for_workers,
+                                        .multi_tenant = multi_tenant,
+                                        .master_listen_fd = master_listen_fd,
+                                        .protocol = protocol == "torch" ? tdist::StoreProtocol::kTorch
+                                                                        : tdist::StoreProtocol::kTdist});
            }),
            py::arg("host_name"), py::arg("port"), py::arg("world_size") = py::none(), py::arg("is_master") = false,
            py::arg("timeout") = tdist::kDefaultStoreTimeout, py::arg("wait_for_workers") = true,
            py::arg("multi_tenant") = false, py::arg("master_listen_fd") = py::none(),
-           py::arg("use_libuv") = true)  // torch's choice of server loop: ours has one
+           py::arg("use_libuv") = true,  // torch's choice of server loop: ours has one
+           py::arg("protocol") = "tdist")
       .def_property_readonly("host", &tdist::TCPStore::host)
       .def_property_readonly("port", &tdist::TCPStore::port);
 

@@ -132,19 +132,13 @@ __version__ = _tdist.__dict__.get("__version__", "0.1.0")
 
 
 _init_process_group = init_process_group
-_stores_for_init = []  # keeps Python stores made here alive while the C++ group uses them
 
 
 def init_process_group(backend=None, init_method=None, timeout=None, world_size=-1, rank=-1, store=None,
                        group_name="", pg_options=None, device_id=None):
     """Initializes the default process group (see the C++ binding's documentation: help(_tdist)).
-    Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True, torch's protocol) env://
-    goes through torch's own client (tdist.torchrun_store)."""
-    from . import torchrun_store
-    if store is None and init_method in (None, "env://") and torchrun_store.torchrun_hosts_the_store():
-        store, rank, world_size = torchrun_store.torchrun_store(timeout)
-        _stores_for_init.append(store)
-        init_method = None
+    Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) env:// joins it in torch's
+    protocol (tdist's client speaks it)."""
     _init_process_group(backend, init_method, timeout, world_size, rank, store, group_name, pg_options, device_id)
 
 

@@ -1,6 +1,5 @@
 """A store that hands every call to another store: the base of the adapters between tdist's and
-torch's stores (tdist.torch serves tdistrun's store to torch; tdist.torchrun_store serves
-torchrun's to tdist). Listed first among the bases, its methods are the overrides the other
+torch's stores (tdist.torch serves tdistrun's store to torch). Listed first among the bases, its methods are the overrides the other
 base's C++ side calls."""
 
 

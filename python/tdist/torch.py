@@ -84,9 +84,10 @@ def _launched_by_tdistrun_with_agent_store():
 
 
 def _register_env_rendezvous():
-    """Under tdistrun, env:// connects to the launcher's store, which speaks tdist's protocol, not
-    torch's: torch's own handler would fail there, so this one serves that store to torch (for
-    every backend, gloo too). Elsewhere torch's handler runs unchanged."""
+    """Under tdistrun, env:// connects to the launcher's store through tdist's client, which proves
+    the job token (torch's own client, which cannot, is admitted only as TDIST_STORE_TORCH_CLIENTS
+    says: docs/store.md), and serves it to torch (for every backend, gloo too). Elsewhere torch's
+    handler runs unchanged."""
     import importlib
     _rdzv = importlib.import_module("torch.distributed.rendezvous")  # the module, not torch.distributed.rendezvous()
     torch_env = _rdzv._rendezvous_handlers.get("env")

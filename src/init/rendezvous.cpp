@@ -111,21 +111,20 @@ bool launcher_hosts_store() {
   return settings::get<"TORCHELASTIC_USE_AGENT_STORE">().value_or(false);
 }
 
-// Every rank is a client of tdistrun's store, under this round's prefix.
-// torchrun's store speaks torch's protocol, not ours: C++ cannot join it
-// (Python can, through torch's own client: python/tdist/torchrun_store.py).
+// Every rank is a client of the launcher's store: tdistrun's (tdist's
+// protocol) under this round's prefix (TDIST_AGENT_STORE_PREFIX), or, without
+// that prefix, torchrun's agent store, in torch's protocol, under
+// "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>" (each restart its own keys).
 std::shared_ptr<Store> launcher_store(const std::string& host, uint16_t port, Millis timeout) {
-  const std::string prefix = settings::get<"TDIST_AGENT_STORE_PREFIX">().value_or("");
-  if (prefix.empty())
-    throw DistValueError(
-        "init_process_group(env://): TORCHELASTIC_USE_AGENT_STORE=True says the launcher hosts the store at " +
-        host + ":" + std::to_string(port) + ", but without TDIST_AGENT_STORE_PREFIX that launcher is torchrun, "
-        "whose store speaks torch's TCPStore protocol: tdist's C++ library cannot use it. Launch C++ programs "
-        "with tdistrun (it takes torchrun's options); Python programs that import tdist use torch's client for it");
+  std::string prefix = settings::get<"TDIST_AGENT_STORE_PREFIX">().value_or("");
   TCPStoreOptions o;
   o.is_master = false;
   o.timeout = timeout;
   o.wait_for_workers = false;
+  if (prefix.empty()) {
+    o.protocol = StoreProtocol::kTorch;
+    prefix = "/worker/attempt_" + std::to_string(settings::get<"TORCHELASTIC_RESTART_COUNT">());
+  }
   return std::make_shared<PrefixStore>(prefix, std::make_shared<TCPStore>(host, port, o));
 }
 

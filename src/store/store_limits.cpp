@@ -18,6 +18,10 @@ StoreLimits StoreLimits::from_environment() {
   l.max_connections = static_cast<size_t>(settings::get<"TDIST_STORE_MAX_CONNECTIONS">());
   l.handshake_time = settings::get<"TDIST_STORE_HANDSHAKE_MS">();
   l.idle_timeout = settings::get<"TDIST_STORE_IDLE_TIMEOUT_S">();
+  const std::string_view torch = settings::get<"TDIST_STORE_TORCH_CLIENTS">();
+  l.torch_clients = torch == "ALL"      ? TorchClients::kAll
+                    : torch == "REFUSE" ? TorchClients::kRefuse
+                                        : TorchClients::kLocal;
   // The server shares the process's descriptors with its rank: leave it half,
   // so that a flood of connections cannot starve the rank's own sockets.
   rlimit r{};

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <span>
 
+#include "store/store_client.h"
 #include "store/store_util.h"
 #include "store/tcp_store_protocol.h"
 #include "store/tcp_store_server.h"
@@ -29,7 +30,9 @@ int64_t timeout_arg(Millis timeout) {
   return std::clamp<int64_t>(timeout.count(), 0, kForever.count());
 }
 
-std::string describe(Command c, std::span<const std::string* const> keys) {
+}  // namespace
+
+std::string store_detail::describe_request(Command c, std::span<const std::string* const> keys) {
   std::string out = command_name(c);
   if (c == Command::kWaitCounter) return "wait_for_workers";
   if (c == Command::kHello || c == Command::kNumKeys) return out;
@@ -43,11 +46,15 @@ std::string describe(Command c, std::span<const std::string* const> keys) {
   return out + "(keys " + shown + ")";
 }
 
+namespace {
+
+std::string describe(Command c, std::span<const std::string* const> keys) { return describe_request(c, keys); }
+
 // Thread-safe: a request holds a connection for its whole round trip (a get
 // may be parked on the server for long), so a thread that finds every
 // connection busy opens another one instead of queueing behind it. Up to
 // kMaxIdle connections are kept for reuse.
-class Client {
+class Client final : public StoreClient {
  public:
   Client(const std::string& host, uint16_t port, Millis timeout)
       : host_(host),
@@ -67,13 +74,11 @@ class Client {
     idle_.push_back(std::move(first));
   }
 
-  const std::string& name() const { return name_; }
+  const std::string& name() const override { return name_; }
 
-  // Sends one request and reads its response. Network failures (and a
-  // missing answer by the deadline) are DistNetworkError; after one, the
-  // server is presumed gone and every later call fails at once with the cause.
+  // After a network failure the server is presumed gone (StoreClient::call).
   Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
-                int64_t arg, Deadline deadline) {
+                int64_t arg, Deadline deadline) override {
     check_limits(c, keys, values);
     Fd conn;
     {
@@ -229,7 +234,7 @@ std::vector<const std::string*> pointers(const std::vector<std::string>& v) {
 
 struct TCPStore::State {
   std::shared_ptr<TcpStoreServer> server;
-  std::unique_ptr<Client> client;
+  std::unique_ptr<StoreClient> client;
 
   // A request that does not wait on the server: the store timeout bounds it.
   Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
@@ -264,6 +269,9 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
   if (options.world_size && *options.world_size < 1)
     throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): world_size must be at least 1, got " +
                          std::to_string(*options.world_size));
+  if (options.is_master && options.protocol == StoreProtocol::kTorch)
+    throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): protocol torch is for a client of torch's server; "
+                         "a master serves both protocols with the default");
   if (options.master_listen_fd && !options.is_master)
     throw DistValueError("TCPStore(" + endpoint(host_, port_) + "): master_listen_fd is for the master (is_master)");
   if (options.is_master) {
@@ -285,8 +293,12 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
     port_ = state_->server->port();
   }
   auto start = Clock::now();
-  state_->client = std::make_unique<Client>(host_, port_, options.timeout);
-  // Count this store user, for the master's wait_for_workers.
+  if (options.protocol == StoreProtocol::kTorch) {
+    state_->client = connect_torch_store(host_, port_, options.timeout);
+  } else {
+    state_->client = std::make_unique<Client>(host_, port_, options.timeout);
+  }
+  // Count this store user, for the master's wait_for_workers (torch's clients count in torch's "init/").
   const std::string* key = &kWorkersKey;
   state_->call(Command::kAdd, {&key, 1}, {}, 1, options.timeout);
   if (options.is_master && options.wait_for_workers && options.world_size) {

@@ -59,11 +59,11 @@ FirstBytes classify_first_bytes(const std::string& head) {
   constexpr uint8_t kTorch1LastQuery = 11;  // torch 1.x: SET .. MULTI_SET
   if (head.size() >= 5 && static_cast<uint8_t>(head[0]) == kTorchValidate &&
       get_u32(head.data() + 1) == kTorchValidateMagic)
-    return FirstBytes::kTorchClient;
+    return FirstBytes::kTorch2Client;
   if (head.size() < kTorchProbeBytes) return FirstBytes::kNeedMore;
   const uint64_t length = get_u64(head.data() + 1);
   if (static_cast<uint8_t>(head[0]) <= kTorch1LastQuery && length >= 1 && length <= TCPStore::kMaxKeyBytes)
-    return FirstBytes::kTorchClient;
+    return FirstBytes::kTorch1Client;
   return FirstBytes::kOther;
 }
 

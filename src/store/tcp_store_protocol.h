@@ -59,6 +59,7 @@
 #include <string>
 #include <vector>
 
+#include "store/torch_store_protocol.h"
 #include "tdist/store.h"
 
 namespace tdist::store_detail {
@@ -134,14 +135,13 @@ std::string encode_response(const Response& r);
 // Whether (command, nkeys, nvalues) is a valid request shape; else why not.
 bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string* why);
 
-// torch.distributed's TCPStore client speaks torch's protocol, not this one,
-// and reaches a tdist store when a plain torch program runs under tdistrun.
-// Its first bytes give it away: torch 2.x opens with VALIDATE (query type 0,
-// then the u32 magic 0x3C85F7CE); torch 1.x with its first request, a query
-// type 0..11 then the u64 length of a key (or a count of keys), small and
-// never zero. tdist's HELLO has 2^32 there (nkeys 0, nvalues 1).
-enum class FirstBytes { kTorchClient, kOther, kNeedMore };
-inline constexpr uint32_t kTorchValidateMagic = 0x3C85F7CE;
+// torch.distributed's TCPStore client (torch_store_protocol.h) is told apart
+// from tdist's by its first bytes: torch 2.x opens with VALIDATE (query type
+// 0, then the u32 magic 0x3C85F7CE), which the server then serves; torch 1.x
+// with its first request in an older protocol (no VALIDATE), a query type
+// 0..11 then the u64 length of a key (or a count of keys), small and never
+// zero, which it does not. tdist's HELLO has 2^32 there (nkeys 0, nvalues 1).
+enum class FirstBytes { kTorch2Client, kTorch1Client, kOther, kNeedMore };
 inline constexpr size_t kTorchProbeBytes = 1 + 8;  // what classify_first_bytes needs at most
 // What the first bytes of a connection (`head`, up to kTorchProbeBytes) say about its client.
 FirstBytes classify_first_bytes(const std::string& head);

@@ -22,6 +22,9 @@ struct StoreLimits {
   size_t max_connections = 4096;                // never above half the descriptor limit
   Millis handshake_time{5000};                  // to say hello and authenticate
   Millis idle_timeout{0};                       // an authenticated client with nothing pending; 0: never
+  // torch.distributed's clients cannot prove the job token: which of them a
+  // store that has one serves (TDIST_STORE_TORCH_CLIENTS; without a token, all).
+  enum class TorchClients { kLocal, kAll, kRefuse } torch_clients = TorchClients::kLocal;
   static StoreLimits from_environment();
 };
 

@@ -135,6 +135,7 @@ void TcpStoreServer::Loop::serve(Conn& c, Request req) {
       if (deliver(req.keys[0], req.values[0])) break;
       queue_bytes += req.keys[0].size() + req.values[0].size();
       queues[req.keys[0]].push_back(std::move(req.values[0]));
+      wake_torch_queue_waiter(req.keys[0]);
       break;
     case Command::kQueuePop: {
       auto it = queues.find(req.keys[0]);

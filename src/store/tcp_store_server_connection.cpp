@@ -23,7 +23,7 @@ void TcpStoreServer::Loop::update_interest(Conn& c) {
   if (c.closing) return;
   uint32_t want = EPOLLRDHUP;
   if (c.writing()) want |= EPOLLOUT;
-  else if (c.waiter == 0) want |= EPOLLIN;
+  else if (c.waiter == 0 || c.torch) want |= EPOLLIN;  // torch's client may cancel its parked wait
   if (want == c.events) return;
   epoll_event ev{};
   ev.events = want;
@@ -46,17 +46,18 @@ void TcpStoreServer::Loop::drop(Conn& c, LogLevel level, const std::string& why)
   std::string().swap(c.in);
   std::string().swap(c.out);
   c.parser = RequestParser();
+  c.torch_parser = TorchRequestParser();
   to_close.push_back(c.id);
 }
 
 // Reads and serves requests until the connection has to wait: for the
 // socket, for its answer to be sent, or for a parked request.
 void TcpStoreServer::Loop::pump(Conn& c) {
-  auto busy = [&] { return c.closing || c.waiter != 0 || c.writing(); };
+  // A torch client's parked wait does not stop its reading (it may cancel it: feed_torch).
+  auto busy = [&] { return c.closing || (c.waiter != 0 && !c.torch) || c.writing(); };
   // Feeds bytes to the parser, serving each complete request; what is left
   // when the connection becomes busy is kept for later. False: dropped.
-  auto feed = [&](const char* data, size_t n) {
-    if (!c.greeted && !probe_first_bytes(c, data, n)) return false;
+  auto feed_tdist = [&](const char* data, size_t n) {
     size_t pos = 0;
     while (pos < n && !busy()) {
       size_t used = 0;
@@ -71,6 +72,17 @@ void TcpStoreServer::Loop::pump(Conn& c) {
     if (pos < n && !c.closing) c.in.append(data + pos, n - pos);  // at most one read's worth
     return !c.closing;
   };
+  auto feed = [&](const char* data, size_t n) {
+    if (!c.dialect_known) {
+      if (!probe_first_bytes(c, data, n)) return false;
+      if (!c.dialect_known) return true;  // c.head keeps the bytes until more of them decide
+      const std::string first = std::move(c.head);
+      c.head = std::string();
+      return c.torch ? feed_torch(c, first.data(), first.size()) : feed_tdist(first.data(), first.size());
+    }
+    return c.torch ? feed_torch(c, data, n) : feed_tdist(data, n);
+  };
+  if (c.torch && !busy() && !feed_torch(c, nullptr, 0)) return;  // requests that came while it was busy
   if (c.in_pos < c.in.size() && !busy()) {
     std::string pending = std::move(c.in);
     size_t from = c.in_pos;
@@ -107,7 +119,7 @@ void TcpStoreServer::Loop::pump(Conn& c) {
       }
     }
     if (n == 0) {
-      if (c.parser.in_progress()) return drop(c, LogLevel::Info, "disconnected in the middle of a request");
+      if (c.parser.in_progress() || c.torch_parser.buffered() > 0) return drop(c, LogLevel::Info, "disconnected in the middle of a request");
       return drop(c, LogLevel::Debug, "disconnected");
     }
     if (errno == EINTR) continue;
@@ -139,19 +151,30 @@ void TcpStoreServer::Loop::flush(Conn& c) {
   update_interest(c);
 }
 
+// torch's clients are answered here only when a parked WAIT or BARRIER
+// completes (their other answers: serve_torch); they have no error answer.
 void TcpStoreServer::Loop::respond(Conn& c, const Response& r) {
+  if (c.torch) {
+    if (r.status != Status::kOk)
+      return drop(c, LogLevel::Warn, r.values.empty() ? std::string("its request failed") : r.values[0]);
+    return send_bytes(c, std::string(1, static_cast<char>(kTorchStopWaiting)));
+  }
+  send_bytes(c, encode_response(r));
+}
+
+void TcpStoreServer::Loop::send_bytes(Conn& c, const std::string& bytes) {
   if (c.closing) return;
   if (!c.writing()) {
     c.out.clear();
     c.out_pos = 0;
   }
-  std::string bytes = encode_response(r);
   buffered += bytes.size();
   c.out += bytes;
   flush(c);
 }
 
 void TcpStoreServer::Loop::respond_error(Conn& c, std::string message) {
+  if (c.torch) return drop(c, LogLevel::Warn, message);  // torch's protocol has no error answer
   Response r;
   r.status = Status::kError;
   r.values.push_back(std::move(message));

@@ -6,28 +6,61 @@
 #include <cstring>
 #include <string>
 
+#include "util/bind_address.h"
+
 namespace tdist::store_detail {
 
 bool TcpStoreServer::Loop::probe_first_bytes(Conn& c, const char* data, size_t n) {
-  if (c.head.size() >= kTorchProbeBytes) return true;  // decided before
-  c.head.append(data, std::min(n, kTorchProbeBytes - c.head.size()));
-  const FirstBytes what = classify_first_bytes(c.head);
+  c.head.append(data, n);
+  const FirstBytes what = classify_first_bytes(c.head.substr(0, kTorchProbeBytes));
   if (what == FirstBytes::kNeedMore) return true;
-  if (what == FirstBytes::kOther) {
-    c.head.resize(kTorchProbeBytes);  // decided: not looked at again
-    return true;
+  c.dialect_known = true;
+  if (what == FirstBytes::kOther) return true;
+  if (what == FirstBytes::kTorch2Client) {
+    if (admits_torch_client(c)) {
+      c.torch = true;
+      return true;
+    }
+    const char* policy = limits.torch_clients == StoreLimits::TorchClients::kRefuse ? "REFUSE" : "LOCAL";
+    const std::string why = std::string("a torch.distributed client, which cannot prove the job token this store "
+                                        "requires (TDIST_STORE_TORCH_CLIENTS=") + policy + ")";
+    // Said once at Warn: a stranger retrying must not fill the log.
+    drop(c, torch_refusal_said ? LogLevel::Debug : LogLevel::Warn,
+         why + (torch_refusal_said ? "" : "; TDIST_STORE_TORCH_CLIENTS=ALL on the store's host admits torch's "
+                                          "clients from anywhere, LOCAL those of this machine"));
+    torch_refusal_said = true;
+    return false;
   }
-  // Left to the parser, it would be dropped as malformed, and torch would say
-  // only "Connection reset by peer": the one who launched the job hears why here.
+  // torch 1.x: an older protocol, without VALIDATE. Left to the parser, it
+  // would be dropped as malformed, and torch would say only "Connection reset
+  // by peer": the one who launched the job hears why here.
   if (!torch_client_seen) {
     torch_client_seen = true;
     TDIST_LOG(LogLevel::Warn,
-              name << ": a torch.distributed TCPStore client connected from " << c.peer
-                   << "; this store speaks tdist's protocol, not torch's: add \"import tdist.torch\" to the program "
-                      "(its env:// then joins this store, for backend \"gloo\" too, or use backend \"tdist\"), "
-                      "or launch it with torchrun");
+              name << ": a torch 1.x TCPStore client connected from " << c.peer
+                   << "; this store speaks torch 2.x's protocol and tdist's, not torch 1.x's: add \"import "
+                      "tdist.torch\" to the program (its env:// then joins this store through tdist's client), or "
+                      "use torch 2.x");
   }
-  drop(c, LogLevel::Debug, "a torch.distributed TCPStore client (torch's protocol)");
+  drop(c, LogLevel::Debug, "a torch 1.x TCPStore client (an older protocol)");
+  return false;
+}
+
+// A torch client cannot prove the job token: admitted where the store has
+// none, else as TDIST_STORE_TORCH_CLIENTS says (LOCAL: from an address of
+// this machine, which a connection to one of them comes from).
+bool TcpStoreServer::Loop::admits_torch_client(const Conn& c) const {
+  if (!token) return true;
+  switch (limits.torch_clients) {
+    case StoreLimits::TorchClients::kAll:
+      return true;
+    case StoreLimits::TorchClients::kRefuse:
+      return false;
+    case StoreLimits::TorchClients::kLocal: {
+      const std::string peer = peer_host(c.fd.get());
+      return !peer.empty() && (is_loopback_host(peer) || peer == local_host(c.fd.get()));
+    }
+  }
   return false;
 }
 

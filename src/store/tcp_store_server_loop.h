@@ -5,6 +5,7 @@
 //   tcp_store_server_loop.cpp        the loop: epoll, accepting, sweeping
 //   tcp_store_server_connection.cpp  one connection: reading, answering, dropping
 //   tcp_store_server_handshake.cpp   a new client: torch's or ours, hello, job token
+//   tcp_store_server_torch.cpp       torch's clients: their requests over the same table
 //   tcp_store_server_commands.cpp    the requests: limits, then each command
 //   tcp_store_server_waiters.cpp     parked requests: waits, queue pops, timers
 #pragma once
@@ -50,7 +51,10 @@ struct Conn {
   bool closing_after_flush = false;  // refused: close once the error is sent
   auth::Nonce client_nonce{}, server_nonce{};
   size_t greeting_bytes = 0;  // bytes received before authentication
-  std::string head;  // its first bytes (up to kTorchProbeBytes): is it torch's client? (classify_first_bytes)
+  std::string head;  // its first bytes, until they say whose client it is (classify_first_bytes)
+  bool dialect_known = false;  // decided from `head`: torch's protocol (torch) or tdist's
+  bool torch = false;          // a torch.distributed client (torch_store_protocol.h)
+  TorchRequestParser torch_parser;
   Clock::time_point since = Clock::now();  // of the connection, then of its last request
   uint64_t waiter = 0;  // the parked request, 0 when none
   uint32_t events = 0;  // current epoll interest
@@ -97,7 +101,8 @@ struct TcpStoreServer::Loop {
   uint64_t next_waiter = 1;
   bool listen_paused = false;
   Clock::time_point listen_resume;
-  bool torch_client_seen = false;  // said once per server: a stranger must not fill the log
+  bool torch_client_seen = false;  // a torch 1.x client: said once per server, a stranger must not fill the log
+  bool torch_refusal_said = false;  // a torch client refused for the token: said once per server
 
   // The loop (tcp_store_server_loop.cpp).
   void run();
@@ -112,13 +117,16 @@ struct TcpStoreServer::Loop {
   void flush(Conn& c);
   void respond(Conn& c, const Response& r);
   void respond_error(Conn& c, std::string message);
+  void send_bytes(Conn& c, const std::string& bytes);
   void update_interest(Conn& c);
   void drop(Conn& c, LogLevel level, const std::string& why);
   bool hung_up(Conn& c);
 
   // A new client (tcp_store_server_handshake.cpp).
-  // Looks at the first bytes of a connection; false: it was torch's client, and is dropped.
+  // Looks at the first bytes of a connection (kept in c.head) until they say
+  // whose client it is; sets c.dialect_known and c.torch. False: dropped.
   bool probe_first_bytes(Conn& c, const char* data, size_t n);
+  bool admits_torch_client(const Conn& c) const;
   void greet(Conn& c, Request& req);
   bool authenticate(Conn& c, const Request& req);
 
@@ -129,6 +137,13 @@ struct TcpStoreServer::Loop {
   bool all_present(const std::vector<std::string>& keys) const;
   std::vector<std::string> values_of(const std::vector<std::string>& keys) const;
   std::optional<int64_t> counter(const std::string& key) const;
+
+  // torch's clients (tcp_store_server_torch.cpp).
+  // Takes bytes of a torch client and serves its requests while it is not busy; false: dropped.
+  bool feed_torch(Conn& c, const char* data, size_t n);
+  void serve_torch(Conn& c, TorchRequest req);
+  bool present_for_torch(const std::string& key) const;  // a key, or a queue with values (torch's WAIT)
+  void wake_torch_queue_waiter(const std::string& queue);
 
   // Parked requests (tcp_store_server_waiters.cpp).
   void park(Conn& c, Request req);

@@ -71,7 +71,8 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TORCHELASTIC_USE_AGENT_STORE", .type = SettingType::Bool, .group = "launch",
                 .meaning = "Set by tdistrun and torchrun: `env://` connects to the launcher's store at "
                            "MASTER_ADDR:MASTER_PORT (every rank a client) instead of rank 0 hosting one; "
-                           "torchrun's (no TDIST_AGENT_STORE_PREFIX) through torch's own client, from Python only."},
+                           "torchrun's (no TDIST_AGENT_STORE_PREFIX) in torch's protocol, under the prefix "
+                           "`/worker/attempt_<TORCHELASTIC_RESTART_COUNT>`."},
     SettingInfo{.name = "TDIST_AGENT_STORE_PREFIX", .type = SettingType::Text, .group = "launch",
                 .meaning = "Set by tdistrun: the key prefix of this round's workers in its store; it also says that "
                            "the store is tdistrun's (tdist's protocol), not torchrun's."},
@@ -174,6 +175,11 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_STORE_IDLE_TIMEOUT_S", .type = SettingType::Seconds, .group = "store",
                 .meaning = "Closes an authenticated connection with nothing pending after this long.",
                 .default_number = 0, .note = "never", .min = 0},
+    SettingInfo{.name = "TDIST_STORE_TORCH_CLIENTS", .type = SettingType::Choice, .group = "store",
+                .meaning = "Which torch.distributed clients (torch's protocol, which cannot prove the job token) a "
+                           "store with a job token serves: LOCAL those connecting from this machine, ALL any, REFUSE "
+                           "none. A store without a token serves every client.",
+                .default_text = "LOCAL", .choices = "LOCAL, ALL, REFUSE"},
 
     // Groups.
     SettingInfo{.name = "TDIST_TIMEOUT", .type = SettingType::FractionalSeconds, .group = "process_group",

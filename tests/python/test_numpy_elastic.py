@@ -104,24 +104,34 @@ def test_env_init_uses_tdistruns_store():
     assert np.isfinite(store.num_keys())
 
 
-def test_cpp_under_torchruns_store_says_why(tmp_path):
-    # torchrun's store speaks torch's protocol: a C++ program cannot use it, and says so at once.
+def test_cpp_under_a_torch_protocol_agent_store():
+    # TORCHELASTIC_USE_AGENT_STORE=True without TDIST_AGENT_STORE_PREFIX: the launcher is torchrun,
+    # whose store speaks torch's protocol; a C++ program speaks it too, under torch's prefix. tdist's
+    # store speaks both, so here it plays torchrun's.
     from tdist import _build_info
     worker = os.path.join(os.path.dirname(_build_info.TDISTRUN_BUILD), "tdist-example-all_reduce")
-    env = _env()
-    env.update(RANK="0", WORLD_SIZE="2", MASTER_ADDR="127.0.0.1", MASTER_PORT="1",
-               TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
-    r = subprocess.run([worker], env=env, capture_output=True, text=True, timeout=60)
-    assert r.returncode != 0
-    assert "speaks torch's TCPStore protocol" in r.stderr, r.stderr
-    assert "tdistrun" in r.stderr
+    store = tdist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
+    procs = []
+    for rank in range(2):
+        env = _env()
+        env.update(RANK=str(rank), WORLD_SIZE="2", LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(store.port), TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="1")
+        env.pop("TDIST_AGENT_STORE_PREFIX", None)
+        procs.append(subprocess.Popen([worker], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    for p in procs:
+        out, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert tdist.PrefixStore("/worker/attempt_1", store).check(["tdist/init0/joined/0", "tdist/init0/joined/1"])
 
 
 def test_env_init_under_torchruns_store():
     # torchrun (static rendezvous; torch 2.x for c10d too) hosts torch's TCPStore on MASTER_PORT and
-    # sets TORCHELASTIC_USE_AGENT_STORE=True: Python tdist programs reach it through torch's own client,
-    # under torch's prefix /worker/attempt_<restart count>.
-    torch_dist = pytest.importorskip("torch.distributed")
+    # sets TORCHELASTIC_USE_AGENT_STORE=True: tdist's client joins it in torch's protocol, under the
+    # prefix /worker/attempt_<restart count>.
+    torch = pytest.importorskip("torch")
+    if int(torch.__version__.split(".")[0]) < 2:
+        pytest.skip(f"torch {torch.__version__}: tdist speaks torch 2.x's TCPStore protocol, not 1.x's")
+    import torch.distributed as torch_dist
     from datetime import timedelta
     server = torch_dist.TCPStore("127.0.0.1", 0, 3, True, timedelta(seconds=60), wait_for_workers=False)
     results = _run_workers(_TRAIN, dict(MASTER_PORT=str(server.port), TORCHELASTIC_USE_AGENT_STORE="True",
