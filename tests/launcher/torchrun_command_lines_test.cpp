@@ -367,6 +367,8 @@ TEST_F(WorkerCommandTest, WhatPythonCannotRunSaysToPassNoPython) {
   EXPECT_NE(error.find("pass --no-python"), std::string::npos) << error;
   EXPECT_FALSE(worker_command(options_for({dir_ + "/missing.py"}), env_of(env), &error));
   EXPECT_NE(error.find("No such file"), std::string::npos) << error;
+  EXPECT_FALSE(worker_command(options_for({"/dev/null"}), env_of(env), &error));  // never read: it could be a pipe
+  EXPECT_NE(error.find("not a regular file"), std::string::npos) << error;
   // A Python script with another shebang (uv, env python3) is still Python's.
   const std::string uv = write("uv_script", "#!/usr/bin/env -S uv run --script\nprint(1)\n");
   EXPECT_TRUE(worker_command(options_for({uv}), env_of(env), &error)) << error;

@@ -72,6 +72,10 @@ bool check_script(const Options& opt, std::string* error) {
     err = errno;
   } else if (S_ISDIR(st.st_mode)) {
     err = EISDIR;
+  } else if (!S_ISREG(st.st_mode)) {
+    // A pipe (bash's <(...)) would be read by the check below and then by one worker only.
+    *error = "cannot run '" + script + "' with Python" + how + ": not a regular file (each worker reads it)";
+    return false;
   } else if (access(script.c_str(), R_OK) != 0) {
     err = errno;
   }
