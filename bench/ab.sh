@@ -70,7 +70,7 @@ run_one() {  # label build scenario repeat collective
     c) env=(TDIST_SHM=0) ;;
   esac
   local name="$out/$sc-$label-$k-$coll"
-  env "${env[@]}" timeout 900 "$dir/bin/tdistrun" --no-prefix --nproc-per-node "$np" "$dir/bin/tdist-bench" \
+  env "${env[@]}" timeout 900 "$dir/bin/tdistrun" --no-python --no-prefix --nproc-per-node "$np" "$dir/bin/tdist-bench" \
     -t "$coll" --sizes "$sizes" -n "$iters" -w "$warmup" -C "$cap" --place both --csv > "$name.csv" 2> "$name.err"
 }
 

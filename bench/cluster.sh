@@ -96,7 +96,7 @@ run() {
   case $peer in
     tdist)
       for ((h = hosts - 1; h >= 0; h--)); do
-        local cmd=("$cluster" exec "$name" $h env TDIST_SOCKET_IFNAME=eth0 "$tdistrun" --nnodes "$hosts"
+        local cmd=("$cluster" exec "$name" $h env TDIST_SOCKET_IFNAME=eth0 "$tdistrun" --no-python --nnodes "$hosts"
           --node-rank $h --nproc-per-node "$per_host" --master-addr "$master" --master-port $port --no-prefix
           "$tbench" "${args[@]}" --place "$place" -C 2G --csv)
         if ((h > 0)); then "${cmd[@]}" >/dev/null 2>>"$out/errors" & else "${cmd[@]}" 2>>"$out/errors"; fi

@@ -244,7 +244,7 @@ run_pair() {
         if [[ $lib == tdist && $tenv == backend=mpi ]]; then
           cmd=("${mpirun_base[@]}" -np "$np" ${mpi_extra[@]+"${mpi_extra[@]}"} "$tbench" --backend mpi "${args[@]}")
         elif [[ $lib == tdist ]]; then
-          cmd=(env $tenv "$tdistrun" --nproc-per-node "$np" --standalone --no-prefix "$tbench" "${args[@]}")
+          cmd=(env $tenv "$tdistrun" --no-python --nproc-per-node "$np" --standalone --no-prefix "$tbench" "${args[@]}")
         else
           cmd=("${mpirun_base[@]}" -np "$np" ${mpi_extra[@]+"${mpi_extra[@]}"} "$mpi_bin" "${args[@]}")
         fi

@@ -15,5 +15,5 @@ g++ -std=c++20 -O2 "$repo/bench/mesh_footprint.cpp" -I"$repo/include" -I"$repo/t
   -Wl,-rpath,"$build/lib" -o "$bin"
 for share in 1 0; do
   echo "TDIST_SHARE_CONNECTIONS=$share:"
-  TDIST_SHARE_CONNECTIONS=$share timeout 300 "$build/bin/tdistrun" --no-prefix --nproc-per-node 8 "$bin" | grep '^rank 0'
+  TDIST_SHARE_CONNECTIONS=$share timeout 300 "$build/bin/tdistrun" --no-python --no-prefix --nproc-per-node 8 "$bin" | grep '^rank 0'
 done

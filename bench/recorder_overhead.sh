@@ -17,13 +17,13 @@ trap 'rm -f "$probe"' EXIT
 g++ -std=c++20 -O2 "$repo/bench/recorder_overhead.cpp" -I"$repo/include" -I"$repo/src" -L"$build/lib" -ltdist \
   -Wl,-rpath,"$build/lib" -o "$probe"
 echo "== in one pair of processes"
-"$build/bin/tdistrun" --no-prefix --nproc-per-node 2 "$probe" "$rounds" 20000 8 | tail -1
+"$build/bin/tdistrun" --no-python --no-prefix --nproc-per-node 2 "$probe" "$rounds" 20000 8 | tail -1
 echo "== tdist-bench, alternating runs"
 results=$(mktemp)
 for i in $(seq 1 "$rounds"); do
   for n in 0 default; do
     if [ "$n" = 0 ]; then env_set=(TDIST_FLIGHT_RECORDER_ENTRIES=0); else env_set=(); fi
-    t=$(env "${env_set[@]}" "$build/bin/tdistrun" --no-prefix --nproc-per-node 2 "$build/bin/tdist-bench" \
+    t=$(env "${env_set[@]}" "$build/bin/tdistrun" --no-python --no-prefix --nproc-per-node 2 "$build/bin/tdist-bench" \
       --sizes 8 -n 40000 -w 4000 --place in --csv 2>/dev/null | tail -1 | cut -d, -f15)
     echo "$n $t" >>"$results"
   done

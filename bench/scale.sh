@@ -37,9 +37,9 @@ now_ms() { date +%s%3N; }
 
 for n in $ranks; do
   echo "one host, $n ranks:"
-  SCALE_PROBE_START_MS=$(now_ms) timeout 600 "$build/bin/tdistrun" --no-prefix --nproc-per-node "$n" "$probe" | grep '^ranks'
+  SCALE_PROBE_START_MS=$(now_ms) timeout 600 "$build/bin/tdistrun" --no-python --no-prefix --nproc-per-node "$n" "$probe" | grep '^ranks'
   echo "one host, $n ranks, TDIST_SHM=0:"
-  TDIST_SHM=0 SCALE_PROBE_START_MS=$(now_ms) timeout 600 "$build/bin/tdistrun" --no-prefix --nproc-per-node "$n" \
+  TDIST_SHM=0 SCALE_PROBE_START_MS=$(now_ms) timeout 600 "$build/bin/tdistrun" --no-python --no-prefix --nproc-per-node "$n" \
     "$probe" | grep '^ranks'
 done
 
@@ -58,7 +58,7 @@ for n in $ranks; do
   port=$((20000 + RANDOM % 20000)) start=$(now_ms)
   for ((h = hosts - 1; h >= 0; h--)); do
     cmd=("$repo/scripts/cluster.sh" exec "$name" "$h" env SCALE_PROBE_START_MS="$start" TDIST_SOCKET_IFNAME=eth0
-      "$build/bin/tdistrun" --nnodes "$hosts" --node-rank "$h" --nproc-per-node $((n / hosts))
+      "$build/bin/tdistrun" --no-python --nnodes "$hosts" --node-rank "$h" --nproc-per-node $((n / hosts))
       --master-addr "$master" --master-port "$port" --no-prefix "$probe")
     if ((h > 0)); then "${cmd[@]}" >/dev/null & else "${cmd[@]}" | grep '^ranks'; fi
   done

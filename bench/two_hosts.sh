@@ -65,7 +65,7 @@ if [ -n "$cap" ]; then
 fi
 port=$((20000 + RANDOM % 20000))
 run() {
-  ip netns exec tdist-h$1 env TDIST_SOCKET_IFNAME=tdist-v$1 ${envs[@]+"${envs[@]}"} "$bin/tdistrun" --nnodes 2 \
+  ip netns exec tdist-h$1 env TDIST_SOCKET_IFNAME=tdist-v$1 ${envs[@]+"${envs[@]}"} "$bin/tdistrun" --no-python --nnodes 2 \
     --node-rank "$1" --nproc-per-node "$per_host" --master-addr 10.77.0.1 --master-port $port --no-prefix "$bin/tdist-bench" "${@:2}"
 }
 run 1 "$@" >/dev/null &

@@ -9,7 +9,7 @@
 // Each rank sends 2 (size - 1) / size of the tensor in all, whatever the size.
 //
 //   tdist-example-ring_all_reduce [world_size]          (spawns itself)
-//   tdistrun --nproc-per-node 4 tdist-example-ring_all_reduce
+//   tdistrun --nproc-per-node 4 --no-python tdist-example-ring_all_reduce
 //
 // Every rank prints its result and checks it against tdist::all_reduce.
 #include <algorithm>

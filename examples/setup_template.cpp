@@ -1,6 +1,6 @@
 // run.py of the tutorial: spawn processes, initialize, run a function.
 //   tdist-example-setup_template [world_size]          (spawns itself)
-//   tdistrun --nproc-per-node 4 tdist-example-setup_template
+//   tdistrun --nproc-per-node 4 --no-python tdist-example-setup_template
 #include <cstdio>
 
 #include "example_main.h"

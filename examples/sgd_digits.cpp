@@ -6,7 +6,7 @@
 // the replicas stay identical (what DistributedDataParallel does).
 //
 //   tdist-example-sgd_digits [world_size] [--data digits.csv.gz]   (spawns itself)
-//   tdistrun --nproc-per-node 4 tdist-example-sgd_digits
+//   tdistrun --nproc-per-node 4 --no-python tdist-example-sgd_digits
 //
 // The data file is found at run time: --data, $TDIST_DIGITS_CSV, or where
 // python3-sklearn / pip install scikit-learn (see digits_data.h).

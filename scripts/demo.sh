@@ -9,7 +9,7 @@
 #
 # installs what is missing (as root on Debian, see scripts/test.sh --deps-only), builds the
 # library, tdistrun and the examples in build/, then runs
-#   build/bin/tdistrun --nproc-per-node 4 build/bin/tdist-example-sgd_digits [ARGS...]
+#   build/bin/tdistrun --nproc-per-node 4 --no-python build/bin/tdist-example-sgd_digits [ARGS...]
 # and exits with the launcher's status. TDIST_DEMO_NPROC changes the number of ranks,
 # TDIST_DEMO_EXAMPLE the example (e.g. all_reduce, ring_all_reduce).
 set -euo pipefail
@@ -39,6 +39,6 @@ printf '\n=== build %s\n' "${targets[*]}"
 cmake --build "$build" -j "$(nproc 2>/dev/null || echo 2)" --target "${targets[@]}"
 
 example=${TDIST_DEMO_EXAMPLE:-sgd_digits}
-cmd=("$build/bin/tdistrun" --nproc-per-node "${TDIST_DEMO_NPROC:-4}" "$build/bin/tdist-example-$example" "$@")
+cmd=("$build/bin/tdistrun" --nproc-per-node "${TDIST_DEMO_NPROC:-4}" --no-python "$build/bin/tdist-example-$example" "$@")
 printf '\n=== %s\n' "${cmd[*]}"
 exec "${cmd[@]}"

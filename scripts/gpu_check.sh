@@ -248,19 +248,19 @@ run=$build/bin/tdistrun
 bench=$build/bin/tdist-bench
 # The figures first (4 ranks on the GPU, the copy limit), then the wider checks. CSV, which
 # the targets below read and the summary shows.
-step bench_cuda_4 90 "$run" --standalone --nproc-per-node 4 --no-prefix "$bench" --device cuda \
+step bench_cuda_4 90 "$run" --standalone --nproc-per-node 4 --no-prefix --no-python "$bench" --device cuda \
   -t all_reduce,all_gather -b 8 -e 256M -f 4 -w 5 -n 20 --place in --copy-limit --csv
 step bench_cuda_copy_1 40 "$bench" --device cuda -t copy -b 8 -e 256M -f 4 -w 5 -n 20 --csv
 if [ -n "$torch_py" ]; then
   step gpu_compare 150 env PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" \
     "$torch_py" bench/gpu_compare.py --ranks 4 --seconds 0.1 --json "$OUT/gpu_compare.json"
 fi
-step bench_cuda_8_check 60 "$run" --standalone --nproc-per-node 8 --no-prefix "$bench" --device cuda \
+step bench_cuda_8_check 60 "$run" --standalone --nproc-per-node 8 --no-prefix --no-python "$bench" --device cuda \
   -t all_reduce,all_gather,reduce_scatter,broadcast -b 8 -e 4M -f 64 -w 1 -n 3 -c
 # The CPU benchmark on the 16 cores, if time is left (not required).
 for np in 8 16; do
   if [ "$(left)" -gt 70 ]; then
-    step "bench_cpu_$np" 45 "$run" --standalone --nproc-per-node "$np" --no-prefix "$bench" \
+    step "bench_cpu_$np" 45 "$run" --standalone --nproc-per-node "$np" --no-prefix --no-python "$bench" \
       -t all_reduce -b 8 -e 64M -f 8 -w 3 -n 10 --place in
   else
     note_step "bench_cpu_$np" "not run" "optional; $(left) s left"

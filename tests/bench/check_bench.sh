@@ -16,7 +16,7 @@ for np in 2 3; do
   for root in 0 $((np - 1)); do
     out=$tmp/np$np-root$root.csv
     # Odd sizes: counts that do not split evenly, and 0-element rows for 3 ranks.
-    "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" -t all -d all -o all \
+    "$run" --nproc-per-node "$np" --standalone --no-prefix --no-python "$bench" -t all -d all -o all \
       -b 12 -e 200K -f 7 -w 1 -n 2 -r "$root" -c --csv >"$out" 2>"$tmp/err"
     rc=$?
     if [ "$rc" -ne 0 ]; then
@@ -33,7 +33,7 @@ for np in 2 3; do
     echo "ok: $np ranks, root $root: $rows rows, #wrong 0"
   done
   # The table form: its summary line and the exit status.
-  "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" -t all -b 8 -e 4K -f 8 -w 1 -n 2 -c \
+  "$run" --nproc-per-node "$np" --standalone --no-prefix --no-python "$bench" -t all -b 8 -e 4K -f 8 -w 1 -n 2 -c \
     >"$tmp/table" 2>&1
   rc=$?
   if [ "$rc" -ne 0 ] || ! grep -q "^# Wrong elements *: 0 OK" "$tmp/table"; then
@@ -42,7 +42,7 @@ for np in 2 3; do
     echo "ok: $np ranks table run"
   fi
   # --copy-limit: the copy rows come last, checked like the collectives.
-  "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" -t all_reduce -b 8 -e 64K -f 32 -n 2 -c --csv \
+  "$run" --nproc-per-node "$np" --standalone --no-prefix --no-python "$bench" -t all_reduce -b 8 -e 64K -f 32 -n 2 -c --csv \
     --copy-limit >"$tmp/copy" 2>&1
   rc=$?
   if [ "$rc" -ne 0 ] || [ "$(tail -1 "$tmp/copy" | cut -d, -f2)" != copy ] ||
@@ -52,7 +52,7 @@ for np in 2 3; do
     echo "ok: $np ranks --copy-limit run"
   fi
   # JSON ends with the totals.
-  "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" -t all_reduce -b 8 -e 64 -n 2 -c --json \
+  "$run" --nproc-per-node "$np" --standalone --no-prefix --no-python "$bench" -t all_reduce -b 8 -e 64 -n 2 -c --json \
     >"$tmp/json" 2>&1
   if ! tail -1 "$tmp/json" | grep -q '"wrong":0}$'; then
     echo "FAIL: $np ranks JSON run:"; cat "$tmp/json"; fail=1

@@ -25,7 +25,7 @@ fi
 fail=0
 for np in 2 4; do
   out=$tmp/np$np.csv
-  "$run" --nproc-per-node "$np" --standalone --no-prefix "$bench" --device cuda --copy-limit \
+  "$run" --nproc-per-node "$np" --standalone --no-prefix --no-python "$bench" --device cuda --copy-limit \
     -t all_reduce,broadcast,reduce,all_gather,reduce_scatter,all_to_all,sendrecv -d float,bfloat16,int32 \
     -o sum,max -b 12 -e 1M -f 37 -w 1 -n 2 -c --csv >"$out" 2>"$tmp/err"
   rc=$?

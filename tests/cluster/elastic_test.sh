@@ -38,9 +38,10 @@ fail() { echo "FAILED: $*"; for f in "$work"/node*.log; do echo "--- $f"; tail -
 
 token=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
 # agent HOST ARGS...: starts tdistrun on HOST in the background; pid in $work/node<HOST>.pid.
+# The worker is a C++ program: --no-python.
 agent() {
   local h=$1; shift
-  "$cluster" exec "$name" "$h" env TDIST_JOB_TOKEN="$token" "$tdistrun" "$@" >"$work/node$h.log" 2>&1 &
+  "$cluster" exec "$name" "$h" env TDIST_JOB_TOKEN="$token" "$tdistrun" --no-python "$@" >"$work/node$h.log" 2>&1 &
   echo $! >"$work/node$h.pid"
 }
 finish() {  # finish HOST: waits for its agent; fails unless it exits 0

@@ -20,12 +20,12 @@ expect() {  # expect NAME OUTPUT LINE...
 }
 
 for n in 1 2 4 5; do
-  out=$(timeout 120 "$bin/tdistrun" --nproc-per-node "$n" "$bin/tdist-example-all_reduce" 2>&1)
+  out=$(timeout 120 "$bin/tdistrun" --nproc-per-node "$n" --no-python "$bin/tdist-example-all_reduce" 2>&1)
   lines=(); for ((r = 0; r < n; r++)); do lines+=("[rank$r]: Rank $r has data $n (expected $n)"); done
   expect "all_reduce on $n ranks via tdistrun" "$out" "${lines[@]}"
 done
 
-out=$(timeout 120 "$bin/tdistrun" --nproc-per-node 2 "$bin/tdist-example-p2p_blocking" 2>&1)
+out=$(timeout 120 "$bin/tdistrun" --nproc-per-node 2 --no-python "$bin/tdist-example-p2p_blocking" 2>&1)
 expect "p2p_blocking via tdistrun" "$out" "[rank0]: Rank 0 has data 1" "[rank1]: Rank 1 has data 1"
 
 out=$(timeout 120 "$bin/tdist-example-p2p_nonblocking" 2>&1)
@@ -36,7 +36,7 @@ out=$(timeout 120 "$bin/tdist-example-setup_template" 3 2>&1)
 expect "setup_template spawning 3" "$out" "Hello from rank 0 of 3 (backend tdist)" \
   "Hello from rank 1 of 3 (backend tdist)" "Hello from rank 2 of 3 (backend tdist)"
 
-out=$(timeout 120 "$bin/tdistrun" --standalone --nproc-per-node 3 "$bin/tdist-example-p2p_blocking" 2>&1)
+out=$(timeout 120 "$bin/tdistrun" --standalone --nproc-per-node 3 --no-python "$bin/tdist-example-p2p_blocking" 2>&1)
 expect "p2p_blocking on 3 ranks (rank 2 keeps 0)" "$out" "[rank2]: Rank 2 has data 0" "[rank1]: Rank 1 has data 1"
 
 # 我们自己的Ring-Allreduce: rank r contributes [r, r+1, ..., r+9]; every rank ends with the sums
@@ -55,7 +55,7 @@ expect "ring_all_reduce spawning 1" "$out" "${lines[@]}"
 out=$(timeout 120 "$bin/tdist-example-ring_all_reduce" 3 2>&1)
 lines=(); ring_lines 3 ""
 expect "ring_all_reduce spawning 3" "$out" "${lines[@]}"
-out=$(timeout 120 "$bin/tdistrun" --nproc-per-node 4 "$bin/tdist-example-ring_all_reduce" 2>&1)
+out=$(timeout 120 "$bin/tdistrun" --nproc-per-node 4 --no-python "$bin/tdist-example-ring_all_reduce" 2>&1)
 lines=(); ring_lines 4 "[rankR]: "
 expect "ring_all_reduce on 4 ranks via tdistrun" "$out" "${lines[@]}"
 
@@ -94,7 +94,7 @@ check_sgd() {  # check_sgd NAME N OUTPUT
 }
 out=$(timeout 120 "$bin/tdist-example-sgd_digits" 2 2>&1)
 check_sgd "sgd_digits spawning 2" 2 "$out"
-out=$(timeout 120 "$bin/tdistrun" --nproc-per-node 4 "$bin/tdist-example-sgd_digits" 2>&1)
+out=$(timeout 120 "$bin/tdistrun" --nproc-per-node 4 --no-python "$bin/tdist-example-sgd_digits" 2>&1)
 check_sgd "sgd_digits on 4 ranks via tdistrun" 4 "$out"
 
 echo "examples: $passes passed, $failures failed"

@@ -206,11 +206,11 @@ TEST(LauncherEnv, PetVariablesGiveDefaults) {
   expect_env(env_of(dir, 0), 0, 1, 2, "127.0.0.1", port);  // the command line wins for --node-rank
 }
 
-TEST(LauncherEnv, NprocAutoIsOnlineCpus) {
+TEST(LauncherEnv, NprocCpuIsOnlineCpus) {
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   if (cpus > 32) GTEST_SKIP() << "too many CPUs for a quick test: " << cpus;
   ScratchDir dir;
-  Result r = run(dir, {"--nproc-per-node=auto", worker_path(), "dump", dir.path()});
+  Result r = run(dir, {"--nproc-per-node=cpu", worker_path(), "dump", dir.path()});
   ASSERT_TRUE(r.exited() && r.code() == 0) << r.describe();
   EXPECT_EQ(env_of(dir, 0)["LOCAL_WORLD_SIZE"], std::to_string(cpus));
   EXPECT_TRUE(exists(dir.file("rank" + std::to_string(cpus - 1) + ".env")));
@@ -602,7 +602,10 @@ TEST(LauncherUsage, HelpMentionsEveryOptionAndVariable) {
           "join_timeout", "last_call_timeout", "close_timeout", "--max-restarts", "--monitor-interval", "--log-dir",
           "--redirects", "--tee", "--local-ranks-filter", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
           "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_USE_AGENT_STORE", "TDIST_AGENT_STORE_PREFIX", "SLURM_NODEID",
-          "SLURM_JOB_NODELIST", "attempt_"}) {
+          "SLURM_JOB_NODELIST", "attempt_", "--module", "--run-path", "PYTHON_EXEC", "--shutdown-timeout",
+          "--log-line-prefix-template", "--start-method", "--event-log-handler", "--duplicate-stdout-filters",
+          "--duplicate-stderr-filters", "--local-addr", "--logs-specs", "--numa-binding", "--signals-to-handle",
+          "--virtual-local-rank", "--print-completion", "etcd"}) {
       EXPECT_NE(r.out.find(word), std::string::npos) << "--help does not mention " << word;
     }
   }

@@ -67,11 +67,13 @@ TEST(LauncherOptions, LastOccurrenceWins) {
 }
 
 TEST(LauncherOptions, AutoAndCpu) {
-  for (const char* v : {"auto", "cpu"}) {
-    ParseResult r = parse({std::string("--nproc-per-node=") + v, "prog"});
-    ASSERT_EQ(r.action, Action::kRun) << r.error;
-    EXPECT_EQ(r.options.nproc_per_node, online_cpus());
-  }
+  ParseResult cpu = parse({"--nproc-per-node=cpu", "prog"});
+  ASSERT_EQ(cpu.action, Action::kRun) << cpu.error;
+  EXPECT_EQ(cpu.options.nproc_per_node, online_cpus());
+  // torchrun's auto: one per accelerator where there are some, else one per CPU.
+  ParseResult aut = parse({"--nproc-per-node=auto", "prog"});
+  ASSERT_EQ(aut.action, Action::kRun) << aut.error;
+  EXPECT_EQ(aut.options.nproc_per_node, nvidia_gpus() > 0 ? nvidia_gpus() : online_cpus());
 }
 
 TEST(LauncherOptions, NnodesFixedRange) {

@@ -120,14 +120,17 @@ struct Result {
 // would change what tdistrun does, plus `extra_env` ("KEY=VALUE"). Unless
 // extra_env sets PET_MASTER_PORT, the default port is a free one (the
 // launcher binds it for its store, and tests run in parallel);
-// "PET_MASTER_PORT=" alone means: no default at all.
+// "PET_MASTER_PORT=" alone means: no default at all. Most tests launch C++
+// programs and /bin/sh, which run with --no-python: unless extra_env sets
+// PET_NO_PYTHON (torchrun's environment form of it), it is PET_NO_PYTHON=1.
 class Launcher {
  public:
   Launcher(const ScratchDir& scratch, std::vector<std::string> args, std::vector<std::string> extra_env = {},
            const std::string& tag = "launcher")
       : out_path_(scratch.file(tag + ".out")), err_path_(scratch.file(tag + ".err")) {
     static const char* kScrub[] = {"OMP_NUM_THREADS", "TDIST_RUN_PREFIX", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-                                   "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"};
+                                   "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "PYTHON_EXEC",
+                                   "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE"};
     std::vector<std::string> env;
     for (char** e = environ; *e != nullptr; ++e) {
       std::string entry(*e);
@@ -137,12 +140,15 @@ class Launcher {
       if (!drop) env.push_back(entry);
     }
     bool port_given = false;
+    bool no_python_given = false;
     for (const auto& e : extra_env) {
       if (e.rfind("PET_MASTER_PORT=", 0) == 0) {
         port_given = true;
         port_ = e.substr(16);
       }
+      if (e.rfind("PET_NO_PYTHON=", 0) == 0) no_python_given = true;
     }
+    if (!no_python_given) env.push_back("PET_NO_PYTHON=1");
     if (!port_given) {
       port_ = std::to_string(free_port());
       env.push_back("PET_MASTER_PORT=" + port_);

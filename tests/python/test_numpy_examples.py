@@ -119,13 +119,12 @@ def test_spawn_inside_a_launched_worker(tmp_path):
         assert text.count(f"child {child} of 2: 2") == 2, text  # in each of the two workers
 
 
-def test_run_command_line():
-    py = "/py"
-    assert tdist_run.build_command(["--nproc-per-node", "2", "train.py", "--lr", "1"], py) == \
-        ["--nproc-per-node", "2", "--", py, "train.py", "--lr", "1"]
-    assert tdist_run.build_command(["--nproc_per_node=2", "--rdzv-endpoint", "h:123", "-m", "pkg.mod", "x"], py) == \
-        ["--nproc_per_node=2", "--rdzv-endpoint", "h:123", "--", py, "-m", "pkg.mod", "x"]
-    assert tdist_run.build_command(["--max_restarts=2", "-r", "3", "-t1", "--log-dir", "/l", "t.py"], py) == \
-        ["--max_restarts=2", "-r", "3", "-t1", "--log-dir", "/l", "--", py, "t.py"]
-    assert tdist_run.build_command(["--nproc", "2", "--no-python", "prog", "a.py"], py) == \
-        ["--nproc", "2", "--no-python", "--", "prog", "a.py"]
+def test_run_environment():
+    # tdist.run passes its arguments to tdistrun unchanged; tdistrun runs the script with PYTHON_EXEC.
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(tdist_run.__file__)))
+    env = tdist_run.launch_environment({"PYTHONPATH": "/elsewhere"}, "/py")
+    assert env["PYTHON_EXEC"] == "/py"
+    assert env["PYTHONPATH"] == package_parent + os.pathsep + "/elsewhere"
+    env = tdist_run.launch_environment({"PYTHON_EXEC": "/mine", "PYTHONPATH": package_parent}, "/py")
+    assert env["PYTHON_EXEC"] == "/mine"  # the user's choice, as torchrun keeps it
+    assert env["PYTHONPATH"] == package_parent

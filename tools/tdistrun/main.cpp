@@ -1,14 +1,16 @@
 // tdistrun: torchrun for tdist. Wires the pieces together:
-// options -> job token -> program lookup -> the agent (rendezvous, supervisor).
+// options -> job token -> the workers' command (program.h) -> the agent (rendezvous, supervisor).
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "agent.h"
 #include "job_token.h"
 #include "options.h"
+#include "program.h"
 #include "rendezvous.h"
 #include "usage.h"
 #include "worker.h"
@@ -27,6 +29,9 @@ int main(int argc, char** argv) {
     case Action::kUsageError:
       std::fprintf(stderr, "tdistrun: %s\n", parsed.error.c_str());
       return 2;
+    case Action::kNothing:
+      for (const auto& w : parsed.options.warnings) std::fprintf(stderr, "tdistrun: warning: %s\n", w.c_str());
+      return 0;
     case Action::kRun:
       break;
   }
@@ -40,11 +45,14 @@ int main(int argc, char** argv) {
   for (const auto& w : opt.warnings) std::fprintf(stderr, "tdistrun: warning: %s\n", w.c_str());
 
   std::string error;
-  const std::string path = resolve_program(opt.program, &error);
-  if (path.empty()) {
-    std::fprintf(stderr, "tdistrun: cannot execute '%s': %s\n", opt.program.c_str(), error.c_str());
+  const std::optional<WorkerCommand> command = worker_command(opt, process_env(), &error);
+  if (!command) {
+    std::fprintf(stderr, "tdistrun: %s\n", error.c_str());
     return 127;
   }
+  for (const auto& n : command->notes) std::fprintf(stderr, "tdistrun: note: %s\n", n.c_str());
+  opt.command = command->head;
+  const std::string& path = command->path;
   // The agent's own store admits only the job's processes too.
   if (!opt.job_token.empty()) setenv("TDIST_JOB_TOKEN", opt.job_token.c_str(), 1);
   std::fflush(stdout);

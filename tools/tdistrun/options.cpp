@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <map>
+#include <string_view>
 #include <vector>
 
 #include "init/slurm.h"
+#include "signals.h"
 #include "util/settings.h"
 #include "tdist/errors.h"
 
@@ -52,9 +54,55 @@ constexpr OptionDef kOptions[] = {
     {"pass-local-rank", Kind::kFlag, nullptr},
     {"no-prefix", Kind::kFlag, nullptr},
     {"kill-timeout", Kind::kValue, nullptr},
+    {"shutdown-timeout", Kind::kValue, "PET_SHUTDOWN_TIMEOUT"},
+    {"module", Kind::kFlag, "PET_MODULE"},
     {"no-python", Kind::kFlag, "PET_NO_PYTHON"},
+    {"run-path", Kind::kFlag, "PET_RUN_PATH"},
+    {"log-line-prefix-template", Kind::kValue, "PET_LOG_LINE_PREFIX_TEMPLATE"},
+    // torchrun's options that mean nothing here (kNoEffect below says why).
+    {"start-method", Kind::kValue, "PET_START_METHOD"},
+    {"event-log-handler", Kind::kValue, "PET_EVENT_LOG_HANDLER"},
+    {"duplicate-stdout-filters", Kind::kValue, "PET_DUPLICATE_STDOUT_FILTERS"},
+    {"duplicate-stderr-filters", Kind::kValue, "PET_DUPLICATE_STDERR_FILTERS"},
+    {"local-addr", Kind::kValue, "PET_LOCAL_ADDR"},
+    {"logs-specs", Kind::kValue, nullptr},
+    {"numa-binding", Kind::kValue, nullptr},
+    {"signals-to-handle", Kind::kValue, "PET_SIGNALS_TO_HANDLE"},
+    {"virtual-local-rank", Kind::kFlag, "PET_VIRTUAL_LOCAL_RANK"},
+    {"print-completion", Kind::kValue, nullptr},
     {"help", Kind::kFlag, nullptr},
     {"version", Kind::kFlag, nullptr},
+};
+
+// What each of torchrun's options without a meaning here would have done, and
+// why tdistrun does without it: the one line printed when one is given.
+struct NoEffect {
+  const char* name;
+  const char* choices;  // the values torchrun accepts ("a|b|c"), or nullptr for any non-empty one
+  const char* why;
+};
+
+constexpr NoEffect kNoEffect[] = {
+    {"start-method", "spawn|fork|forkserver",
+     "tdistrun starts every worker as a new process (fork and exec), which is what spawn does"},
+    {"event-log-handler", nullptr, "tdistrun has no torchelastic event handlers; its own lines go to stderr"},
+    {"duplicate-stdout-filters", nullptr,
+     "tdistrun copies no filtered lines to a file; --log-dir with --tee keeps every line"},
+    {"duplicate-stderr-filters", nullptr,
+     "tdistrun copies no filtered lines to a file; --log-dir with --tee keeps every line"},
+    {"local-addr", nullptr,
+     "the workers reach the rendezvous store at --rdzv-endpoint (or --master-addr) and pick their own interface "
+     "(TDIST_SOCKET_IFNAME)"},
+    {"logs-specs", nullptr, "torchrun.logs_specs entry points are Python plugins of torchrun; --log-dir gives "
+                            "torchrun's default layout"},
+    {"numa-binding", "node|socket|exclusive|core-complex",
+     "tdistrun does not bind workers to CPUs; start PROGRAM through numactl with --no-python to do so"},
+    {"signals-to-handle", nullptr,
+     "tdistrun always passes SIGINT, SIGTERM, SIGHUP and SIGQUIT to the workers and stops them, and SIGUSR1 "
+     "without stopping them"},
+    {"virtual-local-rank", nullptr,
+     "each worker gets its own LOCAL_RANK and the launcher's CUDA_VISIBLE_DEVICES, as without the option"},
+    {"print-completion", "bash|zsh|tcsh", "tdistrun has no shell completion script"},
 };
 
 // A value as given, with the spelling to name in messages.
@@ -198,6 +246,39 @@ std::optional<std::set<int>> parse_rank_list(const std::string& text) {
   return out;
 }
 
+std::string invalid(const Setting& s, const std::string& expected);
+
+// "" when torchrun would take the value of a no-effect option, else the error.
+std::string check_no_effect_value(const NoEffect& ne, const Setting& s) {
+  if (ne.choices != nullptr) {
+    std::string_view choices(ne.choices);
+    std::string listed;
+    while (!choices.empty()) {
+      const size_t bar = choices.find('|');
+      const std::string_view choice = choices.substr(0, bar);
+      if (s.value == choice) return "";
+      listed += (listed.empty() ? "" : ", ") + std::string(choice);
+      choices.remove_prefix(bar == std::string_view::npos ? choices.size() : bar + 1);
+    }
+    return invalid(s, "one of " + listed);
+  }
+  if (std::string_view(ne.name) == "signals-to-handle") {
+    // torchrun's SIGTERM,SIGINT,...: each a signal this system has.
+    size_t start = 0;
+    while (start <= s.value.size()) {
+      const size_t comma = s.value.find(',', start);
+      const std::string item = s.value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      bool known = false;
+      for (int sig = 1; sig < NSIG && !known; ++sig) known = item.starts_with("SIG") && signal_name(sig) == item;
+      if (!known) return invalid(s, "signal names separated by commas, e.g. SIGTERM,SIGINT,SIGUSR1 ('" + item + "' is not one)");
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
+  if (std::string_view(ne.name) == "logs-specs" && s.value.empty()) return invalid(s, "an entry point name");
+  return "";
+}
+
 ParseResult usage_error(std::string message) {
   ParseResult r;
   r.action = Action::kUsageError;
@@ -317,6 +398,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
       break;
     }
     if (arg == "-h") return ParseResult{Action::kHelp, {}, {}};
+    if (arg == "-m") {  // torchrun's short form of --module
+      set["module"] = Setting{"1", arg};
+      continue;
+    }
     // torchrun's two short options: -r/--redirects and -t/--tee ("-r 3", "-r3", "-r=3").
     if (arg.size() >= 2 && arg[0] == '-' && (arg[1] == 'r' || arg[1] == 't')) {
       const std::string name = arg[1] == 'r' ? "redirects" : "tee";
@@ -375,16 +460,74 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
 
   auto has = [&](const char* n) { return set.count(n) != 0; };
 
+  // torchrun's check_env flags: on when given, or when PET_<NAME> is not 0.
+  std::map<std::string, bool> flag_on;
+  for (const auto& def : kOptions) {
+    if (def.kind != Kind::kFlag || !has(def.name)) continue;
+    const Setting& s = set[def.name];
+    auto v = parse_bool(s.value);
+    if (!v) return usage_error(invalid(s, "1 or 0"));
+    flag_on[def.name] = *v;
+  }
+
+  for (const auto& ne : kNoEffect) {
+    if (!has(ne.name) || (flag_on.count(ne.name) != 0 && !flag_on[ne.name])) continue;
+    const Setting& s = set[ne.name];
+    if (std::string error = check_no_effect_value(ne, s); !error.empty()) return usage_error(error);
+    std::string given = s.shown;
+    if (flag_on.count(ne.name) == 0) given += (s.shown.starts_with("-") ? " " : "=") + s.value;
+    opt.warnings.push_back(given + " has no effect here: " + ne.why);
+  }
+  // Like torchrun's --print-completion, it ends the command line's work here.
+  if (has("print-completion")) {
+    ParseResult r;
+    r.action = Action::kNothing;
+    r.options.warnings = std::move(opt.warnings);
+    return r;
+  }
+
+  const bool run_path = flag_on["run-path"];
+  const bool module = flag_on["module"];
+  const bool no_python = flag_on["no-python"];
+  if (run_path) {
+    // torchrun: --run-path takes precedence over --no-python, and runs PROGRAM as a path.
+    opt.program_kind = ProgramKind::kPythonRunPath;
+    if (module) opt.warnings.push_back(set["module"].shown + " is ignored: " + set["run-path"].shown + " runs PROGRAM as a script path");
+    if (no_python) opt.warnings.push_back(set["no-python"].shown + " is ignored: " + set["run-path"].shown + " runs PROGRAM with Python");
+  } else if (no_python && module) {
+    return usage_error(set["no-python"].shown + " and " + set["module"].shown +
+                       " cannot be used together: a module is run by Python");
+  } else if (no_python) {
+    opt.program_kind = ProgramKind::kExecutable;
+  } else if (module) {
+    opt.program_kind = ProgramKind::kPythonModule;
+  }
+
+  if (has("log-line-prefix-template")) {
+    opt.line_prefix_template = set["log-line-prefix-template"].value;
+  } else if (auto v = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
+    opt.line_prefix_template = *v;
+  }
+
   if (has("nproc-per-node")) {
     const Setting& s = set["nproc-per-node"];
-    if (s.value == "auto" || s.value == "cpu") {
+    if (s.value == "auto") {
+      // torchrun's: one per accelerator where there are some, else one per CPU.
+      const int gpus = nvidia_gpus();
+      opt.nproc_per_node = gpus > 0 ? gpus : online_cpus();
+    } else if (s.value == "cpu") {
       opt.nproc_per_node = online_cpus();
+    } else if (s.value == "xpu") {
+      return usage_error(s.shown + " xpu: tdist has no XPU backend; use a number, auto, cpu or gpu");
     } else if (s.value == "gpu") {
       opt.nproc_per_node = nvidia_gpus();
       if (opt.nproc_per_node == 0) return usage_error(s.shown + " gpu: no NVIDIA GPUs found (/proc/driver/nvidia/gpus)");
     } else {
       auto v = parse_int(s.value);
-      if (!v || *v < 1 || *v > 1'000'000) return usage_error(invalid(s, "a positive integer, 'auto' or 'cpu' (one per online CPU), or 'gpu'"));
+      if (!v || *v < 1 || *v > 1'000'000) {
+        return usage_error(invalid(s, "a positive integer, 'cpu' (one per online CPU), 'gpu' (one per NVIDIA GPU) or "
+                                      "'auto' (gpu where there are GPUs, else cpu)"));
+      }
       opt.nproc_per_node = static_cast<int>(*v);
     }
   }
@@ -427,6 +570,21 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     const Setting& s = set["role"];
     if (s.value.empty()) return usage_error(invalid(s, "a non-empty role name"));
     opt.role = s.value;
+  }
+  // torchrun's --shutdown-timeout, or its environment form, is --kill-timeout;
+  // tdistrun's own spelling wins where both are given.
+  if (!has("kill-timeout")) {
+    std::optional<Setting> s;
+    if (has("shutdown-timeout")) {
+      s = set["shutdown-timeout"];
+    } else if (auto v = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
+      s = Setting{*v, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+    }
+    if (s) {
+      auto v = parse_seconds(s->value, 1e6);
+      if (!v) return usage_error(invalid(*s, "a number of seconds >= 0"));
+      opt.kill_timeout_s = *v;
+    }
   }
   if (has("kill-timeout")) {
     const Setting& s = set["kill-timeout"];
@@ -500,10 +658,13 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   const bool backend_given = has("rdzv-backend");
   if (backend_given) {
     const Setting& s = set["rdzv-backend"];
-    if (s.value == "etcd" || s.value == "etcd-v2") {
-      return usage_error(s.shown + " " + s.value + ": etcd is not supported; use c10d (the agents' own store) or static");
+    if (s.value != "static" && s.value != "c10d") {
+      const bool etcd = s.value == "etcd" || s.value == "etcd-v2";
+      return usage_error(s.shown + " " + s.value + ": " +
+                         (etcd ? "tdistrun has no etcd rendezvous" : "tdistrun has no such rendezvous backend") +
+                         "; its backends are c10d (the agents meet in a store one of them hosts at --rdzv-endpoint, "
+                         "as torchrun's c10d) and static (--node-rank on every node)");
     }
-    if (s.value != "static" && s.value != "c10d") return usage_error(invalid(s, "static or c10d"));
     opt.rdzv.backend = s.value;
   }
   if (has("rdzv-endpoint")) {

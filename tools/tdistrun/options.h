@@ -36,6 +36,15 @@ struct RendezvousOptions {
   double close_timeout_s = 60;       // the host waits this long for the others to leave
 };
 
+// How PROGRAM runs, as torchrun decides: with Python (program.h names the
+// interpreter) unless --no-python.
+enum class ProgramKind {
+  kPythonScript,   // python -u PROGRAM ARGS
+  kPythonModule,   // -m/--module: python -u -m PROGRAM ARGS
+  kPythonRunPath,  // --run-path: runpy.run_path(PROGRAM) with sys.argv = [PROGRAM, ARGS]
+  kExecutable,     // --no-python: PROGRAM ARGS, found through PATH like a shell
+};
+
 struct Options {
   int nproc_per_node = 1;
   int nnodes = 1;  // the fixed node count; with MIN:MAX, the maximum
@@ -53,16 +62,25 @@ struct Options {
   std::string role = "default";
   bool pass_local_rank = false;  // torch.distributed.launch without --use-env
   bool prefix_output = true;
-  double kill_timeout_s = 5.0;
+  double kill_timeout_s = 5.0;  // --kill-timeout, torchrun's --shutdown-timeout
+  // --log-line-prefix-template: the console prefix of each worker line, with
+  // torchrun's macros (output.h); empty: "[rank${rank}]: ".
+  std::string line_prefix_template;
+  ProgramKind program_kind = ProgramKind::kPythonScript;
   std::string program;
   std::vector<std::string> program_args;
+  // The workers' command before ARGS (program.h), set by main once PROGRAM is
+  // found: {"/usr/bin/python3", "-u", "train.py"}; empty: {program}.
+  std::vector<std::string> command;
   // Handed to the workers as TDIST_JOB_TOKEN when not empty (job_token.h).
   std::string job_token;
   // Notes for the user (e.g. options that --standalone overrides); printed to stderr.
   std::vector<std::string> warnings;
 };
 
-enum class Action { kRun, kHelp, kVersion, kUsageError };
+// kNothing: an option that only prints (torchrun's --print-completion) was
+// given; main prints the warnings and exits 0.
+enum class Action { kRun, kHelp, kVersion, kUsageError, kNothing };
 
 struct ParseResult {
   Action action = Action::kRun;

@@ -3,7 +3,10 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
+#include <optional>
+#include <string>
 
 namespace tdistrun {
 
@@ -69,6 +72,45 @@ void LinePrefixer::finish() {
   append_line(out, partial_);
   partial_.clear();
   emit_(out);
+}
+
+std::string render_line_prefix(std::string_view tmpl, const LinePrefixValues& values) {
+  auto value_of = [&](std::string_view name) -> std::optional<std::string> {
+    if (name == "role_name") return values.role_name;
+    if (name == "rank") return std::to_string(values.rank);
+    if (name == "local_rank") return std::to_string(values.local_rank);
+    if (name == "hostname") return values.hostname;
+    return std::nullopt;
+  };
+  auto identifier_char = [](char c, bool first) {
+    return c == '_' || std::isalpha(static_cast<unsigned char>(c)) || (!first && std::isdigit(static_cast<unsigned char>(c)));
+  };
+  std::string out;
+  size_t i = 0;
+  while (i < tmpl.size()) {
+    const size_t dollar = tmpl.find('$', i);
+    out.append(tmpl.substr(i, dollar == std::string_view::npos ? std::string_view::npos : dollar - i));
+    if (dollar == std::string_view::npos) break;
+    i = dollar + 1;
+    if (i < tmpl.size() && tmpl[i] == '$') {
+      out.push_back('$');
+      ++i;
+      continue;
+    }
+    const bool braced = i < tmpl.size() && tmpl[i] == '{';
+    size_t start = braced ? i + 1 : i;
+    size_t end = start;
+    while (end < tmpl.size() && identifier_char(tmpl[end], end == start)) ++end;
+    const bool closed = !braced || (end < tmpl.size() && tmpl[end] == '}');
+    auto value = end > start && closed ? value_of(tmpl.substr(start, end - start)) : std::nullopt;
+    if (!value) {
+      out.push_back('$');  // kept as written
+      continue;
+    }
+    out.append(*value);
+    i = braced ? end + 1 : end;
+  }
+  return out;
 }
 
 }  // namespace tdistrun

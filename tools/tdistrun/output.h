@@ -48,4 +48,16 @@ class LinePrefixer {
   std::string partial_;
 };
 
+// A worker's line prefix from torchrun's --log-line-prefix-template:
+// ${role_name}, ${rank}, ${local_rank} and ${hostname} (or $name) replaced,
+// "$$" read as "$", anything else kept as written (Python's
+// string.Template.safe_substitute, as torchrun renders it).
+struct LinePrefixValues {
+  std::string role_name;
+  long long rank = 0;
+  int local_rank = 0;
+  std::string hostname;
+};
+std::string render_line_prefix(std::string_view tmpl, const LinePrefixValues& values);
+
 }  // namespace tdistrun

@@ -28,6 +28,12 @@ long long now_ms() {
   return static_cast<long long>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "localhost";
+  return name;
+}
+
 enum class ReadResult { kData, kAgain, kEof };
 
 constexpr size_t kReadChunk = 64 * 1024;
@@ -117,7 +123,10 @@ bool Supervisor::start_workers() {
       WorkerLogs logs = logs_.for_worker(attempt_, local_rank);
       w.error_file = logs.error_file;
       std::remove(w.error_file.c_str());  // a stale one would be taken for this attempt's
-      const std::string prefix = "[rank" + std::to_string(rank) + "]: ";
+      const std::string prefix =
+          opt_.line_prefix_template.empty()
+              ? "[rank" + std::to_string(rank) + "]: "
+              : render_line_prefix(opt_.line_prefix_template, {opt_.role, rank, local_rank, host_name()});
       if (!open_stream(logs.out, stdout_sink_, prefix, &w.out, &req.out) ||
           !open_stream(logs.err, stderr_sink_, prefix, &w.err, &req.err)) {
         throw std::system_error(errno, std::generic_category(), "cannot open a log file in " + logs_.dir());

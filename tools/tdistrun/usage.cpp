@@ -3,28 +3,42 @@
 #include <tdist/version.h>
 
 #include "options.h"
+#include "program.h"
 
 namespace tdistrun {
 
 std::string help_text() {
   const std::string cpus = std::to_string(online_cpus());
-  return R"(usage: tdistrun [options] PROGRAM [ARGS...]
+  return R"(usage: tdistrun [options] SCRIPT.py [ARGS...]
+       tdistrun [options] -m MODULE [ARGS...]
+       tdistrun [options] --no-python PROGRAM [ARGS...]
 
 torchrun for tdist: the agent of one node. It meets the agents of the other
-nodes (the rendezvous), starts --nproc-per-node copies of PROGRAM with the
-environment torchrun gives (RANK, WORLD_SIZE, MASTER_ADDR, ...), so that
-tdist::init_process_group() with init_method "env://" finds the other ranks,
+nodes (the rendezvous), starts --nproc-per-node workers with the environment
+torchrun gives (RANK, WORLD_SIZE, MASTER_ADDR, ...), so that
+init_process_group() with init_method "env://" finds the other ranks,
 forwards their output line by line and signals, stops them all when one of
 them fails, and restarts them all (--max-restarts) when asked.
 
-Options end at the first word that is not an option, or at "--"; PROGRAM and
-its ARGS follow. As with torchrun, every option may be written with dashes or
-underscores (--nproc-per-node, --nproc_per_node), as "--opt V" or "--opt=V",
-and abbreviated to a unique prefix (--nproc).
+As torchrun does, each worker runs the script with Python ("python -u
+SCRIPT.py ARGS"; the script need not be executable), unless --no-python:
+then PROGRAM itself is executed, as tdist's C++ programs are:
+  tdistrun --nproc-per-node 4 train.py --lr 0.1
+  tdistrun --nproc-per-node 4 --no-python ./train --lr 0.1
+The Python is PYTHON_EXEC where set (as torchrun), else the one this build
+was configured for ()" + std::string(configured_python()[0] ? configured_python() : "none: python3 from PATH") + R"(),
+else a python3 next to tdistrun, else python3 from PATH.
+
+Options end at the first word that is not an option, or at "--"; the script
+(or MODULE, or PROGRAM) and its ARGS follow. As with torchrun, every option
+may be written with dashes or underscores (--nproc-per-node,
+--nproc_per_node), as "--opt V" or "--opt=V", and abbreviated to a unique
+prefix (--nproc).
 
 Options:
-  --nproc-per-node N   workers on this node [1]. "auto" or "cpu": one per
-                       online CPU ()" + cpus + R"( here); "gpu": one per NVIDIA GPU.
+  --nproc-per-node N   workers on this node [1]. "cpu": one per online CPU
+                       ()" + cpus + R"( here); "gpu": one per NVIDIA GPU; "auto":
+                       gpu where there are GPUs, else cpu (torchrun's rule).
   --nnodes N|MIN:MAX   number of nodes [1]; MIN:MAX is elastic: the job runs
                        with between MIN and MAX nodes (c10d rendezvous).
   --node-rank R        this node's rank, 0 .. nnodes-1 (static rendezvous).
@@ -72,11 +86,30 @@ Options:
   --no-prefix          do not prefix output: workers write straight to
                        tdistrun's stdout and stderr (also TDIST_RUN_PREFIX=0).
   --kill-timeout S     seconds between SIGTERM and SIGKILL when stopping
-                       workers [5].
-  --no-python          accepted for torchrun compatibility; PROGRAM is always
-                       executed directly (found through PATH like a shell).
+                       workers [5]. torchrun's --shutdown-timeout S (and its
+                       TORCH_ELASTIC_SHUTDOWN_TIMEOUT) set the same; this wins.
+  -m, --module         run MODULE as "python -u -m MODULE ARGS".
+  --no-python          execute PROGRAM directly (found through PATH like a
+                       shell) instead of running it with Python: for C++
+                       programs and shell scripts.
+  --run-path           run the script with runpy.run_path (torchrun's
+                       --run-path; each worker in its own interpreter). Takes
+                       precedence over --no-python and -m.
+  --log-line-prefix-template T  the console prefix of each worker's lines,
+                       with ${role_name}, ${rank}, ${local_rank}, ${hostname}
+                       (e.g. '${hostname}:${rank}: ') [[rank${rank}]: ];
+                       also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE.
   -h, --help           this text.
   --version            tdistrun's version.
+
+torchrun's options that mean nothing here are accepted, each with one line on
+stderr saying so and why (their values are checked as torchrun does):
+  --start-method spawn|fork|forkserver (workers are always new processes),
+  --event-log-handler, --duplicate-stdout-filters, --duplicate-stderr-filters,
+  --local-addr, --logs-specs, --numa-binding node|socket|exclusive|core-complex,
+  --signals-to-handle (SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 are
+  always passed on), --virtual-local-rank, --print-completion (exits).
+--rdzv-backend etcd or etcd-v2 is an error: the backends are c10d and static.
 
 torchrun's PET_<OPTION> variables give defaults for every option above that
 torchrun has (e.g. PET_NPROC_PER_NODE=4, PET_MAX_RESTARTS=3); the command
@@ -153,28 +186,31 @@ Failures:
 
 Exit status: 0 when every worker exits 0; the first failure's code as
 above; 128 + signal when stopped by a signal; 2 for a bad command line; 127
-when PROGRAM cannot be found or executed.
+when the script, PROGRAM or the Python cannot be found or executed (a
+compiled program or shell script given without --no-python says so).
 
 Examples:
-  One node, four workers:
-    tdistrun --nproc-per-node=4 ./train --arg1 --arg2
+  One node, four workers of a Python script, or of a C++ program:
+    tdistrun --nproc-per-node=4 train.py --arg1 --arg2
+    tdistrun --nproc-per-node=4 --no-python ./train --arg1 --arg2
   One node, one worker per CPU, on a free port:
-    tdistrun --standalone --nproc-per-node=auto ./train
+    tdistrun --standalone --nproc-per-node=cpu train.py
   Three nodes, no node ranks (the rendezvous assigns them), restarts:
     On every node:
       tdistrun --nnodes=3 --nproc-per-node=4 --rdzv-backend=c10d \
-               --rdzv-endpoint=192.168.1.1:29400 --max-restarts=3 ./train
+               --rdzv-endpoint=192.168.1.1:29400 --max-restarts=3 train.py
   Two to four nodes, whichever come (elastic):
-      tdistrun --nnodes=2:4 --nproc-per-node=4 --rdzv-endpoint=192.168.1.1 ./train
+      tdistrun --nnodes=2:4 --nproc-per-node=4 --rdzv-endpoint=192.168.1.1 train.py
   Two nodes, four workers each; node 1 has IP 192.168.1.1 and free port 1234.
     On node 1:
       tdistrun --nproc-per-node=4 --nnodes=2 --node-rank=0 \
-               --master-addr=192.168.1.1 --master-port=1234 ./train --arg1
+               --master-addr=192.168.1.1 --master-port=1234 train.py --arg1
     On node 2:
       tdistrun --nproc-per-node=4 --nnodes=2 --node-rank=1 \
-               --master-addr=192.168.1.1 --master-port=1234 ./train --arg1
-  A program that parses --local-rank=N (torch.distributed.launch style):
-    tdistrun --nproc-per-node=2 --pass-local-rank ./train
+               --master-addr=192.168.1.1 --master-port=1234 train.py --arg1
+  A script that parses --local-rank=N (torch.distributed.launch style; it
+  comes right after the script, or last with --no-python):
+    tdistrun --nproc-per-node=2 --pass-local-rank train.py
 )";
 }
 

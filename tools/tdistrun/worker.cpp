@@ -68,11 +68,14 @@ std::vector<std::string> worker_environment(const Options& opt, const WorkerPlac
 }
 
 std::vector<std::string> worker_argv(const Options& opt, int local_rank) {
-  std::vector<std::string> argv{opt.program};
+  std::vector<std::string> argv = opt.command.empty() ? std::vector<std::string>{opt.program} : opt.command;
+  const std::string local_rank_arg = "--local-rank=" + std::to_string(local_rank);
+  // Right after the script, as torchrun puts it, when Python runs PROGRAM; last
+  // with --no-python, where PROGRAM may be an interpreter ("sh -c ...") that would take it.
+  const bool python = opt.program_kind != ProgramKind::kExecutable;
+  if (opt.pass_local_rank && python) argv.push_back(local_rank_arg);
   argv.insert(argv.end(), opt.program_args.begin(), opt.program_args.end());
-  // Last, not right after PROGRAM as torch.distributed.launch (which ran "python script"):
-  // here PROGRAM may be an interpreter ("python train.py", "sh -c ...") that would take it.
-  if (opt.pass_local_rank) argv.push_back("--local-rank=" + std::to_string(local_rank));
+  if (opt.pass_local_rank && !python) argv.push_back(local_rank_arg);
   return argv;
 }
 

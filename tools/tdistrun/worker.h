@@ -33,7 +33,8 @@ std::vector<std::pair<std::string, std::string>> worker_variables(const Options&
 // The launcher's environment (KEY=VALUE strings) with the worker's variables set.
 std::vector<std::string> worker_environment(const Options& opt, const WorkerPlacement& where, int local_rank,
                                             const std::string& error_file, char** base_env);
-// PROGRAM ARGS... ["--local-rank=N" with --pass-local-rank]
+// Options::command ARGS..., with "--local-rank=N" (--pass-local-rank) after
+// the script when Python runs PROGRAM, last with --no-python.
 std::vector<std::string> worker_argv(const Options& opt, int local_rank);
 
 // Finds PROGRAM as execvp would (through PATH when it has no '/'); returns the
