@@ -7,7 +7,9 @@
 #     (through pip's cache); with no index and not all of them there, the test is skipped (77).
 #     Every later pip command runs offline against the wheelhouse.
 #  2. `python -m build --wheel` in a venv that has only `build`: an isolated build, which sees no
-#     torch and so makes the wheel without the PyTorch plugin; the wheel's files.
+#     torch and so makes the wheel without the PyTorch plugin; the wheel's files; and
+#     `python -m build --sdist`, whose files are compared with git's (the build is not repeated
+#     from it: `python -m build` alone would build the same wheel from that sdist).
 #  3. the wheel installed into a fresh venv (no system site-packages): RPATHs of its ELF files
 #     ($ORIGIN only, no folder of the build), `tdistrun --help` and `tdist-trace --help` from the
 #     venv's bin, the installed build info (check_installed_python.py), and
@@ -68,10 +70,10 @@ step "wheels for the build and the install in $wheels"
 venv_build=$work/venv-build
 "$python" -m venv "$venv_build"
 pip=("$venv_build/bin/python" -m pip)
-needed=(build "scikit-build-core>=0.10" "pybind11>=2.10" numpy)
+needed=(build "scikit-build-core>=0.10" "pybind11>=2.10,<3" numpy)
 mkdir -p "$wheels"
-if logged "$tmp/wheels-offline.log" "${pip[@]}" download --no-index --find-links "$wheels" --only-binary :all: \
-     --dest "$wheels" "${needed[@]}"; then
+if "${pip[@]}" download --no-index --find-links "$wheels" --only-binary :all: --dest "$wheels" "${needed[@]}" \
+     >"$tmp/wheels-offline.log" 2>&1; then
   echo "all in the wheelhouse already"
 elif logged "$tmp/wheels-online.log" "${pip[@]}" download --retries 1 --timeout 20 --only-binary :all: \
      --dest "$wheels" "${needed[@]}"; then
@@ -136,6 +138,40 @@ if problems:
     sys.exit(1)
 print("wheel files OK: %d files, %s" % (len(names), ", ".join(sorted(n for n in names if "/bin/" in n or "/lib/" in n or n.endswith(".so")))))
 EOF
+
+# `python -m build` without --wheel makes the sdist first and the wheel from it: the sdist must
+# hold every file the build reads (scikit-build-core takes what git does not ignore). Checked
+# against git's list, without building a second time.
+step "python -m build --sdist: every source the build reads is in it"
+(cd "$src" && logged "$tmp/build-sdist.log" "$venv_build/bin/python" -m build --sdist --outdir "$dist" "$src") \
+  || fail "python -m build --sdist (log above)"
+sdist=$(ls "$dist"/tdist-*.tar.gz)
+if git -C "$src" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  "$venv_build/bin/python" - "$sdist" "$src" <<'EOF' || fail "the sdist's files (above)"
+import os
+import subprocess
+import sys
+import tarfile
+
+sdist, src = sys.argv[1], sys.argv[2]
+with tarfile.open(sdist) as tar:
+    root = tar.getnames()[0].split("/")[0]
+    names = {n[len(root) + 1:] for n in tar.getnames()}
+tracked = subprocess.run(["git", "-C", src, "ls-files"], check=True, capture_output=True, text=True).stdout.split()
+read_by_build = [f for f in tracked if os.path.exists(os.path.join(src, f)) and (
+    f in ("CMakeLists.txt", "pyproject.toml", "README.md")
+    or f.split("/")[0] in ("cmake", "include", "src", "tools")
+    or f.startswith("python/"))]
+missing = [f for f in read_by_build if f not in names]
+for f in missing:
+    print("sdist lacks " + f, file=sys.stderr)
+if missing:
+    sys.exit(1)
+print("sdist %s: %d files, every one of the %d the build reads" % (os.path.basename(sdist), len(names), len(read_by_build)))
+EOF
+else
+  echo "(not a git checkout: the sdist's files are not compared with git's list)"
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Checks an installed package's ELF files: RPATHs only relative to $ORIGIN, no folder of the
@@ -212,7 +248,7 @@ pyver=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 venv_torch=$work/venv-torch
 "$python" -m venv "$venv_torch"
 echo "$torch_site" >"$(platlib "$venv_torch")/tdist_test_torch.pth"
-logged "$tmp/pip-torch-requires.log" "$venv_torch/bin/python" -m pip install "scikit-build-core>=0.10" "pybind11>=2.10" \
+logged "$tmp/pip-torch-requires.log" "$venv_torch/bin/python" -m pip install "scikit-build-core>=0.10" "pybind11>=2.10,<3" \
   || fail "installing scikit-build-core and pybind11 into $venv_torch"
 (cd "$src" && logged "$tmp/pip-torch.log" "$venv_torch/bin/python" -m pip install -v --no-build-isolation \
    --config-settings build-dir="$work/build-torch" "$src") || fail "pip install --no-build-isolation $src (log above)"
