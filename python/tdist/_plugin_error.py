@@ -28,6 +28,11 @@ def _build_info():
 
 def _absent():
     info = _build_info()
+    if info is not None and getattr(info, "WHEEL", False) and getattr(info, "TORCH_PLUGIN", None) is False:
+        return ("this package was installed from a wheel built without the plugin: its build saw no torch "
+                "2.x (pip builds in an isolated environment, which has no torch); in the venv that has torch, "
+                "install scikit-build-core and pybind11, then `pip install --no-build-isolation <tdist source "
+                "folder>` (docs/install.md)")
     if info is not None and getattr(info, "TORCH_PLUGIN", None) is False:
         return ("the build this package comes from left the plugin out: CMake found no torch 2.x when it "
                 "configured (its output has a line 'PyTorch plugin: not built (...)' saying why); make a "
