@@ -48,8 +48,8 @@ class Store {
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   virtual bool has_extended_api() const { return true; }
   // torch's list_keys: every key the store holds, in no particular order (the
-  // internal keys num_keys leaves out are left out here too). The base class
-  // has no way to list keys: DistStoreError naming the store's type.
+  // store's own reserved keys are left out). The base class has no way to
+  // list keys: DistStoreError.
   virtual std::vector<std::string> list_keys();
   // torch's clone: another handle on the same data, for another thread
   // (TCPStore: a new client of the same server; PrefixStore: the same prefix

@@ -121,8 +121,8 @@ void bind_collectives(py::module_& m) {
         py::arg("tensors"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
         py::arg("async_op") = false,
         "Reduces every tensor of the list (or the one tensor) in place over group with op, as one "
-        "operation: with async_op (as torch) the future of its one Work, done once all are reduced. The tensors share a dtype "
-        "(DistValueError otherwise) and may differ in size.");
+        "operation: with async_op (as torch) the future of its one Work, done once all are reduced. The "
+        "tensors share a dtype (DistValueError otherwise) and may differ in size.");
 
   m.def("reduce",
         [](py::handle tensor, std::optional<int> dst, const ReduceOp& op, const GroupArg& group, bool async_op,
