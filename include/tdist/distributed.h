@@ -78,6 +78,12 @@ void destroy_process_group(const Group& group = nullptr);
 // The default group (DistError when not initialized).
 Group group_world();
 
+// torch's get_pg_count: the groups made since init_process_group, the default
+// one included (every new_group call counts, on members and others alike;
+// split_group counts where it makes a group); 0 before init and after
+// destroy_process_group().
+int get_pg_count();
+
 // -1 when this process is not a member of `group` (as torch).
 int get_rank(const Group& group = nullptr);
 int get_world_size(const Group& group = nullptr);
@@ -88,8 +94,10 @@ std::string get_backend(const Group& group = nullptr);
 // members call it). A non-member gets a typed handle whose rank is -1;
 // operations on it do nothing and return a completed Work (logged), as torch's
 // do on GroupMember.NON_GROUP_MEMBER (what Python's new_group returns there).
+// group_desc: torch's label of the group (ProcessGroup::group_desc); empty: "undefined".
 Group new_group(const std::vector<int>& ranks = {}, std::chrono::milliseconds timeout = kUnsetTimeout,
-                const std::string& backend = "", bool use_local_synchronization = false);
+                const std::string& backend = "", bool use_local_synchronization = false,
+                const std::string& group_desc = "");
 // The name new_group gives a group of `ranks` (global ranks, sorted) when
 // `index` groups of the same members were made before it in this process:
 // "group(0,2,3)#1", the name errors show (the default group is "default_pg").

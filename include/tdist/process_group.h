@@ -2,6 +2,7 @@
 // operations it carries. The free functions of distributed.h act on one.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -24,6 +25,9 @@ struct ProcessGroupOptions {
   std::string backend = "tdist";
   std::chrono::milliseconds timeout = kUnsetTimeout;  // kUnsetTimeout: TDIST_TIMEOUT, else 30 min
   std::string group_name = "default_pg";
+  // torch's group_desc: a label of the group for people (logs, dumps);
+  // torch's new_group without one says "undefined", its default group "default_pg".
+  std::string group_desc = "undefined";
   std::vector<int> global_ranks{};  // empty: 0..size-1
   // The device this rank uses (torch's device_id): its backend binds to it at
   // once (nccl: eager communicator init) rather than at the first operation.
@@ -50,7 +54,15 @@ class ProcessGroup {
   int size() const { return size_; }
   const std::string& backend_name() const { return backend_spec_; }
   const std::string& group_name() const { return options_.group_name; }
-  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  // The timeout of operations given none of their own.
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
+  }
+  // torch's ProcessGroup.set_timeout: operations issued afterwards without a
+  // timeout of their own use this one (those under way keep theirs).
+  // DistValueError for a negative timeout.
+  void set_timeout(std::chrono::milliseconds timeout);
+  const std::string& group_desc() const { return options_.group_desc; }
   const std::vector<int>& global_ranks() const { return options_.global_ranks; }
   const std::optional<Device>& device_id() const { return options_.device_id; }
   int global_rank(int group_rank) const;
@@ -164,6 +176,8 @@ class ProcessGroup {
   int rank_;
   int size_;
   ProcessGroupOptions options_;
+  // options_.timeout, which set_timeout may change while other threads issue.
+  std::atomic<int64_t> timeout_ms_{0};
   std::string backend_spec_{};
   // The group's flight recorder (null: TDIST_FLIGHT_RECORDER_ENTRIES=0, or not
   // a member). Before the backends: they may still end its entries while they

@@ -47,6 +47,15 @@ class Store {
   virtual std::vector<std::string> multi_get(const std::vector<std::string>& keys);
   virtual void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
   virtual bool has_extended_api() const { return true; }
+  // torch's list_keys: every key the store holds, in no particular order (the
+  // store's own reserved keys are left out). The base class has no way to
+  // list keys: DistStoreError.
+  virtual std::vector<std::string> list_keys();
+  // torch's clone: another handle on the same data, for another thread
+  // (TCPStore: a new client of the same server; PrefixStore: the same prefix
+  // over a clone of its store; HashStore: the same table; FileStore: the same
+  // file, not counted among its world_size users). The base: DistStoreError.
+  virtual std::shared_ptr<Store> clone();
 
   // Queues (torch's queue_push / queue_pop / queue_len): first in, first out
   // under a key, safe with many pushers and poppers in many processes; every
@@ -85,10 +94,13 @@ class HashStore : public Store {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+  std::vector<std::string> list_keys() override;
+  std::shared_ptr<Store> clone() override;
 
  private:
   struct State;
-  std::unique_ptr<State> state_;
+  explicit HashStore(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;  // shared by clones
 };
 
 // Prepends "prefix/" to every key of an underlying store.
@@ -113,6 +125,9 @@ class PrefixStore : public Store {
   std::string queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) override;
   int64_t queue_len(const std::string& key) override;
   void set_timeout(std::chrono::milliseconds timeout) override;
+  // The underlying store's keys under "prefix/", without it.
+  std::vector<std::string> list_keys() override;
+  std::shared_ptr<Store> clone() override;
   const std::shared_ptr<Store>& underlying_store() const { return store_; }
   const std::string& prefix() const { return prefix_; }
 
@@ -146,6 +161,8 @@ class FileStore : public Store {
   int64_t num_keys() override;
   std::vector<std::string> multi_get(const std::vector<std::string>& keys) override;
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values) override;
+  std::vector<std::string> list_keys() override;
+  std::shared_ptr<Store> clone() override;
   const std::string& path() const { return path_; }
 
  private:
@@ -207,6 +224,8 @@ class TCPStore : public Store {
   using Store::queue_pop;
   std::string queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) override;
   int64_t queue_len(const std::string& key) override;
+  std::vector<std::string> list_keys() override;
+  std::shared_ptr<Store> clone() override;
 
   const std::string& host() const { return host_; }
   uint16_t port() const { return port_; }  // the bound port when constructed with port 0

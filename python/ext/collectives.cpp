@@ -114,13 +114,15 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_reduce_coalesced(ts, op, group, true);
           }
-          return finish(std::move(w), async_op, std::move(keep), group);
+          // As torch: with async_op the Work's future (its value: the tensors), not the Work.
+          py::object r = finish(std::move(w), async_op, std::move(keep), group);
+          return async_op ? r.attr("get_future")() : r;
         },
         py::arg("tensors"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
         py::arg("async_op") = false,
         "Reduces every tensor of the list (or the one tensor) in place over group with op, as one "
-        "operation: with async_op one Work completes once all are reduced. The tensors share a dtype "
-        "(DistValueError otherwise) and may differ in size.");
+        "operation: with async_op (as torch) the future of its one Work, done once all are reduced. The "
+        "tensors share a dtype (DistValueError otherwise) and may differ in size.");
 
   m.def("reduce",
         [](py::handle tensor, std::optional<int> dst, const ReduceOp& op, const GroupArg& group, bool async_op,
@@ -170,12 +172,14 @@ void bind_collectives(py::module_& m) {
             py::gil_scoped_release nogil;
             w = tdist::all_gather_coalesced(outs, ins, group, true);
           }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          // As torch: with async_op the Work's future, not the Work.
+          py::object r = finish(std::move(w), async_op, std::move(a.keep), group);
+          return async_op ? r.attr("get_future")() : r;
         },
         py::arg("output_tensor_lists"), py::arg("input_tensor_list"), py::arg("group") = py::none(),
         py::arg("async_op") = false,
         "output_tensor_lists[r][i] receives input_tensor_list[i] of rank r: every input gathered as "
-        "all_gather does, as one operation (one Work).");
+        "all_gather does, as one operation; with async_op (as torch) its Work's future.");
 
   m.def("all_gather_into_tensor",
         [](py::handle output_tensor, py::handle input_tensor, const GroupArg& group, bool async_op) {

@@ -17,6 +17,8 @@ void bind_collectives(py::module_& m);   // collectives.cpp
 void bind_objects(py::module_& m);       // objects.cpp: object collectives on bytes
 void bind_device_mesh(py::module_& m);   // device_mesh.cpp
 void bind_trace(py::module_& m);         // trace.cpp: flight recorder, operation observers
+void bind_py_backend(py::module_& m);    // py_backend.cpp: backends written in Python
+void bind_process_group_methods(py::module_& m);  // process_group_methods.cpp: torch's ProcessGroup methods
 
 }  // namespace tdist_py
 

@@ -166,13 +166,13 @@ pg_options and device_id are accepted for torch compatibility and ignored.)");
 
   m.def("new_group",
         [](std::optional<std::vector<int>> ranks, std::optional<ms> timeout, std::optional<std::string> backend,
-           py::object /*pg_options*/, bool use_local_synchronization, py::object /*group_desc*/,
+           py::object /*pg_options*/, bool use_local_synchronization, std::optional<std::string> group_desc,
            py::object /*device_id*/) {
           tdist::Group g;
           {
             py::gil_scoped_release nogil;
             g = tdist::new_group(ranks.value_or(std::vector<int>{}), timeout_or_default(timeout),
-                                 backend.value_or(""), use_local_synchronization);
+                                 backend.value_or(""), use_local_synchronization, group_desc.value_or(""));
           }
           return group_or_non_member(g);
         },
@@ -182,8 +182,11 @@ pg_options and device_id are accepted for torch compatibility and ignored.)");
         R"(Creates a group of the given global ranks (None: all). Every rank of the world calls it with the
 same ranks in the same order (unless use_local_synchronization: then only the members). A rank
 outside the group gets GroupMember.NON_GROUP_MEMBER, as in torch: operations given it return None
-and do nothing. group_desc and
-device_id are torch's and accepted for ported code: CPU groups have no device to bind.)");
+and do nothing. group_desc labels the group (ProcessGroup.group_desc; "undefined" without one);
+device_id is torch's and accepted for ported code: CPU groups have no device to bind.)");
+  m.def("get_pg_count", &tdist::get_pg_count,
+        "The number of groups made since init_process_group, the default one included (torch's get_pg_count); "
+        "0 before init and after destroy_process_group().");
 
   m.def("get_group_rank",
         [](const GroupArg& group, int global_rank) {

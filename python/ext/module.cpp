@@ -12,11 +12,13 @@ PYBIND11_MODULE(_tdist, m) {
   tdist_py::bind_stores(m);
   tdist_py::bind_work(m);
   tdist_py::bind_groups(m);
+  tdist_py::bind_process_group_methods(m);
   tdist_py::bind_p2p(m);
   tdist_py::bind_collectives(m);
   tdist_py::bind_objects(m);
   tdist_py::bind_device_mesh(m);
   tdist_py::bind_trace(m);
+  tdist_py::bind_py_backend(m);
   // Blocking waits check for Ctrl-C on this thread only (interruptible_wait.h).
   tdist_py::remember_main_thread();
 }

@@ -38,6 +38,9 @@ class PyStore : public tdist::Store {
   using Store::queue_pop;
   std::string queue_pop(const std::string& key, bool block, std::chrono::milliseconds timeout) override;
   int64_t queue_len(const std::string& key) override;
+  // The Python methods where the class defines them, else Store's (DistStoreError).
+  std::vector<std::string> list_keys() override;
+  std::shared_ptr<tdist::Store> clone() override;
 };
 
 // `held`, which C++ got from the Python object `self` of a Python subclass,

@@ -192,6 +192,26 @@ int64_t PyStore::queue_len(const std::string& key) {
   return Store::queue_len(key);
 }
 
+std::vector<std::string> PyStore::list_keys() {
+  {
+    py::gil_scoped_acquire gil;
+    if (py::function f = override_of(this, "list_keys")) {
+      std::vector<std::string> out;
+      for (py::handle k : call_python(f)) out.push_back(to_bytes(k, "Store.list_keys's result"));
+      return out;
+    }
+  }
+  return Store::list_keys();
+}
+
+std::shared_ptr<tdist::Store> PyStore::clone() {
+  {
+    py::gil_scoped_acquire gil;
+    if (py::function f = override_of(this, "clone")) return call_python(f).cast<std::shared_ptr<tdist::Store>>();
+  }
+  return Store::clone();
+}
+
 std::shared_ptr<tdist::Store> keep_python_alive(std::shared_ptr<tdist::Store> held, py::handle self) {
   PyObject* obj = self.ptr();
   Py_INCREF(obj);
@@ -338,6 +358,30 @@ void bind_stores(py::module_& m) {
              return s.queue_len(key);
            },
            py::arg("key"), "The number of values in the queue under key.")
+      .def("list_keys",
+           [](Store& s) {
+             std::vector<std::string> keys;
+             {
+               py::gil_scoped_release nogil;
+               keys = s.list_keys();
+             }
+             py::list out;  // str, as torch's; a key that is not UTF-8 keeps its bytes as surrogates
+             for (const auto& k : keys) {
+               PyObject* key = PyUnicode_DecodeUTF8(k.data(), static_cast<Py_ssize_t>(k.size()), "surrogateescape");
+               if (key == nullptr) throw py::error_already_set();
+               out.append(py::reinterpret_steal<py::object>(key));
+             }
+             return out;
+           },
+           "Every key the store holds, in no particular order (torch's list_keys); as num_keys, without "
+           "the store's internal keys.")
+      .def("clone",
+           [](Store& s) {
+             py::gil_scoped_release nogil;
+             return s.clone();
+           },
+           "Another handle on the same data, for another thread (torch's clone): TCPStore connects again; "
+           "PrefixStore clones its store; HashStore shares its table; FileStore opens the file again.")
       .def("has_extended_api", &Store::has_extended_api)
       .def("set_timeout", &Store::set_timeout, py::arg("timeout"), "The default timeout of get and wait.")
       .def_property_readonly("timeout", &Store::timeout, "The default timeout of get and wait (timedelta).");

@@ -47,11 +47,11 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     gather,
     get_backend,
     get_global_rank,
+    get_pg_count,
     get_group_rank,
     get_process_group_ranks,
     get_rank,
     get_world_size,
-    init_device_mesh,
     init_process_group,
     irecv,
     DebugLevel,
@@ -76,8 +76,18 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     send,
     split_group,
 )
-from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration  # noqa: F401
+from .backends import (  # noqa: F401
+    Backend,
+    get_backend_config,
+    get_default_backend_for_device,
+    is_backend_available,
+    is_ucc_available,
+    is_xccl_available,
+    supports_complex,
+)
+from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration, set_timeout  # noqa: F401
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
+from .device_mesh import init_device_mesh  # noqa: F401  (with backend_override; DeviceMesh._flatten)
 from .debugging import breakpoint  # noqa: F401,A001  (torch.distributed.breakpoint)
 from .elastic import record  # noqa: F401  (torch.distributed.elastic.multiprocessing.errors.record)
 from .objects import (  # noqa: F401
@@ -107,23 +117,6 @@ class WorkResult(_enum.IntEnum):
 reduce_op = ReduceOp
 
 
-class Backend(str):
-    """A backend name, as torch.distributed.Backend: lower case; get_backend() answers the name
-    init_process_group was given, so get_backend() == Backend.GLOO after init_process_group("gloo")
-    (which runs tdist)."""
-
-    TDIST = "tdist"
-    GLOO = "gloo"
-    MPI = "mpi"
-    NCCL = "nccl"
-    UNDEFINED = "undefined"
-
-    def __new__(cls, name: str):
-        if not isinstance(name, str):
-            raise ValueError(f"Backend name must be a string, got {type(name).__name__}")
-        return super().__new__(cls, name.lower())
-
-
 # torch's default timeouts (30 minutes for CPU backends; 5 for stores).
 default_pg_timeout = _timedelta(minutes=30)
 default_store_timeout = _timedelta(minutes=5)
@@ -138,8 +131,15 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                        group_name="", pg_options=None, device_id=None):
     """Initializes the default process group (see the C++ binding's documentation: help(_tdist)).
     Under torchrun's agent store (TORCHELASTIC_USE_AGENT_STORE=True) env:// joins it in torch's
-    protocol (tdist's client speaks it)."""
+    protocol (tdist's client speaks it). Without a backend, as torch on a machine without an
+    accelerator: "gloo" (tdist, which serves cpu and cuda tensors); name "nccl" or
+    "cpu:gloo,cuda:nccl" for NCCL."""
+    if backend is None:
+        backend = Backend.default_device_backend_map["cpu"]
     _init_process_group(backend, init_method, timeout, world_size, rank, store, group_name, pg_options, device_id)
 
 
 init_process_group.__doc__ = (_init_process_group.__doc__ or "") + "\n" + (init_process_group.__doc__ or "")
+
+# torch.distributed's submodule of the names above, at its path (tdist.device_mesh is loaded above).
+from . import distributed_c10d  # noqa: E402,F401

@@ -60,14 +60,19 @@ class _TerminalPdb(pdb.Pdb):
                 self.stdin, self.stdout, self.use_rawinput = saved
 
 
-def breakpoint(rank: int = 0, skip: int = 0):  # noqa: A001  (torch's name)
+def breakpoint(rank: int = 0, skip: int = 0, timeout_s=3600):  # noqa: A001  (torch's name)
     """Rank `rank` enters pdb (reading the terminal, not the launcher's pipe, where it can); every
     rank of the default group then waits at a barrier until it continues. skip: as torch's, the
-    first `skip` calls do nothing."""
+    first `skip` calls do nothing. timeout_s (torch's; None: leave it): the default group's timeout
+    from now on (set_timeout), so that the waiting ranks' barrier outlasts the debugging session."""
     global _skipped
     if _skipped < skip:
         _skipped += 1
         return
+    if timeout_s is not None:
+        from datetime import timedelta
+
+        _tdist._get_default_group().set_timeout(timedelta(seconds=timeout_s))
     if _tdist.get_rank() == rank:
         debugger = _TerminalPdb()
         debugger.message(f"\n!!! rank {rank} stopped in tdist.breakpoint(); the other ranks wait at a barrier. "

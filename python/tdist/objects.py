@@ -31,6 +31,24 @@ def _loads(data):
     return pickle.loads(data)
 
 
+class _PlainDataUnpickler(pickle.Unpickler):
+    """weights_only=True: builds only plain data (numbers, strings, bytes, lists, tuples, dicts and
+    the few builtin containers below); any other class or function in the data is refused."""
+
+    _ALLOWED = {("builtins", n) for n in ("set", "frozenset", "complex", "slice", "range", "bytearray")} | {
+        ("collections", "OrderedDict")}
+
+    def find_class(self, module, name):
+        if (module, name) in self._ALLOWED:
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"weights_only: the received data names {module}.{name}, which is not plain "
+                                     f"data; pass weights_only=False to unpickle it (only from a sender you trust)")
+
+
+def _loads_plain(data):
+    return _PlainDataUnpickler(io.BytesIO(data)).load()
+
+
 def _not_member(group, op):
     """torch's _rank_not_in_group (NON_GROUP_MEMBER, or a group this rank is not in), with its warning."""
     if group is None or _tdist.get_rank(group) >= 0:
@@ -118,20 +136,27 @@ def scatter_object_list(scatter_object_output_list, scatter_object_input_list=No
 
 
 @_warn
-def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None):
-    """Sends the picklable objects of ``object_list`` to ``dst``; blocks until they are sent."""
+def send_object_list(object_list, dst=None, group=None, device=None, group_dst=None, use_batch=False,
+                     weights_only=False):
+    """Sends the picklable objects of ``object_list`` to ``dst``; blocks until they are sent.
+    use_batch and weights_only are torch's and change nothing here (the sizes and the bytes go as
+    two messages either way; weights_only concerns the receiver)."""
     if _not_member(group, "send_object_list"):
         return
     _tdist._send_bytes([_dumps(o) for o in object_list], dst, group_dst, group)
 
 
 @_warn
-def recv_object_list(object_list, src=None, group=None, device=None, group_src=None):
+def recv_object_list(object_list, src=None, group=None, device=None, group_src=None, use_batch=False,
+                     weights_only=False):
     """Receives as many objects as ``object_list`` has entries from ``src`` (None: any rank) into it;
-    returns the sender's global rank."""
+    returns the sender's global rank. weights_only=True unpickles plain data only (numbers, strings,
+    bytes, containers): any other class in the data raises pickle.UnpicklingError. use_batch
+    (torch's) changes nothing here."""
     if _not_member(group, "recv_object_list"):
         return -1
     data, sender = _tdist._recv_bytes(len(object_list), src, group_src, group)
+    loads = _loads_plain if weights_only else _loads
     for i, d in enumerate(data):
-        object_list[i] = _loads(d)
+        object_list[i] = loads(d)
     return sender

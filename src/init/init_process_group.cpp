@@ -55,12 +55,14 @@ void init_process_group(const InitOptions& given) {
   pg.timeout = options.timeout;
   pg.device_id = options.device_id;
   pg.group_name = options.group_name.empty() ? "default_pg" : options.group_name;
+  pg.group_desc = "default_pg";
   trace::set_identity(r.rank, r.world_size);
   auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);
   measure_clock_offset_if_traced(*scoped, r.rank, r.world_size, options.timeout);
   std::lock_guard<std::mutex> lock(world().mu);
   world().default_group = std::move(group);
   world().default_version.fetch_add(1, std::memory_order_release);
+  world().pg_count = 1;
   world().store = r.store;
   world().owns_store = !options.store && !r.local_store;
   world().mpi_hold = std::move(r.mpi_hold);

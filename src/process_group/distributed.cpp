@@ -109,6 +109,11 @@ bool is_initialized() {
 
 Group group_world() { return resolve_group(nullptr, "group_world"); }
 
+int get_pg_count() {
+  std::lock_guard<std::mutex> lock(world().mu);
+  return world().pg_count;
+}
+
 int get_rank(const Group& group) { return resolve_group(group, "get_rank")->rank(); }
 
 int get_world_size(const Group& group) {

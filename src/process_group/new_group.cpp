@@ -28,7 +28,7 @@ std::string new_group_name(const std::vector<int>& ranks, int index) {
 }
 
 Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds timeout, const std::string& backend,
-                bool use_local_synchronization) {
+                bool use_local_synchronization, const std::string& group_desc) {
   Group world_group = resolve_group(nullptr, "new_group");
   const int world_size = world_group->size();
   std::vector<int> ranks = ranks_in;
@@ -52,8 +52,10 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
     std::string key;
     for (int r : ranks) key += std::to_string(r) + ",";
     index = world().group_counts[key]++;
+    ++world().pg_count;
   }
   ProcessGroupOptions options;
+  if (!group_desc.empty()) options.group_desc = group_desc;
   options.backend = backend.empty() ? world_group->backend_name() : backend;
   options.timeout = timeout;
   options.group_name = new_group_name(ranks, index);
@@ -82,7 +84,7 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
 }
 
 Group split_group(const Group& parent_group, const std::vector<std::vector<int>>& split_ranks,
-                  std::chrono::milliseconds timeout, const std::string& /*group_desc*/) {
+                  std::chrono::milliseconds timeout, const std::string& group_desc) {
   const char* op = "split_group";
   Group world_group = resolve_group(nullptr, op);
   Group parent = parent_group ? parent_group : world_group;
@@ -126,8 +128,10 @@ Group split_group(const Group& parent_group, const std::vector<std::vector<int>>
       std::string key = "split:";
       for (int r : globals) key += std::to_string(r) + ",";
       index = world().group_counts[key]++;
+      ++world().pg_count;
     }
     ProcessGroupOptions options;
+    if (!group_desc.empty()) options.group_desc = group_desc;
     options.backend = parent->backend_name();
     options.timeout = timeout;
     // Every member counts the splits that made its member list alike (all of
@@ -256,6 +260,7 @@ void destroy_process_group(const Group& group) {
       victims = std::move(world().groups);
       world().groups.clear();
       world().group_counts.clear();
+      world().pg_count = 0;
       rank = world().default_group->rank();
       size = world().default_group->size();
       timeout = world().default_group->timeout();

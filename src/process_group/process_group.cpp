@@ -142,6 +142,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
   // the PyTorch plugin's, included).
   check_environment();
   options_.timeout = resolve_timeout(options_.timeout);
+  timeout_ms_.store(options_.timeout.count(), std::memory_order_relaxed);
   if (!store_) throw DistValueError("ProcessGroup: no store given");
   if (size < 1) throw DistValueError("ProcessGroup: world size must be at least 1, got " + std::to_string(size));
   if (rank < 0 || rank >= size)
@@ -197,6 +198,7 @@ ProcessGroup::ProcessGroup(NonMemberTag, std::vector<int> global_ranks, ProcessG
   options_.global_ranks = std::move(global_ranks);
   options_.parent.reset();
   options_.timeout = resolve_timeout(options_.timeout);
+  timeout_ms_.store(options_.timeout.count(), std::memory_order_relaxed);
   backend_spec_ = spec_as_given(options_.backend);
 }
 
@@ -251,7 +253,14 @@ Backend& ProcessGroup::backend_for(Device device) const {
   return *it->second;
 }
 
-std::chrono::milliseconds ProcessGroup::resolved(std::chrono::milliseconds timeout) const { return timeout == kGroupTimeout ? options_.timeout : timeout; }
+std::chrono::milliseconds ProcessGroup::resolved(std::chrono::milliseconds timeout) const { return timeout == kGroupTimeout ? this->timeout() : timeout; }
+
+void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
+  if (timeout.count() < 0)
+    throw DistValueError("group " + options_.group_name + ": set_timeout(" + std::to_string(timeout.count()) +
+                         " ms): the timeout must not be negative");
+  timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
+}
 
 std::shared_ptr<Work> ProcessGroup::issue(Operation op) {
   // The device of its first tensor; barriers take any backend.

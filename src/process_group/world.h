@@ -26,6 +26,7 @@ struct World {
   std::shared_ptr<Store> scoped_store;  // this init's namespace in it; groups live under it
   std::vector<Group> groups;            // made by new_group, destroyed with the default group
   std::map<std::string, int> group_counts;  // per member list: how many groups were made of it
+  int pg_count = 0;                         // get_pg_count: groups made since init, the default one included
   int generation = 0;
   // MPI kept initialised for the default group (init took its world or found
   // the store through MPI); let go by destroy_process_group.

@@ -582,4 +582,15 @@ int64_t FileStore::num_keys() {
   return static_cast<int64_t>(s.table.size());
 }
 
+std::vector<std::string> FileStore::list_keys() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> g(*s.mu);
+  s.refresh();
+  return s.table.keys();
+}
+
+// world_size -1: the clone never removes the file, so the users that count
+// toward world_size stay the ones the program made.
+std::shared_ptr<Store> FileStore::clone() { return std::make_shared<FileStore>(path_, -1, timeout()); }
+
 }  // namespace tdist

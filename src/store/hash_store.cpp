@@ -30,7 +30,8 @@ struct HashStore::State {
   }
 };
 
-HashStore::HashStore() : state_(std::make_unique<State>()) {}
+HashStore::HashStore() : state_(std::make_shared<State>()) {}
+HashStore::HashStore(std::shared_ptr<State> state) : state_(std::move(state)) {}
 HashStore::~HashStore() = default;
 
 void HashStore::set(const std::string& key, const std::string& value) {
@@ -112,6 +113,17 @@ bool HashStore::delete_key(const std::string& key) {
 int64_t HashStore::num_keys() {
   std::lock_guard<std::mutex> lock(state_->mu);
   return static_cast<int64_t>(state_->table.size());
+}
+
+std::vector<std::string> HashStore::list_keys() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->table.keys();
+}
+
+std::shared_ptr<Store> HashStore::clone() {
+  auto copy = std::shared_ptr<HashStore>(new HashStore(state_));
+  copy->set_timeout(timeout());
+  return copy;
 }
 
 }  // namespace tdist

@@ -33,6 +33,18 @@ class KvTable {
   }
   // Bytes of keys and values held (what a store's memory limit counts).
   size_t bytes() const { return bytes_; }
+  // Every key, in no particular order (list_keys), and the bytes of all keys.
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    out.reserve(map_.size());
+    for (const auto& kv : map_) out.push_back(kv.first);
+    return out;
+  }
+  size_t key_bytes() const {
+    size_t n = 0;
+    for (const auto& kv : map_) n += kv.first.size();
+    return n;
+  }
   void clear() {
     map_.clear();
     bytes_ = 0;

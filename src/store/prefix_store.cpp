@@ -43,6 +43,14 @@ std::string PrefixStore::queue_pop(const std::string& key, bool block, std::chro
   return store_->queue_pop(join(key), block, timeout);
 }
 int64_t PrefixStore::queue_len(const std::string& key) { return store_->queue_len(join(key)); }
+std::vector<std::string> PrefixStore::list_keys() {
+  const std::string head = prefix_ + "/";
+  std::vector<std::string> out;
+  for (auto& k : store_->list_keys())
+    if (k.compare(0, head.size(), head) == 0) out.push_back(k.substr(head.size()));
+  return out;
+}
+std::shared_ptr<Store> PrefixStore::clone() { return std::make_shared<PrefixStore>(prefix_, store_->clone()); }
 // The timeout is the underlying store's: get/wait there use it.
 void PrefixStore::set_timeout(std::chrono::milliseconds timeout) {
   Store::set_timeout(timeout);

@@ -134,6 +134,16 @@ std::string Store::queue_pop(const std::string& key, bool block, std::chrono::mi
   }
 }
 
+std::vector<std::string> Store::list_keys() {
+  throw DistStoreError("list_keys: this kind of store cannot list its keys (HashStore, FileStore, TCPStore and "
+                       "PrefixStore can; a Python subclass defines list_keys)");
+}
+
+std::shared_ptr<Store> Store::clone() {
+  throw DistStoreError("clone: this kind of store cannot be cloned (HashStore, FileStore, TCPStore and PrefixStore "
+                       "can; a Python subclass defines clone)");
+}
+
 int64_t Store::queue_len(const std::string& key) {
   const std::string head_key = queue_key(key, "head"), tail_key = queue_key(key, "tail");
   // The head first: the tail only grows, so the tail read after it is not behind it.

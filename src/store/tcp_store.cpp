@@ -35,7 +35,7 @@ int64_t timeout_arg(Millis timeout) {
 std::string store_detail::describe_request(Command c, std::span<const std::string* const> keys) {
   std::string out = command_name(c);
   if (c == Command::kWaitCounter) return "wait_for_workers";
-  if (c == Command::kHello || c == Command::kNumKeys) return out;
+  if (c == Command::kHello || c == Command::kNumKeys || c == Command::kListKeys) return out;
   if (keys.size() == 1 && c != Command::kCheck && c != Command::kWait && c != Command::kMultiGet &&
       c != Command::kMultiSet)
     return out + "(key " + quote(*keys[0]) + ")";
@@ -301,6 +301,12 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
   // Count this store user, for the master's wait_for_workers (torch's clients count in torch's "init/").
   const std::string* key = &kWorkersKey;
   state_->call(Command::kAdd, {&key, 1}, {}, 1, options.timeout);
+  if (options.world_size && options.wait_for_workers) {
+    const std::string* waited = &kWaitedKey;
+    const std::string empty;
+    const std::string* value = &empty;
+    state_->call(Command::kSet, {&waited, 1}, {&value, 1}, 0, options.timeout);
+  }
   if (options.is_master && options.wait_for_workers && options.world_size) {
     auto left = options.timeout - std::chrono::duration_cast<Millis>(Clock::now() - start);
     std::string target;
@@ -440,6 +446,17 @@ std::string TCPStore::queue_pop(const std::string& key, bool block, std::chrono:
 int64_t TCPStore::queue_len(const std::string& key) {
   const std::string* k = &key;
   return state_->call(Command::kQueueLen, {&k, 1}, {}, 0, timeout()).num;
+}
+
+std::vector<std::string> TCPStore::list_keys() {
+  return std::move(state_->call(Command::kListKeys, {}, {}, 0, timeout()).values);
+}
+
+// A client of the same server, counted as one more store user (wait_for_workers
+// has long been met).
+std::shared_ptr<Store> TCPStore::clone() {
+  return std::make_shared<TCPStore>(host_, port_, TCPStoreOptions{.world_size = std::nullopt, .timeout = timeout(),
+                                                                  .wait_for_workers = false});
 }
 
 }  // namespace tdist

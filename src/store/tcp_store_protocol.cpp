@@ -23,6 +23,7 @@ const char* command_name(Command c) {
     case Command::kQueuePush: return "queue_push";
     case Command::kQueuePop: return "queue_pop";
     case Command::kQueueLen: return "queue_len";
+    case Command::kListKeys: return "list_keys";
   }
   return "?";
 }
@@ -75,7 +76,7 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
            std::to_string(k) + " and " + std::to_string(v) + ")";
     return false;
   };
-  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kQueueLen)) {
+  if (command < static_cast<uint8_t>(Command::kHello) || command > static_cast<uint8_t>(Command::kListKeys)) {
     *why = "unknown command byte " + std::to_string(command);
     return false;
   }
@@ -87,7 +88,8 @@ bool check_shape(uint8_t command, uint64_t nkeys, uint64_t nvalues, std::string*
   switch (static_cast<Command>(command)) {
     case Command::kHello:
     case Command::kAuth: return expect(0, 1);
-    case Command::kNumKeys: return expect(0, 0);
+    case Command::kNumKeys:
+    case Command::kListKeys: return expect(0, 0);
     case Command::kSet:
     case Command::kAppend:
     case Command::kWaitCounter:

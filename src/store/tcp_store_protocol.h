@@ -29,6 +29,8 @@
 //   QUEUE_POP 16  1 (queue) 0            timeout ms   values = [the oldest value], removed from the queue
 //                                        (-1: do not wait; TIMEOUT at once when the queue is empty)
 //   QUEUE_LEN 17  1 (queue) 0            0            num = number of values in the queue
+//   LIST_KEYS 18  0       0              0            values = the user keys (ERROR when more than
+//                                                     kMaxKeysPerRequest or the answer limit)
 //
 // Status: OK 0; TIMEOUT 1 (a waiting command's timeout expired on the server:
 // values = the keys still missing, num = the counter for WAIT_COUNTER);
@@ -51,7 +53,10 @@
 // likewise, and a QUEUE_PUSH hands its value to the longest-parked pop.
 //
 // kWorkersKey (it starts with a NUL byte, so it cannot clash with a readable
-// key) counts the store users for wait_for_workers; NUM_KEYS does not count it.
+// key) counts the store users for wait_for_workers; NUM_KEYS and LIST_KEYS leave it out.
+// kWaitedKey is torch's "init/" key: set by every instance made with a world_size
+// and wait_for_workers (where torch's adds to "init/"), so that NUM_KEYS counts it
+// as torch's count does; LIST_KEYS leaves it out, as torch's list does.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +72,7 @@ namespace tdist::store_detail {
 inline constexpr int64_t kMagic = 0x3153'5453'4944'5400;  // "\0TDISTS1" read as little-endian bytes
 inline constexpr int64_t kVersion = 2;
 inline const std::string kWorkersKey = std::string("\0tdist/store_users", 18);
+inline const std::string kWaitedKey = std::string("\0tdist/init", 11);
 
 enum class Command : uint8_t {
   kHello = 1,
@@ -86,6 +92,7 @@ enum class Command : uint8_t {
   kQueuePush = 15,
   kQueuePop = 16,
   kQueueLen = 17,
+  kListKeys = 18,
 };
 
 enum class Status : uint8_t { kOk = 0, kTimeout = 1, kError = 2 };

@@ -4,6 +4,7 @@
 
 #include <new>
 #include <string>
+#include <vector>
 
 #include "store/store_util.h"
 #include "tdist/store.h"
@@ -74,6 +75,19 @@ std::optional<std::string> TcpStoreServer::Loop::over_limit(const Request& req) 
                " (TDIST_STORE_MAX_BUFFERED_BYTES)";
       return std::nullopt;
     }
+    case Command::kListKeys: {
+      // The answer is one value per key: a client takes at most
+      // kMaxKeysPerRequest of them, and the answer limits hold as for get.
+      const size_t count = table.size() - (table.contains(kWorkersKey) ? 1 : 0) - (table.contains(kWaitedKey) ? 1 : 0);
+      if (count > TCPStore::kMaxKeysPerRequest)
+        return "the store holds " + std::to_string(count) + " keys, more than one list_keys answer carries (" +
+               std::to_string(TCPStore::kMaxKeysPerRequest) + ")";
+      const size_t answer = table.key_bytes() + 8 * table.size();
+      if (answer > limits.max_answer_bytes || buffered + answer > limits.max_buffered_bytes)
+        return "the list of keys would be " + std::to_string(answer) + " bytes, above the answer limits "
+               "(TDIST_STORE_MAX_ANSWER_BYTES, TDIST_STORE_MAX_BUFFERED_BYTES)";
+      return std::nullopt;
+    }
     default:
       return std::nullopt;
   }
@@ -120,6 +134,11 @@ void TcpStoreServer::Loop::serve(Conn& c, Request req) {
       break;
     case Command::kNumKeys:
       r.num = static_cast<int64_t>(table.size()) - (table.contains(kWorkersKey) ? 1 : 0);
+      break;
+    case Command::kListKeys:
+      r.values = table.keys();
+      std::erase(r.values, kWorkersKey);
+      std::erase(r.values, kWaitedKey);
       break;
     case Command::kMultiSet:
       for (size_t i = 0; i < req.keys.size(); ++i) table.set(req.keys[i], std::move(req.values[i]));

@@ -21,8 +21,8 @@ def init_methods(rank, size, method, path):
     elif method == "store":
         store = dist.TCPStore("127.0.0.1", int(os.environ["MASTER_PORT"]), size, rank == 0, t)
         dist.init_process_group("gloo", store=store, rank=rank, world_size=size, timeout=t)
-    # get_backend() answers the name given, as torch's does (none given: "tdist").
-    given = {"env": "tdist", "tcp": "gloo", "file": "tdist", "store": "gloo"}[method]
+    # get_backend() answers the name given, as torch's does (none given: "gloo", torch's on CPU).
+    given = {"env": "gloo", "tcp": "gloo", "file": "tdist", "store": "gloo"}[method]
     assert dist.get_rank() == rank and dist.get_world_size() == size and dist.get_backend() == given
     assert dist.group.WORLD is not None and dist.GroupMember.WORLD.size() == size
     t = np.array([rank], np.int64)

@@ -257,6 +257,29 @@ TEST_P(StoreSemantics, NumKeys) {
   }
 }
 
+TEST_P(StoreSemantics, ListKeysShowsEveryUserKey) {
+  EXPECT_TRUE(store().list_keys().empty());
+  store().set("a", "1");
+  store().add("b", 1);
+  other().append("c", "x");
+  auto keys = other().list_keys();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()), (std::set<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(static_cast<int64_t>(keys.size()), store().num_keys());
+}
+
+TEST_P(StoreSemantics, CloneSeesAndWritesTheSameData) {
+  store().set("before", "1");
+  std::shared_ptr<Store> copy = store().clone();
+  ASSERT_NE(copy.get(), &store());
+  EXPECT_EQ(copy->get("before"), "1");
+  copy->set("after", "2");
+  EXPECT_EQ(other().get("after"), "2");
+  EXPECT_EQ(copy->timeout(), store().timeout());
+  // The clone lives on its own: dropping it leaves the store whole.
+  copy.reset();
+  EXPECT_EQ(store().get("after"), "2");
+}
+
 TEST_P(StoreSemantics, MultiSetAndMultiGet) {
   store().multi_set({"first_key", "second_key"}, {"po", "tato"});
   EXPECT_EQ(other().multi_get({"first_key", "second_key"}), (std::vector<std::string>{"po", "tato"}));
@@ -342,6 +365,7 @@ TEST(PrefixStore, KeysArePrefixedInTheUnderlyingStore) {
   EXPECT_TRUE(contains(msg, "b/missing")) << msg;
   a.set_timeout(2s);
   EXPECT_EQ(base->timeout(), 2s);
+  EXPECT_EQ(a.list_keys(), std::vector<std::string>{"k"});  // b's key is not a's
   // Nested prefixes.
   auto ab = std::make_shared<tdist::PrefixStore>("inner", std::make_shared<tdist::PrefixStore>("outer", base));
   ab->set("x", "1");

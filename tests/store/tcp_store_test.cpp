@@ -65,7 +65,9 @@ TEST(TCPStore, PositionalConstructorAndWorldSizeOne) {
   TCPStore store("127.0.0.1", 0, 1, true, 30s);
   store.set("first_key", "first_value");
   EXPECT_EQ(store.get("first_key"), "first_value");
-  EXPECT_EQ(store.num_keys(), 1);  // the reserved user counter is not counted
+  // As torch's (2 there too): its "init/" key of wait_for_workers is counted, the user counter is not.
+  EXPECT_EQ(store.num_keys(), 2);
+  EXPECT_EQ(store.list_keys(), std::vector<std::string>{"first_key"});
 }
 
 TEST(TCPStore, HostnameLocalhostWorks) {
