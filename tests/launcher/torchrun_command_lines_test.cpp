@@ -352,14 +352,27 @@ TEST_F(WorkerCommandTest, NoPythonExecutesTheProgramWithTheLocalRankLast) {
   EXPECT_EQ(worker_argv(opt, 0), (std::vector<std::string>{"sh", "-c", "true", "--local-rank=0"}));
 }
 
+TEST_F(WorkerCommandTest, AnExecutableProgramOrShellScriptRunsItself) {
+  const Vars env = {{"PYTHON_EXEC", "/bin/sh"}};
+  std::string error;
+  auto cmd = worker_command(options_for({"/proc/self/exe"}), env_of(env), &error);  // this test: compiled
+  ASSERT_TRUE(cmd) << error;
+  EXPECT_EQ(cmd->head, (std::vector<std::string>{"/proc/self/exe"}));
+  const std::string job = write("job", "#!/bin/bash -e\necho hi\n", 0755);
+  cmd = worker_command(options_for({job}), env_of(env), &error);
+  ASSERT_TRUE(cmd) << error;
+  EXPECT_EQ(cmd->head, (std::vector<std::string>{job}));
+}
+
 TEST_F(WorkerCommandTest, WhatPythonCannotRunSaysToPassNoPython) {
   const Vars env = {{"PYTHON_EXEC", "/bin/sh"}};
   std::string error;
-  // A compiled program (this test), a shell script, a program found only on PATH.
-  EXPECT_FALSE(worker_command(options_for({"/proc/self/exe"}), env_of(env), &error));
+  // Not executable: a compiled program, a shell script; and a program found only on PATH.
+  const std::string compiled = write("compiled", std::string("\x7f" "ELF\x02\x01\x01", 7), 0644);
+  EXPECT_FALSE(worker_command(options_for({compiled}), env_of(env), &error));
   EXPECT_NE(error.find("compiled program"), std::string::npos) << error;
   EXPECT_NE(error.find("--no-python"), std::string::npos) << error;
-  const std::string job = write("job", "#!/bin/bash -e\necho hi\n", 0755);
+  const std::string job = write("job", "#!/bin/bash -e\necho hi\n", 0644);
   EXPECT_FALSE(worker_command(options_for({job}), env_of(env), &error));
   EXPECT_NE(error.find("bash script"), std::string::npos) << error;
   EXPECT_FALSE(worker_command(options_for({"sh"}), env_of(env), &error));

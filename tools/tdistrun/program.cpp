@@ -94,6 +94,16 @@ bool check_script(const Options& opt, std::string* error) {
   return true;
 }
 
+// A file Python cannot run but the system can execute: a compiled program, or
+// a shell script with its "#!" line, marked executable. torchrun would hand it
+// to Python and fail; tdist's C++ programs have always been launched this way,
+// so tdistrun executes it as if --no-python were given.
+bool executes_itself(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || access(path.c_str(), X_OK) != 0) return false;
+  return !not_python_because(path).empty();
+}
+
 }  // namespace
 
 const char* configured_python() { return TDISTRUN_CONFIGURED_PYTHON; }
@@ -129,7 +139,8 @@ std::string python_interpreter(const EnvLookup& env, std::string* error, std::ve
 
 std::optional<WorkerCommand> worker_command(const Options& opt, const EnvLookup& env, std::string* error) {
   WorkerCommand cmd;
-  if (opt.program_kind == ProgramKind::kExecutable) {
+  if (opt.program_kind == ProgramKind::kExecutable ||
+      (opt.program_kind == ProgramKind::kPythonScript && executes_itself(opt.program))) {
     std::string why;
     cmd.path = resolve_program(opt.program, &why);
     if (cmd.path.empty()) {

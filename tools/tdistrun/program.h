@@ -24,10 +24,11 @@ struct WorkerCommand {
 // reason in *error.
 std::string python_interpreter(const EnvLookup& env, std::string* error, std::vector<std::string>* notes);
 
-// The command for opt.program_kind and opt.program. Checks what can be checked
-// before any worker starts: the interpreter exists; a script (or --run-path
-// file) exists and is not a compiled program or another language's script,
-// for which the error says to pass --no-python. nullopt: *error says why
+// The command for opt.program_kind and opt.program. An executable compiled
+// program or shell script runs as with --no-python (Python could not run it).
+// Checks what can be checked before any worker starts: the interpreter exists;
+// a script (or --run-path file) exists and is not a compiled program or
+// another language's script, for which the error says to pass --no-python. nullopt: *error says why
 // (tdistrun exits 127, as for a PROGRAM that cannot be executed).
 std::optional<WorkerCommand> worker_command(const Options& opt, const EnvLookup& env, std::string* error);
 

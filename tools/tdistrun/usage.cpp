@@ -22,7 +22,8 @@ them fails, and restarts them all (--max-restarts) when asked.
 
 As torchrun does, each worker runs the script with Python ("python -u
 SCRIPT.py ARGS"; the script need not be executable), unless --no-python:
-then PROGRAM itself is executed, as tdist's C++ programs are:
+then PROGRAM itself is executed (so is an executable compiled program or
+shell script without it: Python could not run them):
   tdistrun --nproc-per-node 4 train.py --lr 0.1
   tdistrun --nproc-per-node 4 --no-python ./train --lr 0.1
 The Python is PYTHON_EXEC where set (as torchrun), else the one this build
@@ -187,7 +188,7 @@ Failures:
 Exit status: 0 when every worker exits 0; the first failure's code as
 above; 128 + signal when stopped by a signal; 2 for a bad command line; 127
 when the script, PROGRAM or the Python cannot be found or executed (a
-compiled program or shell script given without --no-python says so).
+compiled program or shell script that is not executable says so).
 
 Examples:
   One node, four workers of a Python script, or of a C++ program:
