@@ -25,12 +25,6 @@ class KvTable {
   }
   bool contains(const std::string& key) const { return map_.count(key) != 0; }
   size_t size() const { return map_.size(); }
-  std::vector<std::string> keys() const {
-    std::vector<std::string> out;
-    out.reserve(map_.size());
-    for (const auto& [k, e] : map_) out.push_back(k);
-    return out;
-  }
   // Bytes of keys and values held (what a store's memory limit counts).
   size_t bytes() const { return bytes_; }
   // Every key, in no particular order (list_keys), and the bytes of all keys.

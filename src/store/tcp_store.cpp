@@ -235,6 +235,7 @@ std::vector<const std::string*> pointers(const std::vector<std::string>& v) {
 struct TCPStore::State {
   std::shared_ptr<TcpStoreServer> server;
   std::unique_ptr<StoreClient> client;
+  StoreProtocol protocol = StoreProtocol::kTdist;  // what the client speaks; a clone speaks it too
 
   // A request that does not wait on the server: the store timeout bounds it.
   Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
@@ -293,6 +294,7 @@ TCPStore::TCPStore(std::string host, uint16_t port, TCPStoreOptions options)
     port_ = state_->server->port();
   }
   auto start = Clock::now();
+  state_->protocol = options.protocol;
   if (options.protocol == StoreProtocol::kTorch) {
     state_->client = connect_torch_store(host_, port_, options.timeout);
   } else {
@@ -456,7 +458,8 @@ std::vector<std::string> TCPStore::list_keys() {
 // has long been met).
 std::shared_ptr<Store> TCPStore::clone() {
   return std::make_shared<TCPStore>(host_, port_, TCPStoreOptions{.world_size = std::nullopt, .timeout = timeout(),
-                                                                  .wait_for_workers = false});
+                                                                  .wait_for_workers = false,
+                                                                  .protocol = state_->protocol});
 }
 
 }  // namespace tdist

@@ -296,6 +296,17 @@ class TorchStoreClient final : public StoreClient {
         }
         break;
       }
+      case Command::kListKeys: {
+        // Torch's server lists its keys in their wire form: "/k" is the user's "k"; the rest
+        // ("init/") are torch's own, which list_keys leaves out as torch does.
+        send(fd, head(TorchQuery::kListKeys), deadline);
+        const int64_t n = read_i64(fd, deadline);
+        for (int64_t i = 0; i < n; ++i) {
+          std::string wire = read_string(fd, deadline);
+          if (wire.starts_with('/')) r.values.push_back(wire.substr(1));
+        }
+        break;
+      }
       case Command::kHello:
       case Command::kAuth:
       case Command::kWaitCounter:
