@@ -13,7 +13,7 @@
 #  3. the wheel installed into a fresh venv (no system site-packages): RPATHs of its ELF files
 #     ($ORIGIN only, no folder of the build), `tdistrun --help` and `tdist-trace --help` from the
 #     venv's bin, the installed build info (check_installed_python.py), and
-#     `tdistrun --nproc-per-node 2 <venv python> pip_all_reduce.py` (a checked all_reduce).
+#     `tdistrun --nproc-per-node 2 pip_all_reduce.py` (a checked all_reduce, with the venv's Python).
 #  4. with a torch venv (TDIST_PT_TORCH_PYTHON, the same Python version): a fresh venv that sees
 #     that torch through a .pth file, scikit-build-core and pybind11 installed into it,
 #     `pip install --no-build-isolation <source>` (the plugin is built), `import tdist.torch`, and
@@ -202,14 +202,15 @@ check_elf_files() {
 
 platlib() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])'; }
 
-# Runs `tdistrun --standalone --nproc-per-node 2 <venv python> SCRIPT` from the venv's bin and
-# checks that both ranks printed PATTERN.
+# Runs `tdistrun --standalone --nproc-per-node 2 SCRIPT` from the venv's bin, as torchrun is run
+# (the script with the venv's Python: the entry point hands it over as PYTHON_EXEC), and checks
+# that both ranks printed PATTERN from the tdist installed there.
 run_two_ranks() {
   local venv=$1 script=$2 pattern=$3 out rc=0
-  out=$(cd "$tmp" && timeout 180 "$venv/bin/tdistrun" --standalone --nproc-per-node 2 "$venv/bin/python" "$script" 2>&1) \
+  out=$(cd "$tmp" && timeout 180 "$venv/bin/tdistrun" --standalone --nproc-per-node 2 "$script" 2>&1) \
     || rc=$?
   printf '%s\n' "$out"
-  ((rc == 0)) || fail "tdistrun --nproc-per-node 2 $venv/bin/python ${script##*/} exited $rc"
+  ((rc == 0)) || fail "$venv/bin/tdistrun --nproc-per-node 2 ${script##*/} exited $rc"
   for rank in 0 1; do
     grep -q "rank $rank of 2.*: OK" <<<"$out" || fail "rank $rank did not report '$pattern: OK'"
     grep -q "rank $rank of 2.* from $(platlib "$venv")/tdist" <<<"$out" \
