@@ -119,7 +119,7 @@ run_suite() {
   local -a gen=() launcher=()
   mapfile -t gen < <(generator_args "$dir")
   if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
     # Paths relative to the checkout, and the build folder left out of the hash, so that a
     # fresh clone in another folder hits the objects of the last one.
     export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$repo} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
