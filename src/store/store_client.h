@@ -34,4 +34,11 @@ std::unique_ptr<StoreClient> connect_torch_store(const std::string& host, uint16
 // "get(key 'k')", "wait(keys ['a', 'b'])": a request, for messages.
 std::string describe_request(Command c, std::span<const std::string* const> keys);
 
+// Refuses, before it is sent, a request above TCPStore's limits on keys per
+// request and key bytes, or with a value above `max_value_bytes`
+// (DistValueError; `value_limit` says whose limit: "the limit of N").
+void check_request_size(const std::string& name, Command c, std::span<const std::string* const> keys,
+                        std::span<const std::string* const> values, size_t max_value_bytes,
+                        const std::string& value_limit);
+
 }  // namespace tdist::store_detail

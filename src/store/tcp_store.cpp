@@ -2,10 +2,10 @@
 // server itself when is_master. Thread-safe: one request at a time per
 // connection, and a connection per concurrently waiting thread.
 #include <algorithm>
-#include <mutex>
 #include <span>
 
 #include "store/store_client.h"
+#include "store/store_connection_pool.h"
 #include "store/store_util.h"
 #include "store/tcp_store_protocol.h"
 #include "store/tcp_store_server.h"
@@ -50,10 +50,7 @@ namespace {
 
 std::string describe(Command c, std::span<const std::string* const> keys) { return describe_request(c, keys); }
 
-// Thread-safe: a request holds a connection for its whole round trip (a get
-// may be parked on the server for long), so a thread that finds every
-// connection busy opens another one instead of queueing behind it. Up to
-// kMaxIdle connections are kept for reuse.
+// Thread-safe: its connections are a StoreConnectionPool.
 class Client final : public StoreClient {
  public:
   Client(const std::string& host, uint16_t port, Millis timeout)
@@ -61,7 +58,10 @@ class Client final : public StoreClient {
         port_(port),
         name_("TCPStore(" + endpoint(host, port) + ")"),
         peer_("TCPStore server " + endpoint(host, port)),
-        token_(auth::job_token()) {
+        token_(auth::job_token()),
+        value_limit_("the limit of " + std::to_string(TCPStore::kMaxValueBytes)),
+        pool_([this](Deadline deadline) { return open(deadline); },
+              "is the TCPStore server, the master's process, still running?") {
     Fd first = open(deadline_after(timeout));
     // A host name is resolved once: every later connection goes to the
     // address the first one reached, since another lookup (DNS round robin,
@@ -71,52 +71,21 @@ class Client final : public StoreClient {
       name_ = "TCPStore(" + endpoint(host_, port_) + " at " + endpoint(address_, port_) + ")";
       peer_ = "TCPStore server " + endpoint(host_, port_) + " at " + endpoint(address_, port_);
     }
-    idle_.push_back(std::move(first));
+    pool_.keep(std::move(first));
   }
 
   const std::string& name() const override { return name_; }
 
-  // After a network failure the server is presumed gone (StoreClient::call).
   Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
                 int64_t arg, Deadline deadline) override {
-    check_limits(c, keys, values);
-    Fd conn;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!broken_.empty())
-        throw DistNetworkError(name_ + ": " + describe(c, keys) + ": the connection to the server failed earlier (" +
-                               broken_ + ")");
-      if (!idle_.empty()) {
-        conn = std::move(idle_.back());
-        idle_.pop_back();
-      }
-    }
-    try {
-      if (!conn.valid()) conn = open(deadline);
-      return finish(std::move(conn), c, keys, values, arg, deadline);
-    } catch (const DistNetworkError& e) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (broken_.empty()) broken_ = e.what();
-        idle_.clear();
-      }
-      throw DistNetworkError(name_ + ": " + describe(c, keys) + ": " + e.what() +
-                             " (is the TCPStore server, the master's process, still running?)");
-    }
+    check_request_size(name_, c, keys, values, TCPStore::kMaxValueBytes, value_limit_);
+    return pool_.call(name_, c, keys, deadline, [&](int fd) {
+      send_request(fd, c, keys, values, arg, deadline);
+      return read_response(fd, deadline);
+    });
   }
 
  private:
-  static constexpr size_t kMaxIdle = 8;
-
-  Response finish(Fd conn, Command c, std::span<const std::string* const> keys,
-                  std::span<const std::string* const> values, int64_t arg, Deadline deadline) {
-    send_request(conn.get(), c, keys, values, arg, deadline);
-    Response r = read_response(conn.get(), deadline);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < kMaxIdle && broken_.empty()) idle_.push_back(std::move(conn));
-    return r;
-  }
-
   // Connects and greets; with a job token, the server proves it knows it and
   // so does this client (see tcp_store_protocol.h). A refusal is a
   // DistStoreError: the server is there, the client may not use it.
@@ -152,20 +121,6 @@ class Client final : public StoreClient {
       throw DistStoreError(name_ + ": the server refused this client: " +
                            (a.values.empty() ? std::string("no reason given") : a.values[0]));
     return fd;
-  }
-
-  void check_limits(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values) {
-    if (keys.size() > TCPStore::kMaxKeysPerRequest)
-      throw DistValueError(name_ + ": " + describe(c, keys) + ": " + std::to_string(keys.size()) +
-                           " keys in one request, above the limit of " + std::to_string(TCPStore::kMaxKeysPerRequest));
-    for (const std::string* k : keys)
-      if (k->size() > TCPStore::kMaxKeyBytes)
-        throw DistValueError(name_ + ": " + describe(c, keys) + ": a key of " + std::to_string(k->size()) +
-                             " bytes, above the limit of " + std::to_string(TCPStore::kMaxKeyBytes));
-    for (const std::string* v : values)
-      if (v->size() > TCPStore::kMaxValueBytes)
-        throw DistValueError(name_ + ": " + describe(c, keys) + ": a value of " + std::to_string(v->size()) +
-                             " bytes, above the limit of " + std::to_string(TCPStore::kMaxValueBytes));
   }
 
   void send_request(int fd, Command c, std::span<const std::string* const> keys,
@@ -217,10 +172,9 @@ class Client final : public StoreClient {
   uint16_t port_;
   std::string name_;
   std::string peer_;
-  std::mutex mu_;
   const std::optional<std::string> token_;  // the job token, read once
-  std::vector<Fd> idle_;   // connected, greeted, not in use
-  std::string broken_;     // the first network failure, once one happened
+  const std::string value_limit_;
+  StoreConnectionPool pool_;
 };
 
 std::vector<const std::string*> pointers(const std::vector<std::string>& v) {

@@ -3,17 +3,16 @@
 // requests are carried as torch's client carries them (a GET is a WAIT, then
 // a GET; a wait that gives up sends CANCEL_WAIT), keys with torch's "/" in
 // front, so torch's processes and this one see the same keys. Thread-safe as
-// tdist's own client: a request holds a connection for its round trip, and a
-// thread that finds them all busy opens another.
+// tdist's own client: its connections are a StoreConnectionPool.
 #include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <mutex>
 #include <vector>
 
 #include "store/store_client.h"
+#include "store/store_connection_pool.h"
 #include "store/store_util.h"
 #include "store/torch_store_protocol.h"
 #include "tdist/errors.h"
@@ -38,46 +37,24 @@ class TorchStoreClient final : public StoreClient {
       : host_(host),
         port_(port),
         name_("TCPStore(" + endpoint(host, port) + ", torch's protocol)"),
-        peer_("torch's TCPStore server " + endpoint(host, port)) {
-    idle_.push_back(open(Deadline::after(timeout)));
+        peer_("torch's TCPStore server " + endpoint(host, port)),
+        value_limit_("the " + std::to_string(kTorchMaxPayload) + " bytes torch's server takes in one value"),
+        pool_([this](Deadline deadline) { return open(deadline); },
+              "is torch's TCPStore server, torchrun's agent, still running?") {
+    pool_.keep(open(Deadline::after(timeout)));
   }
 
   const std::string& name() const override { return name_; }
 
   Response call(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values,
                 int64_t arg, Deadline deadline) override {
-    check_limits(c, keys, values);
-    Fd conn;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!broken_.empty())
-        throw DistNetworkError(name_ + ": " + describe_request(c, keys) +
-                               ": the connection to the server failed earlier (" + broken_ + ")");
-      if (!idle_.empty()) {
-        conn = std::move(idle_.back());
-        idle_.pop_back();
-      }
-    }
-    try {
-      if (!conn.valid()) conn = open(deadline);
-      Response r = run(conn.get(), c, keys, values, arg, deadline);
-      std::lock_guard<std::mutex> lock(mu_);
-      if (idle_.size() < kMaxIdle && broken_.empty()) idle_.push_back(std::move(conn));
-      return r;
-    } catch (const DistNetworkError& e) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (broken_.empty()) broken_ = e.what();
-        idle_.clear();
-      }
-      throw DistNetworkError(name_ + ": " + describe_request(c, keys) + ": " + e.what() +
-                             " (is torch's TCPStore server, torchrun's agent, still running?)");
-    }
+    if (c == Command::kWaitCounter)
+      throw DistValueError(name_ + ": wait_for_workers is the master's, and torch's server has its own master");
+    check_request_size(name_, c, keys, values, kTorchMaxPayload, value_limit_);
+    return pool_.call(name_, c, keys, deadline, [&](int fd) { return run(fd, c, keys, values, arg, deadline); });
   }
 
  private:
-  static constexpr size_t kMaxIdle = 8;
-
   // Connects, then VALIDATE and PING as torch's client does.
   Fd open(Deadline deadline) {
     Fd fd = connect_tcp(host_, port_, deadline, name_ + " client");
@@ -100,23 +77,6 @@ class TorchStoreClient final : public StoreClient {
       throw DistNetworkError(peer_ + " answered the ping with " + std::to_string(get_u32(answer)) + ", not " +
                              std::to_string(nonce) + " (not torch's TCPStore server?)");
     return fd;
-  }
-
-  void check_limits(Command c, std::span<const std::string* const> keys, std::span<const std::string* const> values) {
-    if (c == Command::kWaitCounter)
-      throw DistValueError(name_ + ": wait_for_workers is the master's, and torch's server has its own master");
-    if (keys.size() > TCPStore::kMaxKeysPerRequest)
-      throw DistValueError(name_ + ": " + describe_request(c, keys) + ": " + std::to_string(keys.size()) +
-                           " keys in one request, above the limit of " + std::to_string(TCPStore::kMaxKeysPerRequest));
-    for (const std::string* k : keys)
-      if (k->size() > TCPStore::kMaxKeyBytes)
-        throw DistValueError(name_ + ": " + describe_request(c, keys) + ": a key of " + std::to_string(k->size()) +
-                             " bytes, above the limit of " + std::to_string(TCPStore::kMaxKeyBytes));
-    for (const std::string* v : values)
-      if (v->size() > kTorchMaxPayload)
-        throw DistValueError(name_ + ": " + describe_request(c, keys) + ": a value of " + std::to_string(v->size()) +
-                             " bytes, above the " + std::to_string(kTorchMaxPayload) +
-                             " bytes torch's server takes in one value");
   }
 
   void send(int fd, const std::string& bytes, Deadline deadline) {
@@ -319,9 +279,8 @@ class TorchStoreClient final : public StoreClient {
   uint16_t port_;
   std::string name_;
   std::string peer_;
-  std::mutex mu_;
-  std::vector<Fd> idle_;  // connected, validated, not in use
-  std::string broken_;    // the first network failure, once one happened
+  const std::string value_limit_;
+  StoreConnectionPool pool_;
 };
 
 }  // namespace
