@@ -69,9 +69,14 @@ class TorchStoreClient final : public StoreClient {
       send_all(fd.get(), out.data(), out.size(), deadline, peer_);
       recv_all(fd.get(), answer, sizeof(answer), deadline, peer_);
     } catch (const DistNetworkError& e) {
-      // torch 1.x's server has neither VALIDATE nor PING: it closes the connection.
-      throw DistNetworkError(std::string(e.what()) + " at VALIDATE and PING (torch 2.x's first requests; a torch "
-                             "1.x server closes the connection there: tdist speaks torch 2.x's protocol)");
+      // torch 1.x's server has neither VALIDATE nor PING: it resets the connection at once. Its
+      // usual host is torch 1.x's torchrun with the static rendezvous (its default), which hands
+      // the workers its agent's store; with c10d it does not, and rank 0 hosts tdist's store.
+      throw DistNetworkError(std::string(e.what()) + " at VALIDATE and PING, torch 2.x's first requests: a torch "
+                             "1.x TCPStore server does that, and tdist speaks only torch 2.x's protocol. Under "
+                             "torch 1.x's torchrun, add --rdzv_backend=c10d --rdzv_endpoint=HOST:PORT (or "
+                             "--standalone on one node): rank 0 then hosts tdist's store; or launch with tdistrun "
+                             "(python -m tdist.run, the same options), or with torch 2.x's torchrun");
     }
     if (get_u32(answer) != nonce)
       throw DistNetworkError(peer_ + " answered the ping with " + std::to_string(get_u32(answer)) + ", not " +

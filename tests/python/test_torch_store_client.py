@@ -1,6 +1,7 @@
 """torch's TCPStore protocol both ways: torch's own client against tdist's store (every query
 type, and keys exchanged with a tdist client), tdist's client against torch's server (libuv and
-not), an unmodified torch program under tdistrun, a tdist program under torchrun."""
+not), an unmodified torch program under tdistrun (tdist programs under torchrun:
+test_torch_under_torchrun.py)."""
 import datetime
 import os
 import subprocess
@@ -142,26 +143,3 @@ def test_plain_torch_program_under_tdistrun(tmp_path):
     print(r.stdout, r.stderr)
     assert r.returncode == 0, r.stderr
     assert "rank 0 of 2: [3.0, 3.0, 3.0]" in r.stdout and "rank 1 of 2: [3.0, 3.0, 3.0]" in r.stdout
-
-
-TDIST_PROGRAM = textwrap.dedent("""
-    import datetime
-    import numpy as np
-    import tdist as dist
-    dist.init_process_group("tdist", timeout=datetime.timedelta(seconds=60))
-    t = np.ones(3, dtype=np.float32) * (dist.get_rank() + 1)
-    dist.all_reduce(t)
-    print(f"tdist rank {dist.get_rank()} of {dist.get_world_size()}: {t.tolist()}", flush=True)
-    dist.destroy_process_group()
-""")
-
-
-def test_tdist_program_under_torchrun(tmp_path):
-    pytest.importorskip("numpy")
-    script = tmp_path / "tdist_program.py"
-    script.write_text(TDIST_PROGRAM)
-    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-                        str(script)], cwd=ROOT, env=_tdist_run_env(), capture_output=True, text=True, timeout=180)
-    print(r.stdout, r.stderr)
-    assert r.returncode == 0, r.stderr
-    assert "tdist rank 0 of 2: [3.0, 3.0, 3.0]" in r.stdout and "tdist rank 1 of 2: [3.0, 3.0, 3.0]" in r.stdout
