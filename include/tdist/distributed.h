@@ -83,6 +83,11 @@ Group group_world();
 // split_group counts where it makes a group); 0 before init and after
 // destroy_process_group().
 int get_pg_count();
+// The groups of this process: the default one, then those made since
+// init_process_group (new_group, new_subgroups, split_group, DeviceMesh) and
+// not destroyed, in the order they were made, members or not (as torch's
+// _world.pg_map, which breakpoint() sets every timeout of); empty before init.
+std::vector<Group> all_process_groups();
 
 // -1 when this process is not a member of `group` (as torch).
 int get_rank(const Group& group = nullptr);

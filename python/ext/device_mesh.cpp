@@ -38,7 +38,8 @@ py::object names_tuple(const DeviceMesh& mesh) {
 }  // namespace
 
 void bind_device_mesh(py::module_& m) {
-  py::class_<DeviceMesh, MeshPtr>(m, "DeviceMesh",
+  // dynamic_attr: python/tdist/device_mesh.py keeps torch's _root_mesh and _flatten_mapping on the objects.
+  py::class_<DeviceMesh, MeshPtr>(m, "DeviceMesh", py::dynamic_attr(),
       "The ranks of the world laid out as an n-dimensional array with one process group per dimension "
       "(torch.distributed.device_mesh.DeviceMesh). Every rank constructs the same mesh, in the same order "
       "relative to its other new_group calls.")

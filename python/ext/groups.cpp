@@ -187,6 +187,8 @@ device_id is torch's and accepted for ported code: CPU groups have no device to 
   m.def("get_pg_count", &tdist::get_pg_count,
         "The number of groups made since init_process_group, the default one included (torch's get_pg_count); "
         "0 before init and after destroy_process_group().");
+  m.def("_all_process_groups", &tdist::all_process_groups,
+        "The default group and every group made since init_process_group, members or not (torch's _world.pg_map).");
 
   m.def("get_group_rank",
         [](const GroupArg& group, int global_rank) {

@@ -78,6 +78,7 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
 )
 from .backends import (  # noqa: F401
     Backend,
+    BackendConfig,
     get_backend_config,
     get_default_backend_for_device,
     is_backend_available,
@@ -87,6 +88,18 @@ from .backends import (  # noqa: F401
 )
 from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration, set_timeout  # noqa: F401
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
+from .op_options import (  # noqa: F401  (torch's options classes, for ProcessGroup's methods)
+    AllreduceCoalescedOptions,
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    GatherOptions,
+    ReduceOptions,
+    ReduceScatterOptions,
+    ScatterOptions,
+)
+from .single_tensor import all_gather_single, gather_into_tensor, gather_single, reduce_scatter_single  # noqa: F401
 from .device_mesh import init_device_mesh  # noqa: F401  (with backend_override; DeviceMesh._flatten)
 from .debugging import breakpoint  # noqa: F401,A001  (torch.distributed.breakpoint)
 from .elastic import record  # noqa: F401  (torch.distributed.elastic.multiprocessing.errors.record)

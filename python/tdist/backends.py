@@ -1,6 +1,6 @@
 """Backend names, as torch.distributed has them: the Backend class (with register_backend for
-backends written in Python), the availability checks, the default backend of a device, and
-get_backend_config."""
+backends written in Python), the availability checks, the default backend of a device,
+BackendConfig and get_backend_config."""
 import warnings
 
 from . import _tdist
@@ -122,14 +122,44 @@ def get_default_backend_for_device(device) -> str:
     return backend
 
 
+class BackendConfig:
+    """torch's BackendConfig: the backend of each device that a backend name or a per-device spec
+    gives ("gloo": {"cpu": "gloo", "cuda": "gloo"}; "cpu:gloo,cuda:nccl" as written; "undefined":
+    cpu's default, as torch on a machine without an accelerator). str() is "cpu:gloo,cuda:gloo"."""
+
+    def __init__(self, backend):
+        backend = str(backend)
+        name = backend.lower()
+        self.device_backend_map = {}
+        if name == Backend.UNDEFINED:
+            self.device_backend_map["cpu"] = Backend(Backend.default_device_backend_map["cpu"])
+        elif ":" not in name:
+            devices = Backend.backend_capability.get(name, _BUILTIN_DEVICES.get(name, ["cpu"]))
+            self.device_backend_map = dict.fromkeys(devices, Backend(name))
+        else:
+            for pair in name.split(","):
+                parts = pair.split(":")
+                if len(parts) != 2 or not parts[0] or not parts[1]:
+                    raise ValueError(f"Invalid device:backend pairing: {pair}. The backend string must be "
+                                     f"'<device_type1>:<backend1>,<device_type2>:<backend2>...', e.g. "
+                                     f"'cpu:gloo,cuda:nccl' (got {backend!r})")
+                device, device_backend = parts
+                if device in self.device_backend_map:
+                    raise ValueError(f"Duplicate device type {device} in backend string: {backend!r}")
+                self.device_backend_map[device] = Backend(device_backend)
+
+    def get_device_backend_map(self):
+        """{device: backend}."""
+        return self.device_backend_map
+
+    def __repr__(self):
+        return ",".join(f"{device}:{backend}" for device, backend in self.device_backend_map.items())
+
+
 def get_backend_config(group=None) -> str:
     """torch's get_backend_config: the group's devices and the backend of each, "cpu:gloo,cuda:gloo"
     after init_process_group("gloo"); a per-device spec as it was given."""
-    name = _tdist.get_backend(group).lower()
-    if ":" in name:
-        return name
-    devices = Backend.backend_capability.get(name, _BUILTIN_DEVICES.get(name, ["cpu"]))
-    return ",".join(f"{d}:{name}" for d in devices)
+    return str(BackendConfig(_tdist.get_backend(group)))
 
 
 def supports_complex(reduceOp) -> bool:  # noqa: N803 (torch's name)

@@ -4,6 +4,7 @@ import os
 import pdb
 import signal
 import sys
+import traceback
 
 from . import _tdist
 
@@ -61,18 +62,23 @@ class _TerminalPdb(pdb.Pdb):
 
 
 def breakpoint(rank: int = 0, skip: int = 0, timeout_s=3600):  # noqa: A001  (torch's name)
-    """Rank `rank` enters pdb (reading the terminal, not the launcher's pipe, where it can); every
-    rank of the default group then waits at a barrier until it continues. skip: as torch's, the
-    first `skip` calls do nothing. timeout_s (torch's; None: leave it): the default group's timeout
-    from now on (set_timeout), so that the waiting ranks' barrier outlasts the debugging session."""
-    global _skipped
-    if _skipped < skip:
-        _skipped += 1
-        return
+    """torch's breakpoint: rank `rank` enters pdb (reading the terminal, not the launcher's pipe,
+    where it can); every rank of the default group then waits at a barrier until it continues.
+    skip: the first `skip` calls do nothing (counted, as torch counts them, per exception being
+    handled, or none). timeout_s (None: leave them): the timeout of every group of this process
+    from now on (set_timeout), so that the waiting ranks' barrier, and whatever the program runs
+    on other groups right after, outlasts the debugging session."""
+    if skip > 0:
+        key = hash(traceback.format_exc())
+        _skipped[key] = _skipped.get(key, 0) + 1
+        if _skipped[key] <= skip:
+            return
     if timeout_s is not None:
         from datetime import timedelta
 
-        _tdist._get_default_group().set_timeout(timedelta(seconds=timeout_s))
+        for group in _tdist._all_process_groups():
+            if isinstance(group, _tdist.ProcessGroup) and group.is_member():
+                group.set_timeout(timedelta(seconds=timeout_s))
     if _tdist.get_rank() == rank:
         debugger = _TerminalPdb()
         debugger.message(f"\n!!! rank {rank} stopped in tdist.breakpoint(); the other ranks wait at a barrier. "
@@ -81,4 +87,4 @@ def breakpoint(rank: int = 0, skip: int = 0, timeout_s=3600):  # noqa: A001  (to
     _tdist.barrier()
 
 
-_skipped = 0
+_skipped = {}  # calls seen per exception being handled (traceback text), as torch's _breakpoint_cache

@@ -1,7 +1,8 @@
 """torch.distributed.device_mesh: `from tdist.device_mesh import DeviceMesh, init_device_mesh`.
 
 DeviceMesh is the C++ one (tdist._tdist); what is written here in Python: init_device_mesh's
-backend_override (a backend per dimension) and DeviceMesh._flatten.
+backend_override (a backend per dimension), DeviceMesh._flatten and the flattened dimensions a root
+mesh keeps (mesh["dp_tp"], mesh.get_group("dp_tp")).
 """
 import math
 from itertools import product
@@ -80,12 +81,56 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None, backend_ov
     return DeviceMesh.from_group(mine, device_type, mesh, mesh_dim_names=mesh_dim_names)
 
 
+# torch keeps a mesh's flattened dimensions on its root mesh (the one init_device_mesh or
+# DeviceMesh() made: _flatten_mapping), and every mesh sliced or flattened from it knows that root
+# (_root_mesh); so do these, as attributes of the Python objects.
+
+
+def _get_root_mesh(self):
+    """torch's DeviceMesh._get_root_mesh: the mesh this one was sliced or flattened from (itself
+    for a mesh that init_device_mesh or DeviceMesh() made)."""
+    root = getattr(self, "_root_mesh", None)
+    return self if root is None else root
+
+
+def _flatten_mapping(mesh):
+    return getattr(mesh, "_flatten_mapping", {})
+
+
+def _getitem(self, mesh_dim_names):
+    """torch's mesh[names]: the sub-mesh of the named dimensions through this rank; on a root mesh
+    a flattened dimension's name (mesh["dp_tp"] after mesh["dp", "tp"]._flatten()) gives the
+    flattened mesh."""
+    names = (mesh_dim_names,) if isinstance(mesh_dim_names, str) else tuple(mesh_dim_names)
+    if self.mesh_dim_names and names == tuple(self.mesh_dim_names):
+        return self
+    flattened = _flatten_mapping(self)
+    if len(names) == 1 and names[0] in flattened:
+        return flattened[names[0]]
+    if any(n in flattened for n in names):
+        raise RuntimeError(f"Cannot slice {names}: a flattened dimension ({', '.join(n for n in names if n in flattened)}) "
+                           f"is taken alone (mesh[name]), not with others")
+    sub = _slice(self, list(names))
+    sub._root_mesh = _get_root_mesh(self)
+    return sub
+
+
+def _get_group(self, mesh_dim=None):
+    """torch's get_group: a dimension by index or name, a flattened one of the root mesh by name."""
+    if isinstance(mesh_dim, str):
+        flat = _flatten_mapping(_get_root_mesh(self)).get(mesh_dim)
+        if flat is not None and mesh_dim not in (self.mesh_dim_names or ()):
+            return flat.get_group()
+    return _group_of(self, mesh_dim)
+
+
 def _flatten(self, mesh_dim_name=None, backend_override=None):
     """torch's DeviceMesh._flatten: this (sub)mesh as a 1-D mesh named mesh_dim_name (default: the
-    names joined by "_"), over one group of its ranks. Every rank of the mesh calls it (each on its
-    own sub-mesh: only the members of a flattened group meet to make it). The flattened dimension is
-    returned; unlike torch's it is not added to the mesh it came from (mesh["dp_cp"]), and each call
-    makes a new group (torch's returns the first one again)."""
+    names joined by "_"), over one group of its ranks, registered on the root mesh: afterwards
+    root[mesh_dim_name] and root.get_group(mesh_dim_name) give it, and flattening the same
+    dimensions under that name again returns it (another layout under a name in use is a
+    ValueError, as is a name of the root's dimensions). Every rank of the mesh calls it (each on
+    its own sub-mesh: only the members of a flattened group meet to make it)."""
     names = self.mesh_dim_names
     if not names:
         raise RuntimeError("Cannot flatten a DeviceMesh without mesh_dim_names!")
@@ -93,12 +138,33 @@ def _flatten(self, mesh_dim_name=None, backend_override=None):
         mesh_dim_name = "_".join(names)
     if self.ndim == 1 and mesh_dim_name in names:
         return self
+    root = _get_root_mesh(self)
+    if mesh_dim_name in (root.mesh_dim_names or ()):
+        raise ValueError(f"{mesh_dim_name} already exists for submesh of the {root}. The mesh_dim_names of submesh "
+                         f"and flattened mesh are {root.mesh_dim_names}. Please specify another valid mesh_dim_name.")
+    ranks = [int(r) for r in self.mesh.flatten()]
+    if not hasattr(root, "_flatten_mapping"):
+        root._flatten_mapping = {}
+    flattened = root._flatten_mapping
+    existing = flattened.get(mesh_dim_name)
+    if existing is not None:
+        if [int(r) for r in existing.mesh.flatten()] == ranks:
+            return existing
+        raise ValueError(f"Flatten mesh with mesh_dim_name {mesh_dim_name} has been created before, Please specify "
+                         f"another valid mesh_dim_name.")
     backend = None
     if backend_override is not None:
         (backend,) = _normalize_backend_override({0: backend_override}, 1, None)
-    ranks = [int(r) for r in self.mesh.flatten()]
     group = _tdist.new_group(ranks, backend=backend, use_local_synchronization=True)
-    return DeviceMesh.from_group([group], self.device_type, ranks, mesh_dim_names=[mesh_dim_name])
+    flat = DeviceMesh.from_group([group], self.device_type, ranks, mesh_dim_names=[mesh_dim_name])
+    flat._root_mesh = root
+    flattened[mesh_dim_name] = flat
+    return flat
 
 
+_slice = DeviceMesh.__getitem__
+_group_of = DeviceMesh.get_group
+DeviceMesh.__getitem__ = _getitem
+DeviceMesh.get_group = _get_group
 DeviceMesh._flatten = _flatten
+DeviceMesh._get_root_mesh = _get_root_mesh

@@ -2,9 +2,9 @@
 works for every name of torch's module (its ``__all__``, torch 2.15) that tdist has, and for the
 private ``_get_default_group`` that ported programs import from there.
 
-The names tdist lacks (torch's options classes, ``BackendConfig``, ``get_backend_impl``,
-``gather_into_tensor`` and the ``*_single`` forms, ``record_comm``, ``shrink_group``) raise
-ImportError as any missing name does; ``missing_torch_names`` lists them.
+The names tdist lacks (``get_backend_impl``: tdist has no per-device backend objects for Python;
+``record_comm``: no profiling names; see docs/torch_names.md) raise ImportError as any missing name
+does; ``missing_torch_names`` lists them.
 """
 import tdist as _tdist_package  # complete: this module is imported last by tdist/__init__.py
 

@@ -114,6 +114,14 @@ int get_pg_count() {
   return world().pg_count;
 }
 
+std::vector<Group> all_process_groups() {
+  std::lock_guard<std::mutex> lock(world().mu);
+  if (!world().default_group) return {};
+  std::vector<Group> out{world().default_group};
+  out.insert(out.end(), world().groups.begin(), world().groups.end());
+  return out;
+}
+
 int get_rank(const Group& group) { return resolve_group(group, "get_rank")->rank(); }
 
 int get_world_size(const Group& group) {

@@ -3,6 +3,7 @@ the backend queries and register_backend (a backend written in Python), get_pg_c
 group_desc, ProcessGroup's methods, set_timeout, Store.list_keys/clone, DeviceMesh._flatten and
 backend_override, the elastic error paths."""
 import json
+import pdb
 import pickle
 import types
 from datetime import timedelta
@@ -20,10 +21,12 @@ def test_torch_import_paths():
     from tdist.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure, record  # noqa: F401
 
     assert c10d.new_group is dist.new_group and c10d.all_gather_coalesced is dist.all_gather_coalesced
-    assert "get_backend_config" in c10d.__all__ and "BackendConfig" in c10d.missing_torch_names
+    assert "get_backend_config" in c10d.__all__ and "record_comm" in c10d.missing_torch_names
     assert set(c10d.__all__).isdisjoint(c10d.missing_torch_names)
     with pytest.raises(ImportError):
-        from tdist.distributed_c10d import BackendConfig  # noqa: F401
+        from tdist.distributed_c10d import record_comm  # noqa: F401
+    from tdist.distributed_c10d import AllreduceOptions, BackendConfig, all_gather_single  # noqa: F401
+    assert {"BackendConfig", "BroadcastOptions", "gather_into_tensor", "reduce_scatter_single"} <= set(c10d.__all__)
     assert dist.device_mesh.DeviceMesh is dist.DeviceMesh and callable(dist.DeviceMesh._flatten)
     assert record is dist.record
 
@@ -44,6 +47,59 @@ def test_backend_queries():
     with pytest.raises(ValueError, match="cpu tensors only"):
         dist.Backend.register_backend("mycuda", lambda *a: None, devices=["cuda"])
     assert dist.get_pg_count() == 0
+
+
+def test_backend_config_and_options_classes():
+    assert str(dist.BackendConfig("gloo")) == "cpu:gloo,cuda:gloo"
+    assert dist.BackendConfig("cpu:gloo,cuda:NCCL").get_device_backend_map() == {"cpu": "gloo", "cuda": "nccl"}
+    assert dist.BackendConfig("undefined").get_device_backend_map() == {"cpu": "gloo"}
+    assert dist.BackendConfig("mpi").device_backend_map == {"cpu": "mpi"}
+    with pytest.raises(ValueError, match="Duplicate device type cpu"):
+        dist.BackendConfig("cpu:gloo,cpu:tdist")
+    with pytest.raises(ValueError, match="Invalid device:backend pairing"):
+        dist.BackendConfig("cpu:gloo,cuda")
+    o = dist.ReduceOptions()
+    assert (o.reduceOp, o.rootRank, o.rootTensor, o.timeout, o.asyncOp) == (dist.ReduceOp.SUM, 0, 0, None, True)
+    assert dist.BarrierOptions().device_ids == [] and dist.BarrierOptions().device_ids is not dist.BarrierOptions().device_ids
+    assert "rootRank=0" in repr(dist.ScatterOptions()) and dist.AllToAllOptions().timeout is None
+    assert isinstance(dist.AllreduceCoalescedOptions(), dist.AllreduceOptions)
+
+
+def single_tensor_forms(rank, size):
+    """torch 2.15's *_single names, and the options classes given to a ProcessGroup's methods."""
+    init()
+    out = np.zeros(size * 2, np.int64)
+    dist.all_gather_single(out, np.array([rank, rank], np.int64))
+    assert out.tolist() == [r for r in range(size) for _ in range(2)]
+    red = np.zeros(1, np.int64)
+    dist.reduce_scatter_single(red, np.arange(size, dtype=np.int64) + rank, op=dist.ReduceOp.MAX)
+    assert red[0] == rank + size - 1
+    for stacked in (False, True):
+        whole = np.zeros((size, 2) if stacked else (size * 2,), np.int64) if rank == 1 else None
+        dist.gather_single(np.array([rank, -rank], np.int64), whole, dst=1)
+        if rank == 1:
+            assert whole.reshape(-1).tolist() == [v for r in range(size) for v in (r, -r)]
+    wrong = np.zeros(3, np.int64) if rank == 0 else None
+    if rank == 0:
+        with pytest.raises(ValueError, match="holds neither"):
+            dist.gather_into_tensor(np.zeros(2, np.int64), wrong)
+    pg = dist._get_default_group()
+    opts = dist.AllreduceOptions()
+    opts.reduceOp = dist.ReduceOp.MAX
+    t = np.array([rank], np.int64)
+    pg.allreduce([t], opts).wait()
+    assert t[0] == size - 1
+    b = dist.BroadcastOptions()
+    b.rootRank = size - 1
+    t = np.array([rank], np.int64)
+    pg.broadcast([t], b).wait()
+    assert t[0] == size - 1
+    pg.barrier(dist.BarrierOptions()).wait()
+    dist.destroy_process_group()
+
+
+def test_single_tensor_forms():
+    run_ranks(single_tensor_forms, 3)
 
 
 def test_child_failed_error_and_record(tmp_path, monkeypatch):
@@ -145,6 +201,24 @@ def world_names(rank, size):
         world.set_timeout(timedelta(seconds=-1))
     dist.breakpoint(rank=-1, timeout_s=60)  # no rank stops; every rank meets at the barrier
     assert world.timeout == timedelta(seconds=60)
+    # As torch's, on every group of the process, not only the default one.
+    assert all(g.timeout == timedelta(seconds=60) for g in subs + [mine, whole] if isinstance(g, dist.ProcessGroup))
+    if rank != 2:
+        assert pair.timeout == timedelta(seconds=60)
+    # skip counts the calls made while handling one exception (torch keys them on its traceback).
+    stops = []
+    real = pdb.Pdb.set_trace
+    pdb.Pdb.set_trace = lambda self, frame=None: stops.append(frame)
+    try:
+        for _ in range(2):
+            try:
+                raise KeyError("a")
+            except KeyError:
+                dist.breakpoint(rank=rank, skip=1, timeout_s=None)
+        dist.breakpoint(rank=rank, skip=1, timeout_s=None)  # no exception: a count of its own
+    finally:
+        pdb.Pdb.set_trace = real
+    assert len(stops) == 1, stops  # only the second call in the except clause stops
 
     # The group's store is the group's namespace of the job's store.
     store = world.get_group_store()
@@ -295,6 +369,20 @@ def mesh_names(rank, size):
     assert t[0] == 6
     dp = mesh["dp"]._flatten("dp_only")
     assert dp is not None and mesh["dp"]._flatten("dp") is not None
+    # As torch's, a flattened dimension is kept on the root mesh: sliced by its name, its group by
+    # name, the same mesh again for the same dimensions, refused for others or a root's name.
+    assert mesh["dp_tp"] is flat and mesh._flatten() is flat and mesh._flatten("dp_tp") is flat
+    assert mesh.get_group("dp_tp").size() == 4
+    assert mesh["dp_only"] is dp and dp._get_root_mesh() is mesh and mesh["tp"]._get_root_mesh() is mesh
+    assert mesh["tp"].get_group("dp_only").size() == 2  # a sub-mesh finds its root's flattened dimensions
+    tp_flat = mesh["tp"]._flatten("tp_rows")
+    assert mesh["tp_rows"] is tp_flat and tp_flat.mesh.tolist() == [rank // 2 * 2, rank // 2 * 2 + 1]
+    with pytest.raises(ValueError, match="has been created before"):
+        mesh["tp"]._flatten("dp_tp")
+    with pytest.raises(ValueError, match="tp already exists"):
+        mesh["dp"]._flatten("tp")
+    with pytest.raises(RuntimeError, match="taken alone"):
+        mesh["dp_tp", "tp"]
     with pytest.raises(RuntimeError, match="redundant dim index 0 and name dp"):
         dist.init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"), backend_override={0: "gloo", "dp": "gloo"})
     with pytest.raises(RuntimeError, match="invalid keys in backend_override"):
