@@ -309,6 +309,34 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_RUN_BINARY", .type = SettingType::Path, .group = "tools",
                 .meaning = "The tdistrun program that `python -m tdist.run` starts, before this build's, the "
                            "installed one and PATH's."},
+    // torchrun's variables that tdistrun reads as torchrun does (besides PET_<OPTION>, the environment form of
+    // each of its options: docs/launcher.md).
+    SettingInfo{.name = "PYTHON_EXEC", .type = SettingType::Path, .group = "tools",
+                .meaning = "The Python interpreter that tdistrun (as torchrun) runs a Python PROGRAM with.",
+                .note = "the Python tdist was built for, else python3 next to tdistrun, else PATH's"},
+    SettingInfo{.name = "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", .type = SettingType::Seconds, .group = "tools",
+                .meaning = "Seconds tdistrun waits after passing a signal to its workers before it sends SIGKILL, "
+                           "where neither --kill-timeout nor --shutdown-timeout is given.",
+                .note = "5 s (torchrun's: 30 s)", .min = 0, .max = 1000000},
+    SettingInfo{.name = "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", .type = SettingType::Text, .group = "tools",
+                .meaning = "The prefix of each worker line on tdistrun's console, where --log-line-prefix-template "
+                           "is not given (torchrun's macros: `${role_name}`, `${rank}`, `${local_rank}`, "
+                           "`${hostname}`).",
+                .note = "`[rank${rank}]: `"},
+    SettingInfo{.name = "SLURM_NODEID", .type = SettingType::Int, .group = "tools",
+                .meaning = "In a Slurm job, tdistrun's node rank where --node-rank, --rdzv-backend and "
+                           "--rdzv-endpoint are not given."},
+    SettingInfo{.name = "SLURM_JOB_NUM_NODES", .type = SettingType::Int, .group = "tools",
+                .meaning = "In a Slurm job, tdistrun's node count where --nnodes is not given (SLURM_NNODES where "
+                           "it is unset)."},
+    SettingInfo{.name = "SLURM_NNODES", .type = SettingType::Int, .group = "tools",
+                .meaning = "Slurm's older name of SLURM_JOB_NUM_NODES."},
+    SettingInfo{.name = "CUDA_VISIBLE_DEVICES", .type = SettingType::Text, .group = "tools",
+                .meaning = "With --virtual-local-rank, tdistrun gives each worker the entry of its local rank as its "
+                           "own CUDA_VISIBLE_DEVICES (as torchrun)."},
+    SettingInfo{.name = "HIP_VISIBLE_DEVICES", .type = SettingType::Text, .group = "tools",
+                .meaning = "Read before CUDA_VISIBLE_DEVICES where set, for --virtual-local-rank; each worker then "
+                           "gets both set to its entry (as torchrun)."},
 };
 
 }  // namespace tdist

@@ -466,6 +466,29 @@ TEST(LauncherSignals, WorkerIgnoringSigtermGetsSigkillAfterGrace) {
   EXPECT_NE(r.err.find("killed by the launcher with SIGKILL"), std::string::npos) << r.err;
 }
 
+// torchrun's --signals-to-handle: the signals listed reach the workers and stop
+// them (SIGUSR1 too, once listed); the others keep their default action.
+TEST(LauncherSignals, SignalsToHandleAreForwardedAndStopTheWorkers) {
+  for (int sig : {SIGUSR2, SIGUSR1}) {
+    SCOPED_TRACE(sig);
+    ScratchDir dir;
+    Launcher l(dir, {"--signals-to-handle=SIGUSR2,SIGUSR1", "--kill-timeout=0.5", "--nproc-per-node=2", worker_path(),
+                     "trap", dir.path()});
+    ASSERT_TRUE(wait_until([&] { return exists(dir.file("ready0")) && exists(dir.file("ready1")); }));
+    l.signal(sig);
+    Result r = l.wait(std::chrono::seconds(45));
+    ASSERT_TRUE(r.exited()) << r.describe();
+    EXPECT_EQ(r.code(), 128 + sig) << r.describe();
+    // The trap worker exits on SIGUSR2, and notes SIGUSR1 and waits for SIGKILL.
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_TRUE(exists(dir.file((sig == SIGUSR2 ? "term" : "usr1") + std::to_string(rank)))) << r.describe();
+    EXPECT_NE(r.err.find("received " + std::string(sig == SIGUSR2 ? "SIGUSR2" : "SIGUSR1") +
+                         "; passing it to 2 running worker(s)"),
+              std::string::npos)
+        << r.err;
+  }
+}
+
 // /proc/<pid>/stat says whether the process is gone (or a zombie nobody reaps).
 bool process_gone(pid_t pid) {
   std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
@@ -485,6 +508,17 @@ TEST(LauncherSignals, WorkersDieWhenLauncherIsKilled) {
   for (pid_t pid : pids) {
     EXPECT_TRUE(wait_until([&] { return process_gone(pid); })) << "worker " << pid << " outlived the launcher";
   }
+}
+
+TEST(LauncherSignals, ASignalNotToHandleKeepsItsDefaultActionAndTheWorkersGoToo) {
+  ScratchDir dir;
+  Launcher l(dir, {"--signals-to-handle=SIGUSR2", "--nproc-per-node=2", worker_path(), "pid", dir.path()});
+  ASSERT_TRUE(wait_until([&] { return exists(dir.file("pid0")) && exists(dir.file("pid1")); }));
+  std::vector<pid_t> pids = {std::stoi(read_file(dir.file("pid0"))), std::stoi(read_file(dir.file("pid1")))};
+  l.signal(SIGTERM);
+  Result r = l.wait(std::chrono::seconds(45));
+  ASSERT_TRUE(!r.timed_out && WIFSIGNALED(r.status) && WTERMSIG(r.status) == SIGTERM) << r.describe();
+  for (pid_t pid : pids) EXPECT_TRUE(wait_until([&] { return process_gone(pid); })) << "worker " << pid;
 }
 
 // ---------------------------------------------------------------------------

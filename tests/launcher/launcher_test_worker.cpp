@@ -7,7 +7,7 @@
 //   spam N               N stdout lines "line <RANK> <i>" (one write each)
 //   fail R CODE          rank R exits CODE after 100 ms; the others sleep
 //   sigkill R            rank R kills itself with SIGKILL; the others sleep
-//   trap DIR             on SIGTERM/SIGINT write DIR/term<RANK> (the signal number) and exit 0;
+//   trap DIR             on SIGTERM/SIGINT/SIGUSR2 write DIR/term<RANK> (the signal number) and exit 0;
 //                        writes DIR/ready<RANK> once the handler is in place, then sleeps
 //   ignore-term DIR      ignores SIGTERM, writes DIR/ready<RANK>, sleeps
 //   pid DIR              writes DIR/pid<RANK> (its pid), sleeps
@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
       sigemptyset(&sa.sa_mask);
       sigaction(SIGTERM, &sa, nullptr);
       sigaction(SIGINT, &sa, nullptr);
+      sigaction(SIGUSR2, &sa, nullptr);
       std::snprintf(g_usr1_path, sizeof g_usr1_path, "%s/usr1%s", g_dir.c_str(), g_rank.c_str());
       struct sigaction usr1 {};
       usr1.sa_handler = on_usr1;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -188,19 +189,18 @@ TEST(TorchrunOptions, EveryOptionInBothSpellings) {
 
 TEST(TorchrunOptions, OptionsWithoutEffectSayOneLineEach) {
   ParseResult r = parse({"--start-method=fork", "--numa-binding", "node", "--local_addr=10.0.0.2", "--logs-specs=x",
-                         "--event-log-handler=null", "--signals-to-handle=SIGTERM,SIGUSR2", "--virtual-local-rank",
-                         "--duplicate-stdout-filters=a,b", "--duplicate_stderr_filters=c", "train.py"});
+                         "--event-log-handler=null", "--duplicate-stdout-filters=a,b", "--duplicate_stderr_filters=c",
+                         "train.py"});
   ASSERT_EQ(r.action, Action::kRun) << r.error;
   const auto& w = r.options.warnings;
-  EXPECT_EQ(w.size(), 9u);
-  EXPECT_EQ(count_containing(w, "has no effect here: "), 9u);
+  EXPECT_EQ(w.size(), 7u);
+  EXPECT_EQ(count_containing(w, "has no effect here: "), 7u);
   EXPECT_EQ(count_containing(w, "--start-method fork has no effect here"), 1u);
   EXPECT_EQ(count_containing(w, "--numa-binding node has no effect"), 1u);
   EXPECT_EQ(count_containing(w, "--local_addr 10.0.0.2 has no effect"), 1u);
-  EXPECT_EQ(count_containing(w, "--virtual-local-rank has no effect"), 1u);
   for (const auto& line : w) EXPECT_EQ(line.find('\n'), std::string::npos) << line;
-  // Their environment forms too; a flag's PET_...=0 is no flag.
-  ParseResult e = parse({"train.py"}, {{"PET_START_METHOD", "spawn"}, {"PET_VIRTUAL_LOCAL_RANK", "0"}});
+  // Their environment forms too.
+  ParseResult e = parse({"train.py"}, {{"PET_START_METHOD", "spawn"}});
   ASSERT_EQ(e.action, Action::kRun) << e.error;
   ASSERT_EQ(e.options.warnings.size(), 1u);
   EXPECT_NE(e.options.warnings[0].find("PET_START_METHOD=spawn has no effect here"), std::string::npos);
@@ -281,6 +281,66 @@ TEST(TorchrunOptions, LinePrefixTemplate) {
   EXPECT_EQ(render_line_prefix("[${role_name}${local_rank}]:", v), "[trainer5]:");
   EXPECT_EQ(render_line_prefix("$rank/$local_rank $$ $other ${nope} ${rank", v), "13/5 $ $other ${nope} ${rank");
   EXPECT_EQ(render_line_prefix("$", v), "$");
+}
+
+// torchrun's --signals-to-handle: the signals tdistrun passes on and stops the workers with.
+TEST(TorchrunOptions, SignalsToHandleAreTheSignalsPassedOn) {
+  EXPECT_EQ(parse({"t.py"}).options.signals_to_handle, (std::vector<int>{SIGINT, SIGTERM, SIGHUP, SIGQUIT}));
+  EXPECT_EQ(parse({"--signals-to-handle", "SIGTERM, SIGUSR1,SIGUSR2,SIGTERM", "t.py"}).options.signals_to_handle,
+            (std::vector<int>{SIGTERM, SIGUSR1, SIGUSR2}));
+  EXPECT_EQ(parse({"t.py"}, {{"PET_SIGNALS_TO_HANDLE", "SIGINT"}}).options.signals_to_handle, std::vector<int>{SIGINT});
+  EXPECT_TRUE(parse({"--signals_to_handle=SIGUSR1", "t.py"}).options.warnings.empty());
+  for (const char* bad : {"SIGKILL", "SIGTERM,SIGSTOP", "SIGCHLD", "SIGTERM,", "TERM"}) {
+    ParseResult r = parse({std::string("--signals-to-handle=") + bad, "t.py"});
+    EXPECT_EQ(r.action, Action::kUsageError) << bad;
+    EXPECT_NE(r.error.find("--signals-to-handle"), std::string::npos) << r.error;
+  }
+  // As torchrun's agent leaves it in the workers' environment.
+  Options opt = parse({"--signals-to-handle=SIGTERM,SIGUSR1", "t.py"}).options;
+  bool found = false;
+  for (const auto& [k, v] : worker_variables(opt, WorkerPlacement{}, 0, false, ""))
+    if (k == "TORCHELASTIC_SIGNALS_TO_HANDLE") found = v == "SIGTERM,SIGUSR1";
+  EXPECT_TRUE(found);
+}
+
+// torchrun's --virtual-local-rank: LOCAL_RANK 0 everywhere, each worker its own device as device 0.
+TEST(TorchrunOptions, VirtualLocalRank) {
+  auto vars_of = [](const Options& opt, int local_rank, bool home_cpu_set = false) {
+    std::map<std::string, std::string> out;
+    for (const auto& [k, v] : worker_variables(opt, WorkerPlacement{}, local_rank, false, "", home_cpu_set)) out[k] = v;
+    return out;
+  };
+  Options plain = parse({"--nproc-per-node=3", "t.py"}).options;
+  EXPECT_EQ(vars_of(plain, 2)["LOCAL_RANK"], "2");
+  EXPECT_EQ(vars_of(plain, 2).count("CUDA_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(vars_of(plain, 2).count("TDIST_HOME_CPU"), 0u);
+
+  Options v = parse({"--nproc-per-node=3", "--virtual-local-rank", "t.py"}).options;
+  ASSERT_TRUE(v.virtual_local_rank);
+  EXPECT_TRUE(v.warnings.empty());
+  auto w2 = vars_of(v, 2);
+  EXPECT_EQ(w2["LOCAL_RANK"], "0");
+  EXPECT_EQ(w2["RANK"], "2");
+  EXPECT_EQ(w2["CUDA_VISIBLE_DEVICES"], "2");
+  EXPECT_EQ(w2.count("HIP_VISIBLE_DEVICES"), 0u);
+  EXPECT_EQ(w2["TDIST_HOME_CPU"], "0");  // all LOCAL_RANK 0: no shared home CPU
+  EXPECT_EQ(vars_of(v, 2, true).count("TDIST_HOME_CPU"), 0u);  // the user's choice stands
+
+  Options listed = parse({"--nproc-per-node=2", "--virtual-local-rank", "t.py"},
+                         {{"CUDA_VISIBLE_DEVICES", "4, 6,7"}}).options;
+  EXPECT_EQ(vars_of(listed, 0)["CUDA_VISIBLE_DEVICES"], "4");
+  EXPECT_EQ(vars_of(listed, 1)["CUDA_VISIBLE_DEVICES"], "6");
+  Options hip = parse({"--nproc-per-node=2", "t.py"},
+                      {{"PET_VIRTUAL_LOCAL_RANK", "1"}, {"HIP_VISIBLE_DEVICES", "1,0"}, {"CUDA_VISIBLE_DEVICES", "5"}})
+                    .options;
+  EXPECT_EQ(vars_of(hip, 0)["HIP_VISIBLE_DEVICES"], "1");
+  EXPECT_EQ(vars_of(hip, 0)["CUDA_VISIBLE_DEVICES"], "1");
+  EXPECT_FALSE(parse({"t.py"}, {{"PET_VIRTUAL_LOCAL_RANK", "0"}}).options.virtual_local_rank);
+
+  ParseResult short_list = parse({"--nproc-per-node=3", "--virtual-local-rank", "t.py"}, {{"CUDA_VISIBLE_DEVICES", "0,1"}});
+  ASSERT_EQ(short_list.action, Action::kUsageError);
+  EXPECT_NE(short_list.error.find("CUDA_VISIBLE_DEVICES=0,1"), std::string::npos) << short_list.error;
+  EXPECT_NE(short_list.error.find("3 local ranks"), std::string::npos) << short_list.error;
 }
 
 // ---------------------------------------------------------------------------

@@ -33,7 +33,7 @@ int run_agent(const Options& opt, const std::string& program_path) {
     say(std::string(rdzv.hosts_store() ? "hosting" : "joined") + " the rendezvous store on " + rdzv.host() + ":" +
         std::to_string(rdzv.port()) + " (job " + opt.rdzv_id + ")");
   }
-  SignalEvents::install();
+  SignalEvents::install(opt.signals_to_handle);
   rdzv.set_interrupt_check([] {
     auto sigs = SignalEvents::take_termination_signals();
     return sigs.empty() ? 0 : sigs.front();

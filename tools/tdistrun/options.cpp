@@ -59,6 +59,8 @@ constexpr OptionDef kOptions[] = {
     {"no-python", Kind::kFlag, "PET_NO_PYTHON"},
     {"run-path", Kind::kFlag, "PET_RUN_PATH"},
     {"log-line-prefix-template", Kind::kValue, "PET_LOG_LINE_PREFIX_TEMPLATE"},
+    {"signals-to-handle", Kind::kValue, "PET_SIGNALS_TO_HANDLE"},
+    {"virtual-local-rank", Kind::kFlag, "PET_VIRTUAL_LOCAL_RANK"},
     // torchrun's options that mean nothing here (kNoEffect below says why).
     {"start-method", Kind::kValue, "PET_START_METHOD"},
     {"event-log-handler", Kind::kValue, "PET_EVENT_LOG_HANDLER"},
@@ -67,8 +69,6 @@ constexpr OptionDef kOptions[] = {
     {"local-addr", Kind::kValue, "PET_LOCAL_ADDR"},
     {"logs-specs", Kind::kValue, nullptr},
     {"numa-binding", Kind::kValue, nullptr},
-    {"signals-to-handle", Kind::kValue, "PET_SIGNALS_TO_HANDLE"},
-    {"virtual-local-rank", Kind::kFlag, "PET_VIRTUAL_LOCAL_RANK"},
     {"print-completion", Kind::kValue, nullptr},
     {"help", Kind::kFlag, nullptr},
     {"version", Kind::kFlag, nullptr},
@@ -97,11 +97,6 @@ constexpr NoEffect kNoEffect[] = {
                             "torchrun's default layout"},
     {"numa-binding", "node|socket|exclusive|core-complex",
      "tdistrun does not bind workers to CPUs; start PROGRAM through numactl with --no-python to do so"},
-    {"signals-to-handle", nullptr,
-     "tdistrun always passes SIGINT, SIGTERM, SIGHUP and SIGQUIT to the workers and stops them, and SIGUSR1 "
-     "without stopping them"},
-    {"virtual-local-rank", nullptr,
-     "each worker gets its own LOCAL_RANK and the launcher's CUDA_VISIBLE_DEVICES, as without the option"},
     {"print-completion", "bash|zsh|tcsh", "tdistrun has no shell completion script"},
 };
 
@@ -262,20 +257,73 @@ std::string check_no_effect_value(const NoEffect& ne, const Setting& s) {
     }
     return invalid(s, "one of " + listed);
   }
-  if (std::string_view(ne.name) == "signals-to-handle") {
-    // torchrun's SIGTERM,SIGINT,...: each a signal this system has.
-    size_t start = 0;
-    while (start <= s.value.size()) {
-      const size_t comma = s.value.find(',', start);
-      const std::string item = s.value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      bool known = false;
-      for (int sig = 1; sig < NSIG && !known; ++sig) known = item.starts_with("SIG") && signal_name(sig) == item;
-      if (!known) return invalid(s, "signal names separated by commas, e.g. SIGTERM,SIGINT,SIGUSR1 ('" + item + "' is not one)");
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
   if (std::string_view(ne.name) == "logs-specs" && s.value.empty()) return invalid(s, "an entry point name");
+  return "";
+}
+
+// A variable of tdist's settings registry (util/settings_table.h) that the
+// launcher reads, through `env` (tests inject theirs) and checked as the
+// registry says: nullopt where unset; DistValueError naming it where wrong.
+template <tdist::settings::Name name>
+std::optional<std::string> registered(const EnvLookup& env) {
+  auto v = env(std::string(name.view()));
+  if (!v) return std::nullopt;
+  return tdist::parse_setting(tdist::settings::info<name>(), name.text, *v);
+}
+
+// "a, b,c" as {"a", "b", "c"}: the items between commas, without the spaces around each.
+std::vector<std::string> comma_items(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    item.erase(0, item.find_first_not_of(' '));
+    item.erase(item.find_last_not_of(' ') + 1);
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
+// torchrun's --signals-to-handle: signal names separated by commas (spaces
+// around each allowed), each one this system has and a launcher can pass on;
+// "" when they are, else the error.
+std::string parse_signal_list(const Setting& s, std::vector<int>* out) {
+  out->clear();
+  for (const std::string& item : comma_items(s.value)) {
+    int found = 0;
+    for (int sig = 1; sig < NSIG && found == 0; ++sig)
+      if (item.starts_with("SIG") && signal_name(sig) == item) found = sig;
+    if (found == 0)
+      return invalid(s, "signal names separated by commas, e.g. SIGTERM,SIGINT,SIGUSR1 ('" + item + "' is not one)");
+    if (found == SIGKILL || found == SIGSTOP)
+      return invalid(s, "signals a launcher can catch (" + item + " cannot be caught)");
+    if (found == SIGCHLD)
+      return invalid(s, "signals to pass to the workers (SIGCHLD is how tdistrun learns that a worker exited)");
+    if (std::find(out->begin(), out->end(), found) == out->end()) out->push_back(found);
+  }
+  return "";
+}
+
+// --virtual-local-rank: the launcher's device list (HIP_VISIBLE_DEVICES first,
+// as torchrun reads it, else CUDA_VISIBLE_DEVICES), which must name a device
+// for every local rank; "" when it does, else the error.
+std::string read_visible_devices(const EnvLookup& env, int nproc_per_node, Options* opt) {
+  const char* name = "CUDA_VISIBLE_DEVICES";
+  auto list = registered<"HIP_VISIBLE_DEVICES">(env);
+  if (list) {
+    name = "HIP_VISIBLE_DEVICES";
+    opt->hip_visible_devices = true;
+  } else {
+    list = registered<"CUDA_VISIBLE_DEVICES">(env);
+  }
+  if (!list) return "";
+  opt->visible_devices = comma_items(*list);
+  if (static_cast<int>(opt->visible_devices.size()) < nproc_per_node)
+    return "--virtual-local-rank gives each local rank one entry of " + std::string(name) + "=" + *list + ", but it has " +
+           std::to_string(opt->visible_devices.size()) + " for " + std::to_string(nproc_per_node) +
+           " local ranks (--nproc-per-node)";
   return "";
 }
 
@@ -503,10 +551,18 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     opt.program_kind = ProgramKind::kPythonModule;
   }
 
-  if (has("log-line-prefix-template")) {
-    opt.line_prefix_template = set["log-line-prefix-template"].value;
-  } else if (auto v = env("TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE")) {
-    opt.line_prefix_template = *v;
+  try {
+    if (has("log-line-prefix-template")) {
+      opt.line_prefix_template = set["log-line-prefix-template"].value;
+    } else if (auto v = registered<"TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE">(env)) {
+      opt.line_prefix_template = *v;
+    }
+  } catch (const tdist::DistValueError& e) {
+    return usage_error(e.what());
+  }
+  if (has("signals-to-handle")) {
+    if (std::string error = parse_signal_list(set["signals-to-handle"], &opt.signals_to_handle); !error.empty())
+      return usage_error(error);
   }
 
   if (has("nproc-per-node")) {
@@ -577,8 +633,12 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     std::optional<Setting> s;
     if (has("shutdown-timeout")) {
       s = set["shutdown-timeout"];
-    } else if (auto v = env("TORCH_ELASTIC_SHUTDOWN_TIMEOUT")) {
-      s = Setting{*v, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+    } else {
+      try {
+        if (auto v = registered<"TORCH_ELASTIC_SHUTDOWN_TIMEOUT">(env)) s = Setting{*v, "TORCH_ELASTIC_SHUTDOWN_TIMEOUT"};
+      } catch (const tdist::DistValueError& e) {
+        return usage_error(e.what());
+      }
     }
     if (s) {
       auto v = parse_seconds(s->value, 1e6);
@@ -638,10 +698,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   }
   if (has("pass-local-rank")) opt.pass_local_rank = true;
   if (has("no-prefix")) opt.prefix_output = false;
-  if (auto v = env("TDIST_RUN_PREFIX")) {
+  {
     std::optional<std::string> b;  // the registry's spelling of a bool, "1" or "0"
     try {
-      b = tdist::parse_setting(tdist::settings::info<"TDIST_RUN_PREFIX">(), "TDIST_RUN_PREFIX", *v);
+      b = registered<"TDIST_RUN_PREFIX">(env);
     } catch (const tdist::DistValueError& e) {
       return usage_error(e.what());
     }
@@ -740,6 +800,11 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   }
   if (static_cast<long long>(opt.nnodes) * opt.nproc_per_node > 2'147'483'647LL) {
     return usage_error("--nnodes * --nproc-per-node is too large");
+  }
+  if (flag_on["virtual-local-rank"]) {
+    opt.virtual_local_rank = true;
+    if (std::string error = read_visible_devices(env, opt.nproc_per_node, &opt); !error.empty())
+      return usage_error(error);
   }
   if (program_index >= args.size()) {
     return usage_error("missing PROGRAM: name the program to run after the options (see tdistrun --help)");

@@ -3,6 +3,8 @@
 // one Options value. Parsing never exits; main decides what to do.
 #pragma once
 
+#include <signal.h>
+
 #include <functional>
 #include <optional>
 #include <set>
@@ -63,6 +65,18 @@ struct Options {
   bool pass_local_rank = false;  // torch.distributed.launch without --use-env
   bool prefix_output = true;
   double kill_timeout_s = 5.0;  // --kill-timeout, torchrun's --shutdown-timeout
+  // --signals-to-handle: the signals tdistrun passes to its workers, which
+  // then stop (SIGKILL after kill_timeout_s); torchrun's default set. SIGUSR1,
+  // when not listed, is passed on without stopping anything (signals.h).
+  std::vector<int> signals_to_handle = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+  // --virtual-local-rank: every worker gets LOCAL_RANK=0 and sees only its own
+  // device: CUDA_VISIBLE_DEVICES (and HIP_VISIBLE_DEVICES where the launcher
+  // has it) is the local rank's entry of the launcher's list, or the local
+  // rank itself without one. Read at parse time and checked against
+  // --nproc-per-node.
+  bool virtual_local_rank = false;
+  std::vector<std::string> visible_devices;  // the launcher's CUDA/HIP_VISIBLE_DEVICES entries; empty: unset
+  bool hip_visible_devices = false;          // they came from HIP_VISIBLE_DEVICES
   // --log-line-prefix-template: the console prefix of each worker line, with
   // torchrun's macros (output.h); empty: "[rank${rank}]: ".
   std::string line_prefix_template;

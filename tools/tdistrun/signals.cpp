@@ -10,11 +10,13 @@
 namespace tdistrun {
 namespace {
 
-constexpr int kTermination[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
-constexpr int kCount = 4;
+// What install() was given, written before any handler runs.
+int g_forwarded[NSIG];
+int g_forwarded_count = 0;
+bool g_usr1_passed_on = true;  // SIGUSR1 is not among them: passed on without stopping
 
 int g_pipe[2] = {-1, -1};
-volatile sig_atomic_t g_pending[kCount] = {0, 0, 0, 0};
+volatile sig_atomic_t g_pending[NSIG] = {};
 volatile sig_atomic_t g_child = 0;
 volatile sig_atomic_t g_usr1 = 0;
 
@@ -22,12 +24,10 @@ void on_signal(int sig) {
   int saved = errno;
   if (sig == SIGCHLD) {
     g_child = 1;
-  } else if (sig == SIGUSR1) {
+  } else if (sig == SIGUSR1 && g_usr1_passed_on) {
     g_usr1 = 1;
-  } else {
-    for (int i = 0; i < kCount; ++i) {
-      if (kTermination[i] == sig) g_pending[i] = 1;
-    }
+  } else if (sig > 0 && sig < NSIG) {
+    g_pending[sig] = 1;
   }
   char byte = static_cast<char>(sig);
   // Non-blocking: if the pipe is full a wake-up is already pending.
@@ -76,7 +76,14 @@ std::string signal_name(int sig) {
   }
 }
 
-void SignalEvents::install() {
+void SignalEvents::install(const std::vector<int>& forwarded) {
+  g_forwarded_count = 0;
+  g_usr1_passed_on = true;
+  for (int sig : forwarded) {
+    if (sig <= 0 || sig >= NSIG || g_forwarded_count == NSIG) continue;
+    g_forwarded[g_forwarded_count++] = sig;
+    if (sig == SIGUSR1) g_usr1_passed_on = false;
+  }
   if (pipe2(g_pipe, O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::runtime_error(std::string("cannot create the signal pipe: ") + std::strerror(errno));
   }
@@ -84,7 +91,7 @@ void SignalEvents::install() {
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = SA_RESTART;
-  for (int sig : kTermination) sigaction(sig, &sa, nullptr);
+  for (int i = 0; i < g_forwarded_count; ++i) sigaction(g_forwarded[i], &sa, nullptr);
   sigaction(SIGUSR1, &sa, nullptr);
   sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
   sigaction(SIGCHLD, &sa, nullptr);
@@ -107,10 +114,11 @@ void SignalEvents::drain() {
 
 std::vector<int> SignalEvents::take_termination_signals() {
   std::vector<int> out;
-  for (int i = 0; i < kCount; ++i) {
-    if (g_pending[i]) {
-      g_pending[i] = 0;
-      out.push_back(kTermination[i]);
+  for (int i = 0; i < g_forwarded_count; ++i) {
+    const int sig = g_forwarded[i];
+    if (g_pending[sig]) {
+      g_pending[sig] = 0;
+      out.push_back(sig);
     }
   }
   return out;
@@ -131,7 +139,7 @@ bool SignalEvents::take_child_exited() {
 sigset_t SignalEvents::handled_set() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : kTermination) sigaddset(&set, sig);
+  for (int i = 0; i < g_forwarded_count; ++i) sigaddset(&set, g_forwarded[i]);
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGUSR1);
   return set;
@@ -141,9 +149,10 @@ void SignalEvents::reset_in_child() {
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
-  for (int sig : kTermination) sigaction(sig, &dfl, nullptr);
+  for (int i = 0; i < g_forwarded_count; ++i) sigaction(g_forwarded[i], &dfl, nullptr);
   sigaction(SIGCHLD, &dfl, nullptr);
   sigaction(SIGPIPE, &dfl, nullptr);
+  if (!g_usr1_passed_on) return;  // listed: it stops the workers, as any signal listed
   // Ignored, and so across exec: a worker that has no handler yet (before
   // init_process_group, or a program that is not tdist's) lives through the
   // SIGUSR1 that tdistrun passes on; tdist takes it over at init (it replaces

@@ -100,6 +100,13 @@ Options:
                        with ${role_name}, ${rank}, ${local_rank}, ${hostname}
                        (e.g. '${hostname}:${rank}: ') [[rank${rank}]: ];
                        also TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE.
+  --signals-to-handle L  the signals passed to the workers, which then stop
+                       (SIGKILL after --kill-timeout); others keep their
+                       default action [SIGTERM,SIGINT,SIGHUP,SIGQUIT]. SIGUSR1,
+                       when not listed, is passed on and stops nothing.
+  --virtual-local-rank every worker gets LOCAL_RANK=0 and, as
+                       CUDA_VISIBLE_DEVICES, its local rank's entry of the
+                       launcher's list (or the local rank itself).
   -h, --help           this text.
   --version            tdistrun's version.
 
@@ -108,8 +115,7 @@ stderr saying so and why (their values are checked as torchrun does):
   --start-method spawn|fork|forkserver (workers are always new processes),
   --event-log-handler, --duplicate-stdout-filters, --duplicate-stderr-filters,
   --local-addr, --logs-specs, --numa-binding node|socket|exclusive|core-complex,
-  --signals-to-handle (SIGINT, SIGTERM, SIGHUP, SIGQUIT and SIGUSR1 are
-  always passed on), --virtual-local-rank, --print-completion (exits).
+  --print-completion (exits).
 --rdzv-backend etcd or etcd-v2 is an error: the backends are c10d and static.
 
 torchrun's PET_<OPTION> variables give defaults for every option above that

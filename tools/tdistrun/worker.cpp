@@ -16,12 +16,12 @@ namespace tdistrun {
 
 std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, const WorkerPlacement& where,
                                                                   int local_rank, bool omp_num_threads_set,
-                                                                  const std::string& error_file) {
+                                                                  const std::string& error_file, bool home_cpu_set) {
   const long long world = where.world_size;
   const long long rank = where.rank_offset + local_rank;
   std::vector<std::pair<std::string, std::string>> vars = {
       {"RANK", std::to_string(rank)},
-      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_RANK", opt.virtual_local_rank ? "0" : std::to_string(local_rank)},  // --virtual-local-rank: 0
       {"WORLD_SIZE", std::to_string(world)},
       {"LOCAL_WORLD_SIZE", std::to_string(opt.nproc_per_node)},
       {"GROUP_RANK", std::to_string(where.node_rank)},
@@ -40,6 +40,20 @@ std::vector<std::pair<std::string, std::string>> worker_variables(const Options&
       {"TDIST_LAUNCHED", "1"},
   };
   if (!error_file.empty()) vars.emplace_back("TORCHELASTIC_ERROR_FILE", error_file);
+  // As torchrun's agent, which leaves its --signals-to-handle in the workers' environment.
+  std::string signals;
+  for (int sig : opt.signals_to_handle) signals += (signals.empty() ? "" : ",") + signal_name(sig);
+  vars.emplace_back("TORCHELASTIC_SIGNALS_TO_HANDLE", signals);
+  if (opt.virtual_local_rank) {
+    // torchrun's virtual local rank: each worker sees its one device as device 0.
+    const std::string device = opt.visible_devices.empty() ? std::to_string(local_rank)
+                                                           : opt.visible_devices[static_cast<size_t>(local_rank)];
+    vars.emplace_back("CUDA_VISIBLE_DEVICES", device);
+    if (opt.hip_visible_devices) vars.emplace_back("HIP_VISIBLE_DEVICES", device);
+    // tdist picks each rank's home CPU from LOCAL_RANK, now 0 everywhere: every
+    // rank would wait on the same core. Left to the kernel unless the user chose.
+    if (!home_cpu_set) vars.emplace_back("TDIST_HOME_CPU", "0");
+  }
   if (!opt.job_token.empty()) vars.emplace_back("TDIST_JOB_TOKEN", opt.job_token);
   // As torchrun: several workers each running one thread per core would overload the node.
   if (!omp_num_threads_set && opt.nproc_per_node > 1) vars.emplace_back("OMP_NUM_THREADS", "1");
@@ -49,10 +63,12 @@ std::vector<std::pair<std::string, std::string>> worker_variables(const Options&
 std::vector<std::string> worker_environment(const Options& opt, const WorkerPlacement& where, int local_rank,
                                             const std::string& error_file, char** base_env) {
   bool omp_set = false;
+  bool home_cpu_set = false;
   for (char** e = base_env; e != nullptr && *e != nullptr; ++e) {
     if (std::strncmp(*e, "OMP_NUM_THREADS=", 16) == 0) omp_set = true;
+    if (std::strncmp(*e, "TDIST_HOME_CPU=", 15) == 0) home_cpu_set = true;
   }
-  auto vars = worker_variables(opt, where, local_rank, omp_set, error_file);
+  auto vars = worker_variables(opt, where, local_rank, omp_set, error_file, home_cpu_set);
   std::vector<std::string> env;
   for (char** e = base_env; e != nullptr && *e != nullptr; ++e) {
     std::string_view entry(*e);

@@ -27,9 +27,11 @@ struct WorkerPlacement {
 };
 
 // The variables a worker gets on top of the launcher's environment, in order.
+// home_cpu_set: the launcher's environment sets TDIST_HOME_CPU.
 std::vector<std::pair<std::string, std::string>> worker_variables(const Options& opt, const WorkerPlacement& where,
                                                                   int local_rank, bool omp_num_threads_set,
-                                                                  const std::string& error_file);
+                                                                  const std::string& error_file,
+                                                                  bool home_cpu_set = false);
 // The launcher's environment (KEY=VALUE strings) with the worker's variables set.
 std::vector<std::string> worker_environment(const Options& opt, const WorkerPlacement& where, int local_rank,
                                             const std::string& error_file, char** base_env);
