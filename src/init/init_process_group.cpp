@@ -56,6 +56,9 @@ void init_process_group(const InitOptions& given) {
   pg.device_id = options.device_id;
   pg.group_name = options.group_name.empty() ? "default_pg" : options.group_name;
   pg.group_desc = "default_pg";
+  // A launcher that hosts the store (tdistrun --on-failure shrink) records
+  // there the workers it reaped: the failure agreement's proof of death.
+  if (!r.local_store) pg.death_records = r.store;
   trace::set_identity(r.rank, r.world_size);
   auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);
   measure_clock_offset_if_traced(*scoped, r.rank, r.world_size, options.timeout);

@@ -28,6 +28,8 @@ struct World {
   std::map<std::string, int> group_counts;  // per member list: how many groups were made of it
   int pg_count = 0;                         // get_pg_count: groups made since init, the default one included
   int generation = 0;
+  // shrink_group attempts per group, so that each attempt has its own keys.
+  std::map<const ProcessGroup*, int> shrink_attempts;
   // MPI kept initialised for the default group (init took its world or found
   // the store through MPI); let go by destroy_process_group.
   std::shared_ptr<void> mpi_hold;                   // how many times init_process_group ran in this process

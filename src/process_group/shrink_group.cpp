@@ -1,0 +1,195 @@
+// failed_ranks and shrink_group: the survivors of a failed group agree on who
+// is gone and go on in a new group without them, with no launcher and no
+// restart (docs/fault_tolerance.md).
+#include <algorithm>
+#include <set>
+#include <thread>
+
+#include "tdist/distributed.h"
+#include "tdist/errors.h"
+#include "process_group/world.h"
+#include "util/deadline.h"
+#include "util/error_context.h"
+#include "util/settings.h"
+
+namespace tdist {
+
+namespace {
+
+std::string list_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+// torch's checks, in torch's words where it has them; the sorted list.
+std::vector<int> checked_exclusions(const std::vector<int>& ranks_to_exclude, const ProcessGroup& target) {
+  const int size = target.size();
+  if (ranks_to_exclude.empty())
+    throw DistValueError("shrink_group: ranks_to_exclude cannot be empty; name at least one rank to exclude, "
+                         "e.g. [failed_rank] (failed_ranks() lists them)");
+  std::set<int> seen;
+  for (size_t i = 0; i < ranks_to_exclude.size(); ++i) {
+    const int r = ranks_to_exclude[i];
+    if (r < 0 || r >= size)
+      throw DistValueError("shrink_group: rank " + std::to_string(r) + " at index " + std::to_string(i) +
+                           " is out of bounds for group " + target.group_name() + " of size " +
+                           std::to_string(size) + "; valid ranks are in [0, " + std::to_string(size - 1) + "]");
+    if (!seen.insert(r).second)
+      throw DistValueError("shrink_group: duplicate rank " + std::to_string(r) + " in ranks_to_exclude at index " +
+                           std::to_string(i) + "; each rank can be excluded once");
+  }
+  if (static_cast<int>(seen.size()) >= size)
+    throw DistValueError("shrink_group: cannot exclude all " + std::to_string(size) + " ranks of group " +
+                         target.group_name() + "; at least one rank must remain");
+  if (seen.count(target.rank()))
+    throw DistError("shrink_group: rank " + std::to_string(target.rank()) + " of group " + target.group_name() +
+                    " is in ranks_to_exclude [" + list_text({seen.begin(), seen.end()}) +
+                    "]: only the survivors call shrink_group; an excluded rank should end its process");
+  return {seen.begin(), seen.end()};
+}
+
+// The end of one shrink attempt, fixed once in the store for every survivor
+// (compare_set): "formed" once every survivor made its part of the new
+// group, else "abandoned: <why>". A survivor that made its part waits here
+// for the others; one that could not make it, or sees that a member died
+// (the launcher's record), abandons the attempt for all.
+std::string settle(Store& store, int rank, int size, const std::vector<int>& launch_ranks,
+                   const std::shared_ptr<Store>& death_records, bool made, const std::string& why_not,
+                   Deadline deadline) {
+  if (!made) return store.compare_set("outcome", "", "abandoned: " + why_not);
+  store.set("ready/" + std::to_string(rank), "1");
+  std::vector<std::string> ready;
+  for (int r = 0; r < size; ++r) ready.push_back("ready/" + std::to_string(r));
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    if (store.check({"outcome"})) return store.get("outcome");
+    if (store.check(ready)) return store.compare_set("outcome", "", "formed");
+    for (int r = 0; r < size && death_records; ++r) {
+      const std::string record = "exited/" + std::to_string(launch_ranks[r]);
+      if (!store.check({ready[r]}) && death_records->check({record}))
+        return store.compare_set("outcome", "",
+                                 "abandoned: new rank " + std::to_string(r) + " died during the shrink: " +
+                                     death_records->get(record));
+    }
+    if (deadline.expired()) {
+      std::vector<int> missing;
+      for (int r = 0; r < size; ++r)
+        if (!store.check({ready[r]})) missing.push_back(r);
+      return store.compare_set("outcome", "",
+                               "abandoned: new ranks " + list_text(missing) + " did not finish the shrink within " +
+                                   std::to_string(deadline.timeout().count()) + " ms");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+std::vector<int> failed_ranks(const Group& group, std::chrono::milliseconds silence) {
+  Group g = resolve_group(group, "failed_ranks");
+  if (!g->is_member())
+    throw DistValueError("failed_ranks: this process is not a member of group " + g->group_name());
+  if (silence == kUnsetTimeout) silence = settings::get<"TDIST_FAILURE_DETECTION_TIMEOUT">();
+  if (silence.count() < 0) throw DistValueError("failed_ranks: silence must not be negative");
+  return g->failed_ranks(silence);
+}
+
+Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group, int shrink_flags) {
+  if (shrink_flags != kShrinkDefault && shrink_flags != kShrinkAbort)
+    throw DistValueError("shrink_group: invalid shrink_flags " + std::to_string(shrink_flags) +
+                         ": must be SHRINK_DEFAULT (0) or SHRINK_ABORT (1)");
+  Group target = resolve_group(group, "shrink_group");
+  if (!target->is_member())
+    throw DistValueError("shrink_group: this process is not a member of group " + target->group_name());
+  const std::vector<int> excluded = checked_exclusions(ranks_to_exclude, *target);
+  if (!target->supports_shrinking())
+    throw DistValueError("shrink_group: the backend '" + target->backend_name() + "' of group " +
+                         target->group_name() + " cannot shrink (the tdist backend can)");
+  const std::string label = "rank " + std::to_string(target->global_rank(target->rank())) + " in group " +
+                            target->group_name();
+  if (shrink_flags & kShrinkAbort)
+    target->abort(std::make_exception_ptr(DistBackendError(label + ": aborted by shrink_group(SHRINK_ABORT)")));
+
+  bool is_default;
+  int attempt;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    is_default = target == world().default_group;
+    attempt = world().shrink_attempts[target.get()]++;
+  }
+  std::vector<int> remaining;
+  for (int r = 0; r < target->size(); ++r)
+    if (!std::binary_search(excluded.begin(), excluded.end(), r)) remaining.push_back(r);
+  const int new_rank = static_cast<int>(std::find(remaining.begin(), remaining.end(), target->rank()) -
+                                        remaining.begin());
+  const int new_size = static_cast<int>(remaining.size());
+
+  ProcessGroupOptions options;
+  options.backend = target->backend_name();
+  options.timeout = target->timeout();
+  options.group_name = target->group_name() + ":shrunk" + std::to_string(attempt);
+  options.group_desc = is_default ? "default:shrunken" : target->group_desc() + ":shrunk";
+  options.device_id = target->device_id();
+  options.death_records = target->death_records();
+  for (int r : remaining) {
+    options.launch_ranks.push_back(target->launch_ranks().at(r));
+    if (!is_default) options.global_ranks.push_back(target->global_rank(r));
+  }
+  // The survivors that pass another list meet under other keys, and their
+  // attempt is abandoned at the timeout naming the ranks missing from it.
+  auto keys = std::make_shared<PrefixStore>(
+      "shrink/" + target->group_name() + "/" + std::to_string(attempt) + "/without " + list_text(excluded),
+      target->store());
+  const Deadline deadline = Deadline::after(target->timeout());
+  Group shrunk;
+  std::string why_not;
+  try {
+    shrunk = std::make_shared<ProcessGroup>(std::make_shared<PrefixStore>("group", keys), new_rank, new_size, options);
+  } catch (const std::exception& e) {
+    why_not = "rank " + std::to_string(target->rank()) + " could not make its part: " + e.what();
+  }
+  std::string outcome;
+  try {
+    outcome = settle(*keys, new_rank, new_size, options.launch_ranks, options.death_records, shrunk != nullptr,
+                     why_not, deadline);
+  } catch (const DistError& e) {
+    outcome = std::string("abandoned: the store failed: ") + e.what();
+  }
+  if (outcome != "formed") {
+    if (shrunk) shrunk->shutdown();
+    target->shrink_abandoned();
+    throw DistBackendError(label + ": shrink_group without ranks [" + list_text(excluded) + "] was " + outcome +
+                           "; call failed_ranks() again and shrink with its answer");
+  }
+
+  std::vector<Group> victims;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    world().shrink_attempts.erase(target.get());
+    if (is_default) {
+      // As torch: the other groups' ranks no longer mean anything.
+      victims = std::move(world().groups);
+      world().groups.clear();
+      world().group_counts.clear();
+      world().pg_count = 1;
+      world().shrink_attempts.clear();
+      victims.push_back(world().default_group);
+      world().default_group = shrunk;
+      world().default_version.fetch_add(1, std::memory_order_release);
+      // Groups made from now on get keys of their own (group counts start over).
+      world().scoped_store = std::make_shared<PrefixStore>("world", keys);
+    } else {
+      auto& gs = world().groups;
+      gs.erase(std::remove(gs.begin(), gs.end(), target), gs.end());
+      gs.push_back(shrunk);
+      ++world().pg_count;
+      victims.push_back(target);
+    }
+  }
+  for (auto& g : victims) g->shutdown();
+  return shrunk;
+}
+
+}  // namespace tdist
