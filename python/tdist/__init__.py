@@ -75,6 +75,10 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     scatter,
     send,
     split_group,
+    SHRINK_ABORT,
+    SHRINK_DEFAULT,
+    failed_ranks,
+    shrink_group,
 )
 from .backends import (  # noqa: F401
     Backend,
@@ -85,7 +89,14 @@ from .backends import (  # noqa: F401
     is_xccl_available,
     supports_complex,
 )
-from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration, set_timeout  # noqa: F401
+from .groups import (  # noqa: F401
+    GroupMember,
+    _abort_process_group,
+    group,
+    new_subgroups,
+    new_subgroups_by_enumeration,
+    set_timeout,
+)
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
 from .device_mesh import init_device_mesh  # noqa: F401  (with backend_override; DeviceMesh._flatten)
 from .debugging import breakpoint  # noqa: F401,A001  (torch.distributed.breakpoint)

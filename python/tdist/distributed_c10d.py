@@ -3,7 +3,7 @@ works for every name of torch's module (its ``__all__``, torch 2.15) that tdist 
 private ``_get_default_group`` that ported programs import from there.
 
 The names tdist lacks (torch's options classes, ``BackendConfig``, ``get_backend_impl``,
-``gather_into_tensor`` and the ``*_single`` forms, ``record_comm``, ``shrink_group``) raise
+``gather_into_tensor`` and the ``*_single`` forms, ``record_comm``) raise
 ImportError as any missing name does; ``missing_torch_names`` lists them.
 """
 import tdist as _tdist_package  # complete: this module is imported last by tdist/__init__.py
@@ -31,3 +31,6 @@ __all__ = [name for name in _TORCH_NAMES if hasattr(_tdist_package, name)]
 missing_torch_names = [name for name in _TORCH_NAMES if not hasattr(_tdist_package, name)]
 globals().update({name: getattr(_tdist_package, name) for name in __all__})
 _get_default_group = _tdist_package._get_default_group
+_abort_process_group = _tdist_package._abort_process_group
+SHRINK_DEFAULT = _tdist_package.SHRINK_DEFAULT
+SHRINK_ABORT = _tdist_package.SHRINK_ABORT
