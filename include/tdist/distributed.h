@@ -29,6 +29,12 @@ struct InitOptions {
   // typically). The backends bind to it now (nccl creates its communicator
   // eagerly) and new groups inherit it.
   std::optional<Device> device_id{};
+  // Join a job that is already running (a replacement for a rank that died):
+  // init_process_group waits, up to the timeout, until the job's members call
+  // admit_new_ranks, and returns with the default group of them all. false:
+  // TDIST_JOIN_RUNNING_JOB decides (tdistrun --on-failure shrink-and-replace
+  // sets it for the workers it starts in place of dead ones).
+  bool join_running_job = false;
 };
 
 // A rank argument: a global rank (an int converts), or a rank within the
@@ -151,6 +157,19 @@ inline constexpr int kShrinkAbort = 0x01;
 // excludes every rank; DistError on an excluded rank.
 Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group = nullptr,
                    int shrink_flags = kShrinkDefault);
+// Regrow. Every member of the default group calls admit_new_ranks at the
+// same point of its program (between two steps, say): rank 0 takes the
+// processes waiting to join (init_process_group with join_running_job) from
+// the store, and the members and they form a new default group, the members
+// keeping their ranks and the newcomers after them, in the order they came.
+// Every other group is destroyed, as by shrink_group. Returns how many joined
+// (0: nothing changed; that costs one broadcast). All-or-nothing as
+// shrink_group: DistBackendError on every member when the new group could not
+// form (the newcomers get it too).
+int admit_new_ranks();
+// This process joined a running job (init_process_group with
+// join_running_job): it has no state yet; the members send it theirs.
+bool joined_running_job();
 int get_group_rank(const Group& group, int global_rank);  // DistValueError when not a member
 int get_global_rank(const Group& group, int group_rank);
 std::vector<int> get_process_group_ranks(const Group& group);

@@ -241,6 +241,19 @@ are renumbered. Every survivor gets the same group, or every survivor gets DistB
 (a rank died during the shrink: ask failed_ranks() again and shrink with its answer).
 shrink_flags: SHRINK_DEFAULT, or SHRINK_ABORT to fail what the group still has under way first.)");
 
+  m.def("admit_new_ranks",
+        [] {
+          py::gil_scoped_release nogil;
+          return tdist::admit_new_ranks();
+        },
+        R"(Every member of the default group calls it at the same point (between two steps): the processes
+waiting to join the running job (started with TDIST_JOIN_RUNNING_JOB=1, as tdistrun --on-failure
+shrink-and-replace starts replacements) and the members form a new default group; the members keep
+their ranks, the newcomers come after them. Returns how many joined (0: nothing changed). Every other
+group is destroyed, as by shrink_group. The members then send the newcomers their state (broadcast).)");
+  m.def("joined_running_job", &tdist::joined_running_job,
+        "True in a process that joined a running job (TDIST_JOIN_RUNNING_JOB=1) until it next goes through "
+        "admit_new_ranks: it has no state of its own yet; the members send it theirs.");
   m.def("split_group",
         [](const GroupArg& parent_pg, std::optional<std::vector<std::vector<int>>> split_ranks,
            std::optional<ms> timeout, py::object /*pg_options*/, std::optional<std::string> group_desc) -> py::object {

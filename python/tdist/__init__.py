@@ -77,7 +77,9 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     split_group,
     SHRINK_ABORT,
     SHRINK_DEFAULT,
+    admit_new_ranks,
     failed_ranks,
+    joined_running_job,
     shrink_group,
 )
 from .backends import (  # noqa: F401

@@ -40,6 +40,20 @@ void init_process_group(const InitOptions& given) {
   // Not into the previous group's store, which rank 0 may not have closed yet.
   await_previous_store_close(options.timeout);
   Rendezvous r = rendezvous(options);
+  if (options.join_running_job || settings::get<"TDIST_JOIN_RUNNING_JOB">()) {
+    // A replacement: no rendezvous with the others, who are running already.
+    if (r.local_store) throw DistValueError("init_process_group(join_running_job): the " + options.backend +
+                                            " backend has no store through which to join a running job");
+    {
+      std::lock_guard<std::mutex> lock(world().mu);
+      world().store = r.store;
+      world().owns_store = !options.store;
+      world().mpi_hold = std::move(r.mpi_hold);
+      ++world().generation;
+    }
+    join_running_job(r.store, r.rank, options.timeout, options.device_id, r.store);
+    return;
+  }
   int generation;
   {
     std::lock_guard<std::mutex> lock(world().mu);

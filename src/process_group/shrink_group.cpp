@@ -3,10 +3,10 @@
 // restart (docs/fault_tolerance.md).
 #include <algorithm>
 #include <set>
-#include <thread>
 
 #include "tdist/distributed.h"
 #include "tdist/errors.h"
+#include "process_group/membership.h"
 #include "process_group/world.h"
 #include "util/deadline.h"
 #include "util/error_context.h"
@@ -47,42 +47,6 @@ std::vector<int> checked_exclusions(const std::vector<int>& ranks_to_exclude, co
                     " is in ranks_to_exclude [" + list_text({seen.begin(), seen.end()}) +
                     "]: only the survivors call shrink_group; an excluded rank should end its process");
   return {seen.begin(), seen.end()};
-}
-
-// The end of one shrink attempt, fixed once in the store for every survivor
-// (compare_set): "formed" once every survivor made its part of the new
-// group, else "abandoned: <why>". A survivor that made its part waits here
-// for the others; one that could not make it, or sees that a member died
-// (the launcher's record), abandons the attempt for all.
-std::string settle(Store& store, int rank, int size, const std::vector<int>& launch_ranks,
-                   const std::shared_ptr<Store>& death_records, bool made, const std::string& why_not,
-                   Deadline deadline) {
-  if (!made) return store.compare_set("outcome", "", "abandoned: " + why_not);
-  store.set("ready/" + std::to_string(rank), "1");
-  std::vector<std::string> ready;
-  for (int r = 0; r < size; ++r) ready.push_back("ready/" + std::to_string(r));
-  auto pause = std::chrono::milliseconds(1);
-  while (true) {
-    if (store.check({"outcome"})) return store.get("outcome");
-    if (store.check(ready)) return store.compare_set("outcome", "", "formed");
-    for (int r = 0; r < size && death_records; ++r) {
-      const std::string record = "exited/" + std::to_string(launch_ranks[r]);
-      if (!store.check({ready[r]}) && death_records->check({record}))
-        return store.compare_set("outcome", "",
-                                 "abandoned: new rank " + std::to_string(r) + " died during the shrink: " +
-                                     death_records->get(record));
-    }
-    if (deadline.expired()) {
-      std::vector<int> missing;
-      for (int r = 0; r < size; ++r)
-        if (!store.check({ready[r]})) missing.push_back(r);
-      return store.compare_set("outcome", "",
-                               "abandoned: new ranks " + list_text(missing) + " did not finish the shrink within " +
-                                   std::to_string(deadline.timeout().count()) + " ms");
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::milliseconds(50));
-  }
 }
 
 }  // namespace
@@ -143,50 +107,27 @@ Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group,
       "shrink/" + target->group_name() + "/" + std::to_string(attempt) + "/without " + list_text(excluded),
       target->store());
   const Deadline deadline = Deadline::after(target->timeout());
-  Group shrunk;
-  std::string why_not;
-  try {
-    shrunk = std::make_shared<ProcessGroup>(std::make_shared<PrefixStore>("group", keys), new_rank, new_size, options);
-  } catch (const std::exception& e) {
-    why_not = "rank " + std::to_string(target->rank()) + " could not make its part: " + e.what();
-  }
-  std::string outcome;
-  try {
-    outcome = settle(*keys, new_rank, new_size, options.launch_ranks, options.death_records, shrunk != nullptr,
-                     why_not, deadline);
-  } catch (const DistError& e) {
-    outcome = std::string("abandoned: the store failed: ") + e.what();
-  }
-  if (outcome != "formed") {
-    if (shrunk) shrunk->shutdown();
+  std::string why;
+  Group shrunk = form_changed_group(keys, new_rank, new_size, options, deadline, why);
+  if (!shrunk) {
     target->shrink_abandoned();
-    throw DistBackendError(label + ": shrink_group without ranks [" + list_text(excluded) + "] was " + outcome +
+    throw DistBackendError(label + ": shrink_group without ranks [" + list_text(excluded) + "] was " + why +
                            "; call failed_ranks() again and shrink with its answer");
   }
 
+  if (is_default) {
+    install_default_group(shrunk, keys);
+    return shrunk;
+  }
   std::vector<Group> victims;
   {
     std::lock_guard<std::mutex> lock(world().mu);
     world().shrink_attempts.erase(target.get());
-    if (is_default) {
-      // As torch: the other groups' ranks no longer mean anything.
-      victims = std::move(world().groups);
-      world().groups.clear();
-      world().group_counts.clear();
-      world().pg_count = 1;
-      world().shrink_attempts.clear();
-      victims.push_back(world().default_group);
-      world().default_group = shrunk;
-      world().default_version.fetch_add(1, std::memory_order_release);
-      // Groups made from now on get keys of their own (group counts start over).
-      world().scoped_store = std::make_shared<PrefixStore>("world", keys);
-    } else {
-      auto& gs = world().groups;
-      gs.erase(std::remove(gs.begin(), gs.end(), target), gs.end());
-      gs.push_back(shrunk);
-      ++world().pg_count;
-      victims.push_back(target);
-    }
+    auto& gs = world().groups;
+    gs.erase(std::remove(gs.begin(), gs.end(), target), gs.end());
+    gs.push_back(shrunk);
+    ++world().pg_count;
+    victims.push_back(target);
   }
   for (auto& g : victims) g->shutdown();
   return shrunk;

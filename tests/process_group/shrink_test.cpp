@@ -3,6 +3,7 @@
 // (shrink_group) and go on with correct results. Over shared memory and over
 // TCP alone (TDIST_SHM=0).
 #include <csignal>
+#include <thread>
 
 #include "process_group/process_util.h"
 #include "common/scoped_env.h"
@@ -82,6 +83,7 @@ void survive(const Case& c) {
         check_all_equal(sum_of(me + 1.0f, 1000), expected_sum(everyone), "before the failure");
         require(tdist::failed_ranks().empty(), "a healthy group has failed ranks");
         check_refusals(me, c.n);
+        tdist::barrier();  // nobody dies while another still checks the healthy group
         if (std::find(c.victims.begin(), c.victims.end(), me) != c.victims.end()) std::raise(SIGKILL);
         try {
           sum_of(me + 1.0f, 1000);
@@ -154,6 +156,70 @@ TEST(Shrink, SecondDeathDuringTheShrink) {
       std::chrono::seconds(120));
   for (const auto& r : results) {
     if (r.rank == 1 || r.rank == 3) EXPECT_EQ(r.signal, SIGKILL) << r.describe();
+    else EXPECT_TRUE(r.ok()) << r.describe();
+  }
+}
+
+}  // namespace
+}  // namespace tdist::testing
+
+namespace tdist::testing {
+namespace {
+
+// Regrow: after rank 3 died and the survivors shrank, a new process joins the
+// running job (join_running_job) in its place; the survivors admit it
+// between two steps, send it their state, and the four go on.
+TEST(Regrow, ANewProcessJoinsTheSurvivors) {
+  ScopedEnv shm("TDIST_SHM", "1");
+  Shared<PortBoard> board;
+  Shared<std::atomic<int>> shrunk;
+  auto results = run_in_processes(
+      5,
+      [&](int me) {
+        if (me == 4) {  // the replacement, started once the survivors have shrunk
+          auto end = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+          while (shrunk->load() == 0 && std::chrono::steady_clock::now() < end)
+            std::this_thread::sleep_for(milliseconds(10));
+          InitOptions o;
+          o.store = process_world_store(*board, 4, 4, std::chrono::seconds(20));
+          o.rank = 3;  // the launch rank it replaces
+          o.world_size = 4;
+          o.timeout = std::chrono::seconds(20);
+          o.join_running_job = true;
+          init_process_group(o);
+          require(tdist::joined_running_job(), "joined_running_job is false on the newcomer");
+        } else {
+          init_process_world(*board, me, 4, std::chrono::seconds(20));
+          sum_of(1.0f, 10);
+          if (me == 3) std::raise(SIGKILL);
+          try {
+            sum_of(1.0f, 10);
+          } catch (const DistError&) {
+          }
+          tdist::shrink_group(tdist::failed_ranks());
+          if (me == 0) shrunk->store(1);
+          require(!tdist::joined_running_job(), "joined_running_job is true on a member");
+          int joined = 0;
+          for (int tries = 0; tries < 3000 && joined == 0; ++tries) {
+            joined = tdist::admit_new_ranks();
+            if (joined == 0) std::this_thread::sleep_for(milliseconds(20));
+          }
+          require(joined == 1, "admit_new_ranks admitted " + std::to_string(joined));
+        }
+        require(tdist::get_world_size() == 4, "world size after the regrow");
+        const int want_rank = me == 4 ? 3 : me;
+        require(tdist::get_rank() == want_rank, "rank after the regrow: " + std::to_string(tdist::get_rank()));
+        // The members' state reaches the newcomer.
+        std::vector<float> state(1001, me == 0 ? 42.0f : 0.0f);
+        tdist::broadcast(state, 0);
+        check_all_equal(state, 42.0f, "state from rank 0");
+        const int launch_rank = me == 4 ? 3 : me;
+        check_all_equal(sum_of(launch_rank + 1.0f, 300001), expected_sum({0, 1, 2, 3}), "after the regrow");
+        tdist::destroy_process_group();
+      },
+      std::chrono::seconds(120));
+  for (const auto& r : results) {
+    if (r.rank == 3) EXPECT_EQ(r.signal, SIGKILL) << r.describe();
     else EXPECT_TRUE(r.ok()) << r.describe();
   }
 }
