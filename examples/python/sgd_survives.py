@@ -11,6 +11,10 @@ equal rank 0's and prints their digest.
     tdistrun --on-failure shrink --nproc-per-node 4 examples/python/sgd_survives.py \\
         --steps 60 --kill-rank 2 --kill-step 25
 
+A process started with TDIST_JOIN_RUNNING_JOB=1 (tdistrun --on-failure shrink-and-replace starts
+one in place of a dead rank) joins the running job: every --admit-every steps the members call
+tdist.admit_new_ranks(), and the newcomer takes their state (a broadcast) and trains on.
+
 --kill-rank/--kill-step make that rank kill itself with SIGKILL at that step (before its
 all-reduce, or in the middle of it with --kill-inside; --fault stop freezes it instead, --fault
 exit exits). Without tdistrun the store lives in
@@ -37,6 +41,11 @@ def parse():
     p.add_argument("--kill-rank", type=int, default=-1, help="launch rank that kills itself")
     p.add_argument("--kill-step", type=int, default=-1)
     p.add_argument("--kill-inside", action="store_true", help="die between two of the step's all-reduces")
+    p.add_argument("--admit-every", type=int, default=5,
+                   help="every this many steps the members admit replacements that wait to join (0: never)")
+    p.add_argument("--expect-joiners", type=int, default=0,
+                   help="for tests: after a recovery, wait at the next admission point until this many "
+                        "replacements have joined (a real job admits whoever waits and goes on)")
     p.add_argument("--fault", choices=("kill", "stop", "exit"), default="kill",
                    help="how the rank dies: SIGKILL, SIGSTOP (silent until someone kills it), or exit(3)")
     return p.parse_args()
@@ -49,11 +58,14 @@ def my_rows(train_rows, rank, size, step):
     return batch[rank::size]
 
 
-def sync_state(model, velocity):
-    """Everyone takes the new rank 0's weights and momentum."""
+def sync_state(model, velocity, step):
+    """Everyone takes the new rank 0's weights, momentum and step; returns the step."""
     for k in model.params:
         dist.broadcast(model.params[k], src=0)
         dist.broadcast(velocity[k], src=0)
+    at = np.array([step], dtype=np.int64)
+    dist.broadcast(at, src=0)
+    return int(at[0])
 
 
 def die(launch_rank, step, fault):
@@ -80,13 +92,36 @@ def main():
     step = 0
     recoveries = 0
     recovering = False
+    admitted = 0
+    admitted_at = 0  # the step of the last admission point (each step has at most one)
+    if dist.joined_running_job():
+        # A replacement: the members send the state of the job as it is now.
+        args.kill_rank = -1
+        step = admitted_at = sync_state(model, velocity, 0)
+        print(f"[launch rank {launch_rank}] joined the running job at step {step} as rank {dist.get_rank()} "
+              f"of {dist.get_world_size()}", flush=True)
+        recovering = True
     while step < args.steps:
-        rank, size = dist.get_rank(), dist.get_world_size()
-        rows = my_rows(train_rows, rank, size, step)
-        loss = model.forward_backward(x[rows], y[rows])
-        if launch_rank == args.kill_rank and step == args.kill_step and not args.kill_inside:
-            die(launch_rank, step, args.fault)
         try:
+            if args.admit_every and step % args.admit_every == 0 and step != admitted_at:
+                admitted_at = step
+                joined = dist.admit_new_ranks()
+                # A count, not a clock, bounds the wait: every member must call admit_new_ranks as often.
+                tries = 1200 if recoveries and admitted < args.expect_joiners else 0
+                while not joined and tries:
+                    time.sleep(0.05)
+                    joined = dist.admit_new_ranks()
+                    tries -= 1
+                admitted += joined
+                if joined:
+                    step = sync_state(model, velocity, step)
+                    print(f"[launch rank {launch_rank}] step {step}: admitted {joined} new rank(s); "
+                          f"now {dist.get_world_size()} ranks", flush=True)
+            rank, size = dist.get_rank(), dist.get_world_size()
+            rows = my_rows(train_rows, rank, size, step)
+            loss = model.forward_backward(x[rows], y[rows])
+            if launch_rank == args.kill_rank and step == args.kill_step and not args.kill_inside:
+                die(launch_rank, step, args.fault)
             for i, grad in enumerate(model.grads.values()):
                 # Weighted by rows, so that uneven shares after a shrink still give the batch mean.
                 grad *= len(rows)
@@ -98,7 +133,7 @@ def main():
             dead = dist.failed_ranks()
             print(f"[launch rank {launch_rank}] step {step}: {e}; ranks {dead} failed; shrinking", flush=True)
             dist.shrink_group(dead)
-            sync_state(model, velocity)
+            step = sync_state(model, velocity, step)
             recoveries += 1
             recovering = True
             continue  # the step again, over the survivors

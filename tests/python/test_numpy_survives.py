@@ -68,3 +68,41 @@ def test_healthy_training_needs_no_recovery():
     for code, out in outs:
         assert code == 0, out
         assert "0 recoveries, weights identical: yes" in out, out
+
+
+def test_a_replacement_joins_the_survivors():
+    """Rank 2 dies; once it is gone a replacement starts with TDIST_JOIN_RUNNING_JOB=1 and the same RANK;
+    the survivors admit it (every 5 steps), send it their state, and the four finish alike."""
+    world, victim = 4, 2
+    port = _free_port()
+    procs = []
+
+    def start(rank, join=False):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                   WORLD_SIZE=str(world), TDIST_TIMEOUT="60")
+        env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        if join:
+            env["TDIST_JOIN_RUNNING_JOB"] = "1"
+        return subprocess.Popen([sys.executable, EXAMPLE, "--steps", "60", "--kill-rank", str(victim),
+                                 "--kill-step", "12", "--expect-joiners", "1"], env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    procs = [start(r) for r in range(world)]
+    try:
+        procs[victim].wait(timeout=120)
+        procs.append(start(victim, join=True))
+        outs = [p.communicate(timeout=180)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert procs[victim].returncode == -signal.SIGKILL, outs[victim]
+    digests = set()
+    for i, out in enumerate(outs):
+        if i == victim:
+            continue
+        assert procs[i].returncode == 0, out
+        m = re.search(r"done: rank (\d+) of (\d+), (\d+) recoveries, weights identical: yes, digest (\w+)", out)
+        assert m and int(m.group(2)) == world, out
+        digests.add(m.group(4))
+    assert "joined the running job" in outs[-1], outs[-1]
+    assert len(digests) == 1, outs
