@@ -123,10 +123,13 @@ Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group,
   {
     std::lock_guard<std::mutex> lock(world().mu);
     world().shrink_attempts.erase(target.get());
+    // A group made by new_group is replaced in the list; one made outside it
+    // (the PyTorch plugin's) stays its owner's, and so does its successor.
     auto& gs = world().groups;
-    gs.erase(std::remove(gs.begin(), gs.end(), target), gs.end());
-    gs.push_back(shrunk);
-    ++world().pg_count;
+    if (auto it = std::find(gs.begin(), gs.end(), target); it != gs.end()) {
+      *it = shrunk;
+      ++world().pg_count;
+    }
     victims.push_back(target);
   }
   for (auto& g : victims) g->shutdown();
