@@ -40,6 +40,12 @@ struct BackendOptions {
   // The device this rank uses (torch's device_id; the index of a CUDA device),
   // -1: not given (LOCAL_RANK's or the current device, chosen at first use).
   int device_id = -1;
+  // For the failure agreement (failed_ranks): the rank the launcher started
+  // each global rank as (empty: the global ranks themselves; they differ
+  // after shrink_group renumbered the default group), and the store where
+  // the launcher records a worker it reaped as exited/<rank> (null: none).
+  std::vector<int> launch_ranks{};
+  std::shared_ptr<Store> death_records{};
 };
 
 class Backend {
@@ -130,6 +136,17 @@ class Backend {
     (void)cause;
     shutdown();
   }
+  // shrink_group's questions. Whether this backend can rebuild a group
+  // without some of its ranks (torch's supports_shrinking).
+  virtual bool supports_shrinking() const { return false; }
+  // The ranks of the group that failed, the same list on every survivor
+  // (tdist::failed_ranks): empty while the group is healthy. Ranks that
+  // neither say they live nor are proven dead count as failed after
+  // `silence`. The default: DistBackendError (the backend cannot tell).
+  virtual std::vector<int> failed_ranks(std::chrono::milliseconds silence);
+  // A shrink built on the last answer of failed_ranks was abandoned (another
+  // rank died during it): the next failed_ranks asks anew.
+  virtual void shrink_abandoned() {}
 
  protected:
   [[noreturn]] void unsupported(const std::string& op) const;

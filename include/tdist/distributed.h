@@ -29,6 +29,12 @@ struct InitOptions {
   // typically). The backends bind to it now (nccl creates its communicator
   // eagerly) and new groups inherit it.
   std::optional<Device> device_id{};
+  // Join a job that is already running (a replacement for a rank that died):
+  // init_process_group waits, up to the timeout, until the job's members call
+  // admit_new_ranks, and returns with the default group of them all. false:
+  // TDIST_JOIN_RUNNING_JOB decides (tdistrun --on-failure shrink-and-replace
+  // sets it for the workers it starts in place of dead ones).
+  bool join_running_job = false;
 };
 
 // A rank argument: a global rank (an int converts), or a rank within the
@@ -129,6 +135,46 @@ std::pair<Group, std::vector<Group>> new_subgroups_by_enumeration(
 // A process that is not a member of parent_group gets DistValueError.
 Group split_group(const Group& parent_group, const std::vector<std::vector<int>>& split_ranks,
                   std::chrono::milliseconds timeout = kUnsetTimeout, const std::string& group_desc = "");
+// Keep going when ranks die (docs/fault_tolerance.md).
+// The ranks of `group` (group ranks, sorted) that failed, the same list on
+// every survivor, however and whenever each asks: call it after an operation
+// of the group failed, then shrink_group with the answer. Empty while the
+// group is healthy on this rank and nobody asks. A rank is failed when it
+// neither says it is alive nor is proven dead within `silence` (kUnsetTimeout:
+// TDIST_FAILURE_DETECTION_TIMEOUT, 10 s); proof (its connection ended without
+// a word, its process is gone from this host, tdistrun reaped it) answers at
+// once. DistBackendError on a rank the survivors declared failed.
+std::vector<int> failed_ranks(const Group& group = nullptr, std::chrono::milliseconds silence = kUnsetTimeout);
+// torch's shrink_group flags: SHRINK_ABORT fails what the group still has
+// under way before shrinking it.
+inline constexpr int kShrinkDefault = 0x00;
+inline constexpr int kShrinkAbort = 0x01;
+// torch's shrink_group (2.9+): the survivors (every member of `group` not in
+// ranks_to_exclude, which are group ranks) call it with the same list and get
+// a new group of themselves, in their old order, over new connections, with
+// no launcher and no restart. `group` is destroyed. With the default group
+// (nullptr), every other group is destroyed too and the new group becomes
+// the default one: ranks are renumbered (get_rank answers the new rank).
+// All-or-nothing: every survivor returns the same group, or every survivor
+// gets DistBackendError (a rank died during the shrink; failed_ranks then
+// answers anew, and a second shrink with that answer goes on). DistValueError
+// (torch's checks) for an empty, duplicate or out-of-range list, or one that
+// excludes every rank; DistError on an excluded rank.
+Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group = nullptr,
+                   int shrink_flags = kShrinkDefault);
+// Regrow. Every member of the default group calls admit_new_ranks at the
+// same point of its program (between two steps, say): rank 0 takes the
+// processes waiting to join (init_process_group with join_running_job) from
+// the store, and the members and they form a new default group, the members
+// keeping their ranks and the newcomers after them, in the order they came.
+// Every other group is destroyed, as by shrink_group. Returns how many joined
+// (0: nothing changed; that costs one broadcast). All-or-nothing as
+// shrink_group: DistBackendError on every member when the new group could not
+// form (the newcomers get it too).
+int admit_new_ranks();
+// This process joined a running job (init_process_group with
+// join_running_job): it has no state yet; the members send it theirs.
+bool joined_running_job();
 int get_group_rank(const Group& group, int global_rank);  // DistValueError when not a member
 int get_global_rank(const Group& group, int group_rank);
 std::vector<int> get_process_group_ranks(const Group& group);

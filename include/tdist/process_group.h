@@ -36,6 +36,11 @@ struct ProcessGroupOptions {
   // default group): each backend takes from its counterpart there what it
   // can share. Dropped once the group is made.
   std::shared_ptr<ProcessGroup> parent{};
+  // For failed_ranks (BackendOptions): each member's rank as the launcher
+  // started it (empty: its global rank), and the launcher's store of
+  // exited/<rank> records (null: none).
+  std::vector<int> launch_ranks{};
+  std::shared_ptr<Store> death_records{};
 };
 
 class ProcessGroup {
@@ -168,6 +173,15 @@ class ProcessGroup {
   // Fails the group with `cause` (Backend::abort): what is under way ends
   // with it, later operations fail at once naming it, the peers are told.
   void abort(std::exception_ptr cause);
+  // The group ranks that failed, the same on every survivor (tdist::failed_ranks).
+  std::vector<int> failed_ranks(std::chrono::milliseconds silence);
+  // Every backend of the group can shrink (torch's supports_shrinking).
+  bool supports_shrinking() const;
+  // A shrink of this group was abandoned: failed_ranks asks anew.
+  void shrink_abandoned();
+  // Each member's rank as the launcher started it.
+  const std::vector<int>& launch_ranks() const { return options_.launch_ranks; }
+  const std::shared_ptr<Store>& death_records() const { return options_.death_records; }
 
  private:
   struct NonMemberTag {};

@@ -207,6 +207,55 @@ device_id is torch's and accepted for ported code: CPU groups have no device to 
         },
         py::arg("group"), "The global ranks of group's members, in group-rank order.");
 
+  m.attr("SHRINK_DEFAULT") = tdist::kShrinkDefault;
+  m.attr("SHRINK_ABORT") = tdist::kShrinkAbort;
+  m.def("failed_ranks",
+        [](const GroupArg& group, std::optional<ms> silence) {
+          if (group.non_member) throw tdist::DistValueError("failed_ranks: this rank is not a member of the group");
+          py::gil_scoped_release nogil;
+          return tdist::failed_ranks(group.group, silence.value_or(tdist::kUnsetTimeout));
+        },
+        py::arg("group") = py::none(), py::arg("silence") = py::none(),
+        R"(The ranks of group (group ranks, sorted; None: the default group) that failed, the same list on
+every survivor: call it after an operation of the group raised, then shrink_group(that list).
+Empty while the group is healthy. A rank counts as failed when proven dead (its connection ended
+without a word, its process is gone from this host, tdistrun reaped it) or when it neither says it
+is alive nor is proven dead within silence (a timedelta or seconds; default
+TDIST_FAILURE_DETECTION_TIMEOUT, 10 s). Raises DistBackendError on a rank the survivors declared failed.)");
+  m.def("shrink_group",
+        [](std::vector<int> ranks_to_exclude, const GroupArg& group, int shrink_flags, py::object /*pg_options*/) {
+          if (group.non_member) throw tdist::DistValueError("shrink_group: this rank is not a member of the group");
+          tdist::Group g;
+          {
+            py::gil_scoped_release nogil;
+            g = tdist::shrink_group(ranks_to_exclude, group.group, shrink_flags);
+          }
+          prune_parked();
+          return g;
+        },
+        py::arg("ranks_to_exclude"), py::arg("group") = py::none(), py::arg("shrink_flags") = tdist::kShrinkDefault,
+        py::arg("pg_options") = py::none(),
+        R"(torch's shrink_group: the survivors (the members of group, None: the default group, not in
+ranks_to_exclude, which are group ranks) call it with the same list and get a new group of
+themselves, in their old order, over new connections, without a restart; group is destroyed.
+Shrinking the default group destroys every other group and makes the new one the default: ranks
+are renumbered. Every survivor gets the same group, or every survivor gets DistBackendError
+(a rank died during the shrink: ask failed_ranks() again and shrink with its answer).
+shrink_flags: SHRINK_DEFAULT, or SHRINK_ABORT to fail what the group still has under way first.)");
+
+  m.def("admit_new_ranks",
+        [] {
+          py::gil_scoped_release nogil;
+          return tdist::admit_new_ranks();
+        },
+        R"(Every member of the default group calls it at the same point (between two steps): the processes
+waiting to join the running job (started with TDIST_JOIN_RUNNING_JOB=1, as tdistrun --on-failure
+shrink-and-replace starts replacements) and the members form a new default group; the members keep
+their ranks, the newcomers come after them. Returns how many joined (0: nothing changed). Every other
+group is destroyed, as by shrink_group. The members then send the newcomers their state (broadcast).)");
+  m.def("joined_running_job", &tdist::joined_running_job,
+        "True in a process that joined a running job (TDIST_JOIN_RUNNING_JOB=1) until it next goes through "
+        "admit_new_ranks: it has no state of its own yet; the members send it theirs.");
   m.def("split_group",
         [](const GroupArg& parent_pg, std::optional<std::vector<std::vector<int>>> split_ranks,
            std::optional<ms> timeout, py::object /*pg_options*/, std::optional<std::string> group_desc) -> py::object {

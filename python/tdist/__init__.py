@@ -75,6 +75,12 @@ from ._tdist import (  # noqa: F401  (re-exported: the public API)
     scatter,
     send,
     split_group,
+    SHRINK_ABORT,
+    SHRINK_DEFAULT,
+    admit_new_ranks,
+    failed_ranks,
+    joined_running_job,
+    shrink_group,
 )
 from .backends import (  # noqa: F401
     Backend,
@@ -86,7 +92,14 @@ from .backends import (  # noqa: F401
     is_xccl_available,
     supports_complex,
 )
-from .groups import GroupMember, group, new_subgroups, new_subgroups_by_enumeration, set_timeout  # noqa: F401
+from .groups import (  # noqa: F401
+    GroupMember,
+    _abort_process_group,
+    group,
+    new_subgroups,
+    new_subgroups_by_enumeration,
+    set_timeout,
+)
 from .p2p import P2POp, batch_isend_irecv  # noqa: F401
 from .op_options import (  # noqa: F401  (torch's options classes, for ProcessGroup's methods)
     AllreduceCoalescedOptions,

@@ -31,3 +31,6 @@ __all__ = [name for name in _TORCH_NAMES if hasattr(_tdist_package, name)]
 missing_torch_names = [name for name in _TORCH_NAMES if not hasattr(_tdist_package, name)]
 globals().update({name: getattr(_tdist_package, name) for name in __all__})
 _get_default_group = _tdist_package._get_default_group
+_abort_process_group = _tdist_package._abort_process_group
+SHRINK_DEFAULT = _tdist_package.SHRINK_DEFAULT
+SHRINK_ABORT = _tdist_package.SHRINK_ABORT

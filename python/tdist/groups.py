@@ -81,3 +81,14 @@ def set_timeout(timeout, group=None):
     if isinstance(group, int) or not group.is_member():
         raise ValueError("Invalid process group specified")
     group.set_timeout(timeout)
+
+
+def _abort_process_group(group=None):
+    """torch's _abort_process_group: aborts ``group`` (None: the default group). What it has under way
+    ends with a DistBackendError saying it was aborted, later operations fail at once, and the other
+    members' operations fail naming this rank. The group stays registered: destroy it, or shrink_group
+    the survivors, afterwards."""
+    target = _tdist._get_default_group() if group is None else group
+    if target is GroupMember.NON_GROUP_MEMBER:
+        return
+    target.abort()

@@ -71,6 +71,36 @@ def _register():
     _dist.Backend.register_backend(BACKEND_NAME, _create, extended_api=True, devices=DEVICES)
 
 
+def _install_shrink_fix():
+    """torch's shrink_group (2.9+) registers the shrunk backend under BackendType.GLOO for CPU groups,
+    whatever the backend is; DDP's logger then takes any "gloo" backend for a ProcessGroupGloo and
+    crashes on ours. For a tdist backend, make the new group as torch makes the original: a CUSTOM
+    backend, on every device tdist serves. Everything else about shrink_group stays torch's."""
+    c10d = _dist.distributed_c10d
+    original = getattr(c10d, "_create_shrunk_process_group", None)
+    if original is None or getattr(original, "_tdist", False):
+        return
+
+    def create(new_backend, remaining_ranks, metadata, is_default_group):
+        if not isinstance(new_backend, ProcessGroupTdist):
+            return original(new_backend, remaining_ranks, metadata, is_default_group)
+        group_name = metadata["new_group_name"]
+        store = c10d.PrefixStore(f"{group_name}/", metadata["store"].clone())
+        new_pg = c10d.ProcessGroup(store, new_backend.rank(), new_backend.size())
+        custom = c10d.ProcessGroup.BackendType.CUSTOM
+        for device in DEVICES:
+            new_pg._register_backend(torch.device(device), custom, new_backend)
+        new_pg._set_default_backend(custom)
+        if metadata.get("bound_device_id") is not None:
+            new_pg.bound_device_id = metadata["bound_device_id"]
+        new_pg._set_group_name(group_name)
+        new_pg._set_group_desc("default:shrunken" if is_default_group else f"{metadata['original_group_name']}:shrunk")
+        return new_pg
+
+    create._tdist = True
+    c10d._create_shrunk_process_group = create
+
+
 class _TdistStoreForTorch(ForwardingStore, _dist.Store):
     """A torch Store over a tdist store: torch's rendezvous and its groups use tdistrun's store."""
 
@@ -115,6 +145,23 @@ def _register_env_rendezvous():
 
 
 _register()
+_install_shrink_fix()
 _register_env_rendezvous()
 
 __all__ = ["ProcessGroupTdist", "BACKEND_NAME", "DEVICES"]
+
+
+def failed_ranks(group=None, silence=None):
+    """tdist.failed_ranks for a torch.distributed group whose backend is tdist: the group ranks that
+    failed, the same list on every survivor; call it after an operation raised, then
+    ``torch.distributed.shrink_group(that list)`` (docs/fault_tolerance.md). silence: a timedelta or
+    seconds (default TDIST_FAILURE_DETECTION_TIMEOUT, 10 s)."""
+    import datetime
+
+    pg = group if group is not None else _dist.distributed_c10d._get_default_group()
+    backend = pg._get_backend(torch.device("cpu"))
+    if not isinstance(backend, ProcessGroupTdist):
+        raise ValueError(f"failed_ranks: the group's CPU backend is {type(backend).__name__}, not tdist's")
+    if silence is not None and not isinstance(silence, datetime.timedelta):
+        silence = datetime.timedelta(seconds=silence)
+    return backend.failed_ranks(silence)

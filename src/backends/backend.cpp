@@ -10,6 +10,11 @@ void Backend::unsupported(const std::string& op) const {
   throw DistBackendError("backend '" + name() + "' does not support " + op);
 }
 
+std::vector<int> Backend::failed_ranks(std::chrono::milliseconds) {
+  throw DistBackendError("backend '" + name() + "' cannot tell which ranks failed (failed_ranks; the tdist "
+                         "backend can)");
+}
+
 namespace {
 
 // A part of a composite operation: its own arguments, the whole's timeout

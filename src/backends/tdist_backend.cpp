@@ -180,6 +180,8 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
     failed.store(true, std::memory_order_release);
   }
   if (links) links->note_failure(e);
+  // Before the peers can see this rank fail: it lives (failure_agreement.h).
+  if (agreement) agreement->say_alive();
   // Make the peers see it now rather than at their own deadline, in words
   // that name this rank once (most causes already start with its label).
   std::string why = error_message(e);
@@ -208,11 +210,30 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     const uint32_t comm = agree_comm_id(*store, *parent_links->store, rank, size, options.timeout);
     state_->transport = std::make_shared<Communicator>(parent_links->transport, comm, globals, rank);
     state_->links = parent_links;
+    state_->agreement = parent->state_->agreement;
+    state_->evidence = parent->state_->evidence;
+    state_->mesh_ranks = globals;
   } else {
     MeshOptions topts{state_->label, options.global_ranks, options.timeout};
     topts.desync = describe_desync;
     topts.describe_tag = describe_tag;
     std::shared_ptr<Mesh> own = connect_mesh(*store, rank, size, topts);
+    std::vector<int> launch = options.launch_ranks.empty() ? globals : options.launch_ranks;
+    state_->agreement =
+        std::make_shared<FailureAgreement>(store, rank, size, std::move(launch), options.death_records, state_->label);
+    own->set_before_abort([agreement = std::weak_ptr<FailureAgreement>(state_->agreement)] {
+      if (auto a = agreement.lock()) a->say_alive();
+    });
+    state_->evidence = [mesh = std::weak_ptr<Mesh>(own), state = std::weak_ptr<State>(state_)](int peer,
+                                                                                                 bool first_round) {
+      // The socket's word counts only until this rank gave up (the first
+      // round): after that every connection is closed by this side anyway.
+      auto m = mesh.lock();
+      if (first_round && m && m->peer_vanished(peer)) return true;
+      auto st = state.lock();
+      return st && st->engines && st->engines->process_gone(peer);
+    };
+    for (int r = 0; r < size; ++r) state_->mesh_ranks.push_back(r);
     bool numbered_globally = true;  // group rank == global rank: the default group
     for (int r = 0; r < size; ++r) numbered_globally = numbered_globally && globals[r] == r;
     if (numbered_globally && !options.parent) {
@@ -260,6 +281,23 @@ void TdistBackend::abort(std::exception_ptr cause) {
   state_->record_failure(std::move(cause));
   state_->engines->wake_all();
 }
+
+std::vector<int> TdistBackend::failed_ranks(Millis silence) {
+  if (!state_->failure_of("failed_ranks")) {
+    // Healthy here. Where the peers already ask, the group failed for them:
+    // it fails here too, and this rank answers with them.
+    if (!state_->agreement->under_way()) return {};
+    abort(std::make_exception_ptr(
+        DistBackendError(state_->label + ": the group failed on other ranks (they asked which ranks failed)")));
+  }
+  const std::vector<int> dead = state_->agreement->decide(state_->evidence, silence);
+  std::vector<int> out;
+  for (int r = 0; r < size(); ++r)
+    if (std::binary_search(dead.begin(), dead.end(), state_->mesh_ranks[r])) out.push_back(r);
+  return out;
+}
+
+void TdistBackend::shrink_abandoned() { state_->agreement->next_round(); }
 
 namespace {
 

@@ -19,6 +19,7 @@
 #include "backends/device_path/device_path.h"
 #include "backends/device_path/ipc_collectives.h"
 #include "backends/device_path/ipc_exchange.h"
+#include "backends/failure_agreement.h"
 #include "backends/work_queue.h"
 #include "work/spare_work.h"
 #include "engines/group_engines.h"
@@ -60,6 +61,9 @@ class TdistBackend final : public Backend {
   std::shared_ptr<Work> monitored_barrier(const Operation& op) override;
   void shutdown() override;
   void abort(std::exception_ptr cause) override;
+  bool supports_shrinking() const override { return true; }
+  std::vector<int> failed_ranks(std::chrono::milliseconds silence) override;
+  void shrink_abandoned() override;
   // The engine that runs `code`'s collective of `bytes` in this group ("transport",
   // "shm", "hierarchical"): for tests and diagnostics.
   const char* engine_name(OpCode code, size_t bytes) const { return engine_for(code, {bytes}).engine->name(); }
@@ -89,6 +93,11 @@ class TdistBackend final : public Backend {
     // The group's engines, its segments, the forced algorithms and its
     // placement, as the engine builder made them (engines/engine_builder.h).
     std::unique_ptr<GroupEngines> engines;
+    // Who failed, as the survivors agree: one per mesh (a group over the
+    // shared connections uses the default group's), with its evidence.
+    std::shared_ptr<FailureAgreement> agreement;
+    FailureAgreement::Evidence evidence;
+    std::vector<int> mesh_ranks;  // group rank -> the agreement's (the mesh's) rank
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
     std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock

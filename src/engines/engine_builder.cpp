@@ -60,6 +60,7 @@ void EngineBuilder::add_hierarchy(GroupEngines& engines, const GroupShape& shape
   engines.host_segment_ = shm_engine::HostSegment::setup(host_store, *engines.local_, shape.label + " (inside its host)",
                                                    local_links, shape.timeout);
   if (engines.host_segment_) engines.host_shm_ = make_shm_engine(*engines.host_segment_);
+  engines.host_members_ = hosts[my_host];
   HostSplit split;
   split.hosts = hosts;
   split.host = static_cast<int>(my_host);

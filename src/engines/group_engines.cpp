@@ -7,6 +7,15 @@ namespace tdist {
 
 GroupEngines::~GroupEngines() = default;
 
+bool GroupEngines::process_gone(int r) const {
+  if (r < 0 || r >= size_) return false;
+  if (segment_) return segment_->process_gone(r);
+  if (host_segment_)
+    for (size_t i = 0; i < host_members_.size(); ++i)
+      if (host_members_[i] == r) return host_segment_->process_gone(static_cast<int>(i));
+  return false;
+}
+
 void GroupEngines::abort(const std::string& why) {
   if (segment_) segment_->abort(why);
   if (host_segment_) host_segment_->abort(why);

@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "algorithms/selector.h"
 #include "engines/engine.h"
@@ -62,6 +63,11 @@ class GroupEngines {
   const ForcedAlgorithms& forced() const { return forced_; }
   const Placement& placement() const { return placement_; }
 
+  // Whether the process of group rank `r` is proven gone from this host
+  // (its line in a shared-memory segment names a process that has exited):
+  // false when no segment of this group holds it, or it cannot tell.
+  bool process_gone(int r) const;
+
   // The group failed: every segment's waiters fail now, saying `why`.
   void abort(const std::string& why);
   // Wakes the waiters of every segment (they re-check the group's state).
@@ -87,6 +93,7 @@ class GroupEngines {
   // hierarchical engine over them.
   std::shared_ptr<Transport> local_, cross_;
   std::unique_ptr<shm_engine::HostSegment> host_segment_;  // null: a host of one rank, or no shared memory
+  std::vector<int> host_members_;  // host_segment_'s ranks, as group ranks
   std::unique_ptr<Engine> host_shm_;
   std::unique_ptr<Engine> hierarchical_;
 };

@@ -40,6 +40,20 @@ void init_process_group(const InitOptions& given) {
   // Not into the previous group's store, which rank 0 may not have closed yet.
   await_previous_store_close(options.timeout);
   Rendezvous r = rendezvous(options);
+  if (options.join_running_job || settings::get<"TDIST_JOIN_RUNNING_JOB">()) {
+    // A replacement: no rendezvous with the others, who are running already.
+    if (r.local_store) throw DistValueError("init_process_group(join_running_job): the " + options.backend +
+                                            " backend has no store through which to join a running job");
+    {
+      std::lock_guard<std::mutex> lock(world().mu);
+      world().store = r.store;
+      world().owns_store = !options.store;
+      world().mpi_hold = std::move(r.mpi_hold);
+      ++world().generation;
+    }
+    join_running_job(r.store, r.rank, options.timeout, options.device_id, r.store);
+    return;
+  }
   int generation;
   {
     std::lock_guard<std::mutex> lock(world().mu);
@@ -56,6 +70,9 @@ void init_process_group(const InitOptions& given) {
   pg.device_id = options.device_id;
   pg.group_name = options.group_name.empty() ? "default_pg" : options.group_name;
   pg.group_desc = "default_pg";
+  // A launcher that hosts the store (tdistrun --on-failure shrink) records
+  // there the workers it reaped: the failure agreement's proof of death.
+  if (!r.local_store) pg.death_records = r.store;
   trace::set_identity(r.rank, r.world_size);
   auto group = std::make_shared<ProcessGroup>(scoped, r.rank, r.world_size, pg);
   measure_clock_offset_if_traced(*scoped, r.rank, r.world_size, options.timeout);

@@ -62,6 +62,8 @@ Group new_group(const std::vector<int>& ranks_in, std::chrono::milliseconds time
   options.global_ranks = ranks;
   options.parent = world_group;
   options.device_id = world_group->device_id();
+  for (int r : ranks) options.launch_ranks.push_back(world_group->launch_ranks().at(r));
+  options.death_records = world_group->death_records();
   auto it = std::find(ranks.begin(), ranks.end(), world_group->rank());
   Group g;
   if (it == ranks.end()) {

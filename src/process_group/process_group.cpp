@@ -156,6 +156,12 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
                          std::to_string(size) + " members");
   backend_spec_ = spec_as_given(options_.backend);
   BackendOptions bopts{options_.timeout, options_.group_name, options_.global_ranks};
+  if (options_.launch_ranks.empty()) options_.launch_ranks = options_.global_ranks;
+  if (options_.launch_ranks.size() != options_.global_ranks.size())
+    throw DistValueError("ProcessGroup: " + std::to_string(options_.launch_ranks.size()) + " launch ranks for " +
+                         std::to_string(size) + " members");
+  bopts.launch_ranks = options_.launch_ranks;
+  bopts.death_records = options_.death_records;
   if (options_.device_id) bopts.device_id = options_.device_id->index;
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
@@ -222,6 +228,29 @@ void ProcessGroup::shutdown() {
 
 void ProcessGroup::abort(std::exception_ptr cause) {
   for (Backend* backend : distinct_backends()) backend->abort(cause);
+}
+
+std::vector<int> ProcessGroup::failed_ranks(std::chrono::milliseconds silence) {
+  if (!is_member()) return {};
+  std::vector<int> out;
+  for (Backend* backend : distinct_backends()) {
+    std::vector<int> dead = backend->failed_ranks(silence);
+    out.insert(out.end(), dead.begin(), dead.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+bool ProcessGroup::supports_shrinking() const {
+  if (!is_member()) return false;
+  for (Backend* backend : distinct_backends())
+    if (!backend->supports_shrinking()) return false;
+  return true;
+}
+
+void ProcessGroup::shrink_abandoned() {
+  for (Backend* backend : distinct_backends()) backend->shrink_abandoned();
 }
 
 int ProcessGroup::global_rank(int group_rank) const {

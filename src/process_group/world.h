@@ -28,6 +28,10 @@ struct World {
   std::map<std::string, int> group_counts;  // per member list: how many groups were made of it
   int pg_count = 0;                         // get_pg_count: groups made since init, the default one included
   int generation = 0;
+  // shrink_group attempts per group, so that each attempt has its own keys.
+  std::map<const ProcessGroup*, int> shrink_attempts;
+  // This process joined a running job and has not been through admit_new_ranks since.
+  bool joined_running_job = false;
   // MPI kept initialised for the default group (init took its world or found
   // the store through MPI); let go by destroy_process_group.
   std::shared_ptr<void> mpi_hold;                   // how many times init_process_group ran in this process
@@ -55,5 +59,10 @@ int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const ch
 // Operations on a group this process is not in do nothing (torch warns); true
 // when the caller should return early.
 bool skip_non_member(const ProcessGroup& g, const char* op);
+// init_process_group's part for a process that joins a running job: waits in
+// `root` (the job's store) until the members admit it (admit_new_ranks), then
+// makes the group they formed its default group.
+void join_running_job(const std::shared_ptr<Store>& root, int launch_rank, std::chrono::milliseconds timeout,
+                      const std::optional<Device>& device_id, const std::shared_ptr<Store>& death_records);
 
 }  // namespace tdist

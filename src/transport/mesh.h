@@ -13,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -49,8 +50,37 @@ class Mesh : public Transport {
   // the communicator's messages to it, so that they fail at once saying it left.
   virtual void say_goodbye(uint32_t comm, const std::vector<int>& links) = 0;
 
+  // Whether `peer`'s connection ended without a word from it (no abort
+  // notice, no goodbye) before this rank gave up on the mesh: only the
+  // peer's kernel closes a socket that way, when its process ended. A rank
+  // that gives up on purpose first runs the before-abort hook (below), so
+  // the failure agreement (backends/failure_agreement.h) takes this as proof
+  // of death only for ranks that did not say they live.
+  virtual bool peer_vanished(int peer) const = 0;
+  // Runs once, when this rank first gives up on the mesh (abort, not a
+  // goodbye), before any of its connections closes: the failure agreement
+  // registers this rank as alive there. It must be bounded and not throw.
+  void set_before_abort(std::function<void()> hook) {
+    std::lock_guard<std::mutex> lock(hook_mu_);
+    before_abort_ = std::move(hook);
+  }
+
  protected:
   std::atomic<bool> stop_{false};  // raised by the implementation's abort
+  // The implementation's abort calls it once, first.
+  void run_before_abort() {
+    std::function<void()> hook;
+    {
+      std::lock_guard<std::mutex> lock(hook_mu_);
+      hook = std::move(before_abort_);
+      before_abort_ = nullptr;
+    }
+    if (hook) hook();
+  }
+
+ private:
+  std::mutex hook_mu_;
+  std::function<void()> before_abort_;
 };
 
 // Publishes this rank's address under the store and reads every other rank's;

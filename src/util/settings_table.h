@@ -187,6 +187,20 @@ inline constexpr std::array kSettingTable{
                            "split_group): how long an operation waits for its peers before it fails. A timeout "
                            "passed to the call wins over it.",
                 .default_number = 1800, .note = "30 minutes, torch's", .max = 1000000000},
+    SettingInfo{.name = "TDIST_JOIN_RUNNING_JOB", .type = SettingType::Bool, .group = "process_group",
+                .meaning = "init_process_group joins a job that is already running instead of starting one with "
+                           "the other ranks: it waits until the members call admit_new_ranks, then has the "
+                           "default group of them all (a replacement for a rank that died). tdistrun "
+                           "--on-failure shrink-and-replace sets it for the workers it starts in place of dead "
+                           "ones.",
+                .default_number = 0},
+    SettingInfo{.name = "TDIST_FAILURE_DETECTION_TIMEOUT", .type = SettingType::FractionalSeconds,
+                .group = "process_group",
+                .meaning = "How long failed_ranks waits for a rank of a failed group that neither says it is alive "
+                           "nor is proven dead (its connection ended without a word, its process is gone from "
+                           "the host, or tdistrun reaped it) before the survivors count it as failed. Make it "
+                           "longer than the longest time a live rank spends between two operations.",
+                .default_number = 10, .max = 1000000000},
 
     // Transport.
     SettingInfo{.name = "TDIST_SOCKET_IFNAME", .type = SettingType::List, .group = "transport",

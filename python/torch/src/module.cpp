@@ -5,6 +5,7 @@
 #include <pybind11/stl.h>
 #include <torch/csrc/utils/pybind.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,13 @@ PYBIND11_MODULE(_tdist_torch, m) {
 
   py::class_<tdist_torch::ProcessGroupTdist, c10::intrusive_ptr<tdist_torch::ProcessGroupTdist>, c10d::Backend>(
       m, "ProcessGroupTdist", "The torch.distributed backend (c10d Backend) whose operations run on the tdist library")
-      .def_property_readonly("tdist_group_name", &tdist_torch::ProcessGroupTdist::groupName);
+      .def_property_readonly("tdist_group_name", &tdist_torch::ProcessGroupTdist::groupName)
+      .def("failed_ranks",
+           [](tdist_torch::ProcessGroupTdist& self, std::optional<std::chrono::milliseconds> silence) {
+             return self.failed_ranks(silence.value_or(tdist::kUnsetTimeout));
+           },
+           py::arg("silence") = py::none(), py::call_guard<py::gil_scoped_release>(),
+           "The group ranks that failed, the same list on every survivor (tdist.failed_ranks).");
 
   // The devices torch.distributed registers the backend for (tdist/torch.py).
   m.def("serves_cuda", &tdist_torch::serves_cuda,

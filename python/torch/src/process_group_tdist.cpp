@@ -10,6 +10,7 @@
 #include "cuda_streams.h"
 #include "group_names.h"
 #include "store_adapter.h"
+#include "tdist/distributed.h"
 #include "tdist/errors.h"
 
 namespace tdist_torch {
@@ -45,6 +46,11 @@ ProcessGroupTdist::ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& stor
       timeout_(timeout),
       pg_(make_group(store, rank, size, timeout, std::move(group_name), std::move(global_ranks))) {
   init();  // torch's logging hook for backends
+}
+
+ProcessGroupTdist::ProcessGroupTdist(std::shared_ptr<tdist::ProcessGroup> pg, std::chrono::milliseconds timeout)
+    : c10d::Backend(pg->rank(), pg->size()), timeout_(timeout), pg_(std::move(pg)) {
+  init();
 }
 
 ProcessGroupTdist::~ProcessGroupTdist() {
@@ -524,5 +530,17 @@ void ProcessGroupTdist::abort() {
 }
 
 void ProcessGroupTdist::shutdown() { pg_->shutdown(); }
+
+c10::intrusive_ptr<c10d::Backend> ProcessGroupTdist::shrink(const std::vector<int64_t>& ranks_to_exclude,
+                                                            int shrink_flags,
+                                                            const c10::intrusive_ptr<Options>& /*opts_override*/) {
+  std::vector<int> excluded(ranks_to_exclude.begin(), ranks_to_exclude.end());
+  std::shared_ptr<tdist::ProcessGroup> shrunk = tdist::shrink_group(excluded, pg_, shrink_flags);
+  return c10::make_intrusive<ProcessGroupTdist>(std::move(shrunk), timeout_);
+}
+
+std::vector<int> ProcessGroupTdist::failed_ranks(std::chrono::milliseconds silence) {
+  return tdist::failed_ranks(pg_, silence);
+}
 
 }  // namespace tdist_torch

@@ -26,6 +26,8 @@ class ProcessGroupTdist final : public c10d::Backend {
   // `global_ranks`: the group's members as ranks of the default group (empty: 0..size-1).
   ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size, std::chrono::milliseconds timeout,
                     std::string group_name, std::vector<int> global_ranks);
+  // Over a group the tdist library already made (shrink's).
+  ProcessGroupTdist(std::shared_ptr<tdist::ProcessGroup> pg, std::chrono::milliseconds timeout);
   ~ProcessGroupTdist() override;
 
   const std::string getBackendName() const override { return "tdist"; }
@@ -41,6 +43,13 @@ class ProcessGroupTdist final : public c10d::Backend {
   // every later call; shutdown ends the group after it drained.
   void abort() override;
   void shutdown() override;
+  // torch's shrink_group over this group: the survivors' new backend
+  // (tdist::shrink_group: same guarantees, all or nothing).
+  bool supportsShrinking() const override { return true; }
+  c10::intrusive_ptr<c10d::Backend> shrink(const std::vector<int64_t>& ranks_to_exclude, int shrink_flags,
+                                           const c10::intrusive_ptr<Options>& opts_override) override;
+  // The ranks of this group that failed, the same on every survivor (tdist::failed_ranks).
+  std::vector<int> failed_ranks(std::chrono::milliseconds silence);
 
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override;

@@ -138,6 +138,9 @@ struct TcpTransport::Peer {
   // The peer's notice arrived: its socket stays open for writing, so that
   // this rank can still tell it whom it waits for.
   bool notice_heard = false;
+  // The main socket ended (EOF or reset) with no notice before it: the peer's
+  // process is gone (Mesh::peer_vanished). Written by the reader, read by anyone.
+  std::atomic<bool> vanished{false};
   // The main socket is closed while extra sockets still deliver pieces sent
   // before it: the peer fails with this error once they are closed too
   // (rx_mu_; see main_socket_closed).

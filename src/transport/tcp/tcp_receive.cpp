@@ -135,6 +135,7 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
+    if (!p.notice_heard && !stop_.load(std::memory_order_acquire)) p.vanished.store(true, std::memory_order_release);
     main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
                      "connection to " + describe_peer(p.rank) + " lost: " +
                      (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")

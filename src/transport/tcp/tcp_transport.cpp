@@ -164,6 +164,11 @@ std::exception_ptr TcpTransport::peer_failure(int peer) const {
   return nullptr;
 }
 
+bool TcpTransport::peer_vanished(int peer) const {
+  if (peer < 0 || peer >= size_ || peer == rank_ || !peers_[peer]) return false;
+  return peers_[peer]->vanished.load(std::memory_order_acquire);
+}
+
 void TcpTransport::post(std::shared_ptr<Request> req) {
   const bool send = req->kind() == Request::Kind::Send;
   const int peer = req->link_peer();
@@ -345,6 +350,9 @@ void TcpTransport::abort(std::exception_ptr cause) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!matching_.abort_locked(cause)) return;
   }
+  // Before anything closes: peers that see this rank's connections end must
+  // find it registered as alive (a goodbye is a departure, not a failure).
+  if (!leaving_.load(std::memory_order_acquire)) run_before_abort();
   stop_.store(true, std::memory_order_release);
   if (wake_fd_.valid()) {
     uint64_t one = 1;

@@ -74,6 +74,7 @@ class TcpTransport final : public Mesh, private PathHost {
   std::exception_ptr aborted() const override;
   std::exception_ptr failure() const override;
   std::exception_ptr peer_failure(int peer) const override;
+  bool peer_vanished(int peer) const override;
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
   std::string host_of(int peer) const override;

@@ -1,0 +1,96 @@
+#include "process_group/membership.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "tdist/errors.h"
+#include "process_group/world.h"
+
+namespace tdist {
+
+namespace {
+
+std::string list_text(const std::vector<int>& ranks) {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+// The end of one shrink attempt, fixed once in the store for every survivor
+// (compare_set): "formed" once every survivor made its part of the new
+// group, else "abandoned: <why>". A survivor that made its part waits here
+// for the others; one that could not make it, or sees that a member died
+// (the launcher's record), abandons the attempt for all.
+std::string settle(Store& store, int rank, int size, const std::vector<int>& launch_ranks,
+                   const std::shared_ptr<Store>& death_records, bool made, const std::string& why_not,
+                   Deadline deadline) {
+  if (!made) return store.compare_set("outcome", "", "abandoned: " + why_not);
+  store.set("ready/" + std::to_string(rank), "1");
+  std::vector<std::string> ready;
+  for (int r = 0; r < size; ++r) ready.push_back("ready/" + std::to_string(r));
+  auto pause = std::chrono::milliseconds(1);
+  while (true) {
+    if (store.check({"outcome"})) return store.get("outcome");
+    if (store.check(ready)) return store.compare_set("outcome", "", "formed");
+    for (int r = 0; r < size && death_records; ++r) {
+      const std::string record = "exited/" + std::to_string(launch_ranks[r]);
+      if (!store.check({ready[r]}) && death_records->check({record}))
+        return store.compare_set("outcome", "",
+                                 "abandoned: new rank " + std::to_string(r) + " died during the shrink: " +
+                                     death_records->get(record));
+    }
+    if (deadline.expired()) {
+      std::vector<int> missing;
+      for (int r = 0; r < size; ++r)
+        if (!store.check({ready[r]})) missing.push_back(r);
+      return store.compare_set("outcome", "",
+                               "abandoned: new ranks " + list_text(missing) + " did not finish the shrink within " +
+                                   std::to_string(deadline.timeout().count()) + " ms");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(50));
+  }
+}
+
+}  // namespace
+
+Group form_changed_group(const std::shared_ptr<Store>& keys, int rank, int size, const ProcessGroupOptions& options,
+                         Deadline deadline, std::string& why) {
+  Group made;
+  std::string why_not;
+  try {
+    made = std::make_shared<ProcessGroup>(std::make_shared<PrefixStore>("group", keys), rank, size, options);
+  } catch (const std::exception& e) {
+    why_not = "new rank " + std::to_string(rank) + " could not make its part: " + e.what();
+  }
+  std::string outcome;
+  try {
+    outcome = settle(*keys, rank, size, options.launch_ranks, options.death_records, made != nullptr, why_not,
+                     deadline);
+  } catch (const DistError& e) {
+    outcome = std::string("abandoned: the store failed: ") + e.what();
+  }
+  if (outcome == "formed") return made;
+  if (made) made->shutdown();
+  why = outcome;
+  return nullptr;
+}
+
+void install_default_group(const Group& g, const std::shared_ptr<Store>& keys) {
+  std::vector<Group> victims;
+  {
+    std::lock_guard<std::mutex> lock(world().mu);
+    victims = std::move(world().groups);
+    world().groups.clear();
+    world().group_counts.clear();
+    world().shrink_attempts.clear();
+    world().pg_count = 1;
+    if (world().default_group) victims.push_back(world().default_group);
+    world().default_group = g;
+    world().default_version.fetch_add(1, std::memory_order_release);
+    world().scoped_store = std::make_shared<PrefixStore>("world", keys);
+  }
+  for (auto& v : victims) v->shutdown();
+}
+
+}  // namespace tdist
