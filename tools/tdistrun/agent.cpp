@@ -7,6 +7,7 @@
 #include "rendezvous.h"
 #include "signals.h"
 #include "supervisor.h"
+#include "util/shm_leftovers.h"
 
 namespace tdistrun {
 namespace {
@@ -22,9 +23,32 @@ std::string ranks_text(const Placement& p, int nproc) {
                     : "ranks " + std::to_string(p.rank_offset) + ".." + std::to_string(last);
 }
 
+// Removes what workers killed inside their shared-memory set-up left in
+// /dev/shm (only names whose creator is provably dead): when tdistrun starts,
+// for jobs before it, and when it ends, for its own workers, which are all
+// reaped by then.
+class ShmLeftoverSweep {
+ public:
+  ShmLeftoverSweep() { sweep(); }
+  ~ShmLeftoverSweep() { sweep(); }
+  ShmLeftoverSweep(const ShmLeftoverSweep&) = delete;
+  ShmLeftoverSweep& operator=(const ShmLeftoverSweep&) = delete;
+
+ private:
+  // Quietly, as the library's own sweep: the names are no one's any more.
+  static void sweep() {
+    try {
+      tdist::remove_segments_of_dead_processes();
+    } catch (const std::exception&) {
+      // Nothing left behind is worth stopping a job for.
+    }
+  }
+};
+
 }  // namespace
 
 int run_agent(const Options& opt, const std::string& program_path) {
+  ShmLeftoverSweep shm_leftovers;
   LogLayout logs(opt);
   if (logs.kept()) say("worker logs and error files in " + logs.dir());
   AgentRendezvous rdzv(opt);
