@@ -311,6 +311,11 @@ inline constexpr std::array kSettingTable{
                 .meaning = "0: tdistrun passes the workers' output through without the `[rank3]: ` in front of each "
                            "line, as --no-prefix does.",
                 .default_number = 1},
+    SettingInfo{.name = "TDIST_ON_FAILURE", .type = SettingType::Choice, .group = "tools",
+                .meaning = "What tdistrun does when a worker exits non-zero or is killed, as --on-failure: restart "
+                           "stops every worker and starts a new round (up to --max-restarts; torchrun's); shrink "
+                           "lets the others run on, writing `exited/<rank>` in their store.",
+                .default_text = "restart", .choices = "restart, shrink"},
     SettingInfo{.name = "TDIST_RUN_BINARY", .type = SettingType::Path, .group = "tools",
                 .meaning = "The tdistrun program that `python -m tdist.run` starts, before this build's, the "
                            "installed one and PATH's."},

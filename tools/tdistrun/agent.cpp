@@ -99,6 +99,16 @@ int run_agent(const Options& opt, const std::string& program_path) {
       return std::nullopt;
     };
     Supervisor supervisor(opt, program_path, where, logs, attempt++, monitor);
+    if (opt.on_failure == OnFailure::kShrink) {
+      supervisor.set_failure_report([&rdzv](const WorkerEnd& end) {
+        try {
+          rdzv.report_exit(end.rank, exit_sentence(end));
+        } catch (const RendezvousError& e) {
+          say(std::string(e.what()) + ": the other workers were not told that rank " + std::to_string(end.rank) +
+              " exited");
+        }
+      });
+    }
     const AttemptResult r = supervisor.run();
     if (store_lost) {
       code = r.exit_code != 0 ? r.exit_code : 1;
@@ -109,6 +119,17 @@ int run_agent(const Options& opt, const std::string& program_path) {
     if (r.kind == Kind::kSucceeded) {
       rdzv.report_done();
       code = 0;
+      break;
+    }
+    if (r.kind == Kind::kWorkerFailed && opt.on_failure == OnFailure::kShrink) {
+      // Every worker of this node failed: tolerated all the same, so no node restarts; this one is done.
+      rdzv.report_done();
+      code = r.exit_code;
+      if (several_nodes) {
+        say("every worker of node " + std::to_string(p.node_rank) +
+            " failed; the other nodes' workers run on (--on-failure shrink); exiting with status " +
+            std::to_string(code));
+      }
       break;
     }
     // Tell the other nodes; without the store this node can only end.
