@@ -33,8 +33,7 @@ std::string seen_by(const ScratchDir& dir, int rank) {
 
 TEST(LauncherOnFailure, ShrinkLetsTheOthersRunOnAndTellsThemThroughTheStore) {
   ScratchDir dir;
-  Launcher l(dir, {"--nproc-per-node=3", "--on-failure=shrink", watcher(), dir.path(), "1", "3"});
-  Result r = l.wait(std::chrono::seconds(60));
+  Result r = run(dir, {"--nproc-per-node=3", "--on-failure=shrink", watcher(), dir.path(), "1", "3"});
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 0) << r.describe();
   for (int rank : {0, 2}) {
@@ -55,8 +54,7 @@ TEST(LauncherOnFailure, ShrinkLetsTheOthersRunOnAndTellsThemThroughTheStore) {
 
 TEST(LauncherOnFailure, ShrinkFromTheEnvironmentNamesTheSignalThatKilled) {
   ScratchDir dir;
-  Launcher l(dir, {"--nproc-per-node=2", watcher(), dir.path(), "0", "kill"}, {"TDIST_ON_FAILURE=shrink"});
-  Result r = l.wait(std::chrono::seconds(60));
+  Result r = run(dir, {"--nproc-per-node=2", watcher(), dir.path(), "0", "kill"}, {"TDIST_ON_FAILURE=shrink"});
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 0) << r.describe();
   EXPECT_TRUE(has_line(seen_by(dir, 1), "rank 0 (local_rank 0, pid ", ") was killed by signal 9 (SIGKILL)"))
@@ -65,8 +63,7 @@ TEST(LauncherOnFailure, ShrinkFromTheEnvironmentNamesTheSignalThatKilled) {
 
 TEST(LauncherOnFailure, ShrinkWhereEveryWorkerFailsExitsWithTheFirstFailure) {
   ScratchDir dir;
-  Launcher l(dir, {"--nproc-per-node=2", "--on-failure=shrink", watcher(), dir.path(), "all", "5"});
-  Result r = l.wait(std::chrono::seconds(60));
+  Result r = run(dir, {"--nproc-per-node=2", "--on-failure=shrink", watcher(), dir.path(), "all", "5"});
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 5) << r.describe();
   EXPECT_TRUE(contains(r.err, "tdistrun: 2 of 2 worker(s) failed and the others ran on (--on-failure shrink):"))
@@ -77,9 +74,8 @@ TEST(LauncherOnFailure, ShrinkWhereEveryWorkerFailsExitsWithTheFirstFailure) {
 // The command line's restart wins over TDIST_ON_FAILURE=shrink: torchrun's behaviour.
 TEST(LauncherOnFailure, RestartStopsTheOthers) {
   ScratchDir dir;
-  Launcher l(dir, {"--nproc-per-node=3", "--on-failure=restart", watcher(), dir.path(), "1", "3"},
+  Result r = run(dir, {"--nproc-per-node=3", "--on-failure=restart", watcher(), dir.path(), "1", "3"},
              {"TDIST_ON_FAILURE=shrink"});
-  Result r = l.wait(std::chrono::seconds(60));
   ASSERT_TRUE(r.exited()) << r.describe();
   EXPECT_EQ(r.code(), 3) << r.describe();
   EXPECT_TRUE(has_line(r.err, "tdistrun: rank 1 (local_rank 1, pid ", ") failed first: exit code 3")) << r.err;
