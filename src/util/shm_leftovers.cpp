@@ -10,6 +10,7 @@
 #include <cctype>
 #include <chrono>
 #include <climits>
+#include <cstdint>
 #include <fstream>
 #include <random>
 

@@ -17,9 +17,9 @@ class ShmSegment {
   ShmSegment() = default;
   // Creates a segment of `size` bytes, zero-filled, under a new unique name
   // starting with "/tdist-<tag>-" that names this process (shm_leftovers.h:
-  // the first create of each process removes names that dead ones left). The space is reserved at once
-  // (posix_fallocate), so a full /dev/shm is a DistBackendError here rather
-  // than a SIGBUS on first touch.
+  // the first create of each process removes names that dead ones left).
+  // The space is reserved at once (posix_fallocate), so a full /dev/shm is a
+  // DistBackendError here rather than a SIGBUS on first touch.
   static ShmSegment create(const std::string& tag, size_t size);
   // Maps an existing segment; DistBackendError if it is missing or smaller
   // than `size`.

@@ -209,7 +209,8 @@ TEST(ShmCleanup, OnlyWellFormedNamesAreRead) {
   for (const char* bad : {"tdist-arena-42", "tdist-arena-42-1-2", "tdist-Arena-42-1-2-3", "tdist--42-1-2-3",
                           "tdist-arena-0-1-2-3", "tdist-arena-4294967296-1-2-3", "tdist-arena-42-1-2-3-4",
                           "tdist-arena-42.1-1-2-3", "tdist-arena-42.1.xyz-1-2-3", "tdist-arena-42.1.123456789-1-2-3",
-                          "tdist-arena-42-1-2-99999999999999999999999", "other-arena-42-1-2-3", "tdist-arena-42-1-2-3 "})
+                          "tdist-arena-42-1-2-99999999999999999999999", "other-arena-42-1-2-3",
+                          "tdist-arena-42-1-2-3 "})
     EXPECT_FALSE(creator_of_segment(bad).has_value()) << bad;
   // What this process creates, it reads back as itself.
   ShmSegment seg = ShmSegment::create("cleanuptest", 4096);

@@ -405,7 +405,6 @@ AttemptResult Supervisor::finish() {
 
 AttemptResult Supervisor::finish_shrunk() {
   AttemptResult r;
-  r.tolerated = static_cast<int>(tolerated_.size());
   const bool any_succeeded = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) {
     return WIFEXITED(w.end.status) && WEXITSTATUS(w.end.status) == 0;
   });

@@ -22,7 +22,7 @@ namespace tdistrun {
 // How an attempt ended.
 struct AttemptResult {
   enum class Kind {
-    kSucceeded,     // every worker exited 0; or, with --on-failure shrink, one did and the others' failures were tolerated
+    kSucceeded,     // every worker exited 0 (--on-failure shrink: one did; the others' failures were tolerated)
     kWorkerFailed,  // one exited non-zero or was killed; the others were stopped (shrink: none exited 0)
     kSignaled,      // the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT
     kStopped,       // the monitor asked (another node failed or joined)
@@ -31,7 +31,6 @@ struct AttemptResult {
   Kind kind = Kind::kSucceeded;
   int exit_code = 0;    // the launcher's, were it to exit now
   std::string failure;  // kWorkerFailed: "rank 3 (local_rank 1, pid 42): exit code 1"
-  int tolerated = 0;    // workers that failed while the others ran on (--on-failure shrink)
 };
 
 class Supervisor {
