@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <thread>
 
@@ -58,6 +59,23 @@ ShmSegment open_segment(const std::string& name, const Layout& layout) {
   return seg;
 }
 
+// A set-up that fails midway (a rank died or did not come) may leave in
+// /dev/shm the segment of a creator that died before unlinking it: the
+// ranks that see the failure remove what provably dead processes left.
+class SweepIfSetupFails {
+ public:
+  ~SweepIfSetupFails() {
+    if (std::uncaught_exceptions() <= unwinding_) return;
+    try {
+      remove_segments_of_dead_processes();
+    } catch (...) {  // the error being thrown is the one to report
+    }
+  }
+
+ private:
+  int unwinding_ = std::uncaught_exceptions();
+};
+
 }  // namespace
 
 Signature signature(OpCode code, int dtype, int reduce_op, int root, uint64_t size) {
@@ -80,6 +98,7 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   const bool enabled = shm_enabled();
   const std::string off = "TDIST_SHM=0 on rank " + std::to_string(rank);
 
+  SweepIfSetupFails sweep_if_setup_fails;
   ShmSegment seg;
   Layout layout = Layout::for_group(n, requested_slot_bytes());
   // Each rank's outcome: "+" (mapped), or "-" and why not ("-" alone: because rank 0 failed).
@@ -93,6 +112,8 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
         seg = create_segment(layout);
         outcomes[0] = "+";
         announce = "+" + std::to_string(layout.slot_bytes) + " " + seg.name();
+        const auto pause = settings::get<"TDIST_TEST_SHM_CREATE_PAUSE_MS">();
+        if (pause.count() > 0) std::this_thread::sleep_for(pause);
       } catch (const std::exception& e) {
         outcomes[0] = std::string("-rank 0: ") + e.what();
       }
@@ -126,6 +147,9 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   for (int r = 1; r < n; ++r) keys.push_back(status_key(r));
   store.wait(keys, timeout);
   for (auto& o : store.multi_get(keys)) outcomes.push_back(std::move(o));
+  // Every rank that maps the segment has mapped it by now: the name can go.
+  // Each of them removes it, so that it goes even if its creator dies now.
+  seg.remove_name();
   // Rank 0 returns last: its process usually serves the store, and a rank 0
   // that went on, finished its work and exited while another rank was still
   // reading these keys would leave that rank with a closed store connection.
@@ -147,11 +171,10 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   } else {
     store.set(read_key(rank), "1");
   }
-  // Every rank that maps the segment has mapped it by now: the name can go.
-  seg.unlink();
-
   if (std::all_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "+"; }))
     return std::unique_ptr<HostSegment>(new HostSegment(std::move(seg), layout, rank, global_ranks, label));
+  // A full /dev/shm may be full of what dead processes left.
+  if (enabled) remove_segments_of_dead_processes();
   if (rank == 0) {
     std::string why;
     bool chosen = true;  // turning shared memory off is a choice, not a problem

@@ -64,7 +64,9 @@ class HostSegment {
   // the segment is used only if every rank succeeded. Returns null (on every
   // rank alike) when it is not used: TDIST_SHM=0, a rank on another host, a
   // group of one, or a failure, which rank 0 logs once. /dev/shm holds no name
-  // of it afterwards either way.
+  // of it afterwards either way: every rank that mapped it removes the name,
+  // and a rank whose set-up fails (throws, or cannot map) removes what
+  // provably dead processes left there (util/shm_leftovers.h).
   static std::unique_ptr<HostSegment> setup(Store& store, Transport& transport, const std::string& label,
                                       const std::vector<int>& global_ranks, Millis timeout);
   ~HostSegment();

@@ -1,7 +1,10 @@
 #include "util/process_identity.h"
 
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <fstream>
 #include <sstream>
@@ -32,6 +35,22 @@ bool read_stat(int32_t pid, char& state, uint64_t& started) {
   return static_cast<bool>(rest >> started);
 }
 
+// The "Threads:" count of /proc/<pid>/status; -1 when it cannot be read.
+long thread_count(int32_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("Threads:", 0) == 0) {
+      try {
+        return std::stol(line.substr(8));
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  }
+  return -1;
+}
+
 }  // namespace
 
 ProcessIdentity this_process() {
@@ -52,6 +71,19 @@ Liveness liveness(const ProcessIdentity& process) {
   if (state == 'Z' || state == 'X') return Liveness::Gone;
   if (process.started != 0 && started != process.started) return Liveness::Gone;
   return Liveness::Alive;
+}
+
+bool provably_exited(const ProcessIdentity& process) {
+  static const uint64_t own_ns = own_pid_namespace();
+  if (process.pid <= 0 || process.pid_ns == 0 || process.pid_ns != own_ns) return false;
+  if (::kill(process.pid, 0) != 0 && errno == ESRCH) return true;
+  char state = 0;
+  uint64_t started = 0;
+  if (!read_stat(process.pid, state, started)) return false;  // gone since, or hidden: the next look decides
+  if (process.started != 0 && started != process.started) return true;  // the pid was reused
+  // A zombie keeps counting its threads until it is reaped: one left means
+  // the whole process exited; more, that only its main thread did.
+  return (state == 'Z' || state == 'X') && thread_count(process.pid) == 1;
 }
 
 }  // namespace tdist

@@ -22,4 +22,13 @@ enum class Liveness { Alive, Gone, Unknown };
 // never recorded (pid 0).
 Liveness liveness(const ProcessIdentity& process);
 
+// Whether the process has certainly exited, for removing what it left behind
+// in a place other processes share (/dev/shm): no pid (ESRCH), a zombie with
+// no thread left, or its pid now held by a process that started at another
+// time. Stricter than liveness(): false whenever /proc cannot tell (hidden,
+// or the process is in another pid namespace), and for a process whose main
+// thread exited while others run (its entry reads as a zombie too).
+// `started` 0 means unknown: then only the first two prove an exit.
+bool provably_exited(const ProcessIdentity& process);
+
 }  // namespace tdist

@@ -281,6 +281,11 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_SHM_ONE_ROUND_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Up to this size a shared-memory reduction folds everything in one round.",
                 .default_number = 8 * kKiB, .min = 0},
+    SettingInfo{.name = "TDIST_TEST_SHM_CREATE_PAUSE_MS", .type = SettingType::Millis, .group = "engines",
+                .meaning = "For tests and bench/shm_leftovers.py only: the rank that creates a group's shared-memory "
+                           "segment waits this long after creating it, before it tells the others its name (the "
+                           "window in which a creator killed with SIGKILL leaves the name in /dev/shm).",
+                .default_number = 0, .min = 0, .max = 600000},
     SettingInfo{.name = "TDIST_BULK_COPY_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Copies from this size on use streaming stores; 0 or less: never.",
                 .note = "a quarter of the last-level cache, at least 1 MiB"},
@@ -320,6 +325,11 @@ inline constexpr std::array kSettingTable{
                 .meaning = "0: tdistrun passes the workers' output through without the `[rank3]: ` in front of each "
                            "line, as --no-prefix does.",
                 .default_number = 1},
+    SettingInfo{.name = "TDIST_ON_FAILURE", .type = SettingType::Choice, .group = "tools",
+                .meaning = "What tdistrun does when a worker exits non-zero or is killed, as --on-failure: restart "
+                           "stops every worker and starts a new round (up to --max-restarts; torchrun's); shrink "
+                           "lets the others run on, writing `exited/<rank>` in their store.",
+                .default_text = "restart", .choices = "restart, shrink"},
     SettingInfo{.name = "TDIST_RUN_BINARY", .type = SettingType::Path, .group = "tools",
                 .meaning = "The tdistrun program that `python -m tdist.run` starts, before this build's, the "
                            "installed one and PATH's."},

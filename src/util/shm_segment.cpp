@@ -1,18 +1,12 @@
 #include "util/shm_segment.h"
 
-#include <dirent.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
-#include <cstdio>
 #include <mutex>
-#include <random>
 #include <utility>
 
 #include "tdist/errors.h"
@@ -22,25 +16,6 @@
 namespace tdist {
 
 namespace {
-
-// The inode of this process's pid namespace: a pid in a segment's name means
-// something only to processes of the same namespace.
-const std::string& pid_namespace() {
-  static const std::string ns = [] {
-    struct stat st {};
-    return ::stat("/proc/self/ns/pid", &st) == 0 ? std::to_string(st.st_ino) : std::string("0");
-  }();
-  return ns;
-}
-
-std::string fresh_name(const std::string& tag) {
-  static std::atomic<unsigned> counter{0};
-  static const unsigned long salt = std::random_device{}();
-  return "/tdist-" + tag + "-" + std::to_string(::getpid()) + "-" + pid_namespace() + "-" +
-         std::to_string(counter.fetch_add(1)) + "-" +
-         std::to_string(salt ^ static_cast<unsigned long>(
-                                    std::chrono::steady_clock::now().time_since_epoch().count()));
-}
 
 void* map_fd(int fd, size_t size, const std::string& name) {
   void* p = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -52,33 +27,13 @@ void* map_fd(int fd, size_t size, const std::string& name) {
 
 }  // namespace
 
-size_t remove_segments_of_dead_processes() {
-  size_t removed = 0;
-  DIR* dir = ::opendir("/dev/shm");
-  if (!dir) return 0;
-  while (dirent* e = ::readdir(dir)) {
-    // tdist-<tag>-<pid>-<pid namespace>-<counter>-<salt>
-    unsigned long pid = 0, ns = 0;
-    char tag[32];
-    if (std::sscanf(e->d_name, "tdist-%31[a-z0-9]-%lu-%lu-", tag, &pid, &ns) != 3) continue;
-    if (std::to_string(ns) != pid_namespace() || pid == 0) continue;
-    struct stat st {};
-    const std::string path = std::string("/dev/shm/") + e->d_name;
-    if (::stat(path.c_str(), &st) != 0 || st.st_uid != ::geteuid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive, or not ours to judge
-    if (::shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
-  }
-  ::closedir(dir);
-  return removed;
-}
-
 ShmSegment ShmSegment::create(const std::string& tag, size_t size) {
   // A process killed between creating a segment and unlinking it leaves the
   // name behind; the next creator on the host removes such names.
   static std::once_flag swept;
   std::call_once(swept, [] { remove_segments_of_dead_processes(); });
   ShmSegment seg;
-  seg.name_ = fresh_name(tag);
+  seg.name_ = fresh_segment_name(tag);
   Fd fd(::shm_open(seg.name_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd.valid())
     throw DistBackendError("cannot create shared memory segment " + seg.name_ + ": " + errno_string(errno) +
@@ -143,6 +98,12 @@ void ShmSegment::release() {
 void ShmSegment::unlink() {
   if (!owns_name_) return;
   ::shm_unlink(name_.c_str());
+  owns_name_ = false;
+}
+
+void ShmSegment::remove_name() {
+  if (name_.empty()) return;
+  ::shm_unlink(name_.c_str());  // ENOENT when another process removed it first
   owns_name_ = false;
 }
 

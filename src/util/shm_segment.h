@@ -8,15 +8,18 @@
 #include <cstddef>
 #include <string>
 
+#include "util/shm_leftovers.h"
+
 namespace tdist {
 
 class ShmSegment {
  public:
   ShmSegment() = default;
   // Creates a segment of `size` bytes, zero-filled, under a new unique name
-  // starting with "/tdist-<tag>-". The space is reserved at once
-  // (posix_fallocate), so a full /dev/shm is a DistBackendError here rather
-  // than a SIGBUS on first touch.
+  // starting with "/tdist-<tag>-" that names this process (shm_leftovers.h:
+  // the first create of each process removes names that dead ones left).
+  // The space is reserved at once (posix_fallocate), so a full /dev/shm is a
+  // DistBackendError here rather than a SIGBUS on first touch.
   static ShmSegment create(const std::string& tag, size_t size);
   // Maps an existing segment; DistBackendError if it is missing or smaller
   // than `size`.
@@ -31,6 +34,10 @@ class ShmSegment {
 
   // Removes the name (idempotent); the mappings stay valid.
   void unlink();
+  // Removes the name whoever created it (idempotent): for a process that
+  // knows every process meant to map the segment has mapped it, so that the
+  // name goes even if its creator died before unlinking it.
+  void remove_name();
 
   void* data() const { return data_; }
   size_t size() const { return size_; }
@@ -45,11 +52,6 @@ class ShmSegment {
   std::string name_;
   bool owns_name_ = false;  // created here and not yet unlinked
 };
-
-// Removes the names of tdist segments in /dev/shm whose creator (named by pid
-// and pid namespace in the segment's name) is dead and owned by this user;
-// returns how many. ShmSegment::create runs it once per process.
-size_t remove_segments_of_dead_processes();
 
 // Whether shared memory may be used: TDIST_SHM is unset or not "0".
 bool shm_enabled();

@@ -265,6 +265,26 @@ TEST(LauncherOptions, PrefixSwitches) {
   EXPECT_EQ(parse({"prog"}, {{"TDIST_RUN_PREFIX", "maybe"}}).action, Action::kUsageError);
 }
 
+TEST(LauncherOptions, OnFailurePolicy) {
+  EXPECT_EQ(parse({"prog"}).options.on_failure, OnFailure::kRestart);
+  EXPECT_EQ(parse({"--on-failure", "shrink", "prog"}).options.on_failure, OnFailure::kShrink);
+  EXPECT_EQ(parse({"--on_failure=restart", "prog"}).options.on_failure, OnFailure::kRestart);
+  EXPECT_EQ(parse({"prog"}, {{"TDIST_ON_FAILURE", "SHRINK"}}).options.on_failure, OnFailure::kShrink);
+  EXPECT_EQ(parse({"prog"}, {{"TDIST_ON_FAILURE", ""}}).options.on_failure, OnFailure::kRestart);
+  // The command line wins over the environment.
+  EXPECT_EQ(parse({"--on-failure=restart", "prog"}, {{"TDIST_ON_FAILURE", "shrink"}}).options.on_failure,
+            OnFailure::kRestart);
+  ParseResult bad = parse({"--on-failure=sometimes", "prog"});
+  ASSERT_EQ(bad.action, Action::kUsageError);
+  EXPECT_NE(bad.error.find("'sometimes' for --on-failure"), std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("restart"), std::string::npos) << bad.error;
+  EXPECT_NE(bad.error.find("shrink"), std::string::npos) << bad.error;
+  ParseResult bad_env = parse({"prog"}, {{"TDIST_ON_FAILURE", "sometimes"}});
+  ASSERT_EQ(bad_env.action, Action::kUsageError);
+  EXPECT_NE(bad_env.error.find("TDIST_ON_FAILURE='sometimes'"), std::string::npos) << bad_env.error;
+  EXPECT_NE(bad_env.error.find("restart, shrink"), std::string::npos) << bad_env.error;
+}
+
 TEST(LauncherOptions, PetDefaultsAndCommandLineWins) {
   ParseResult r = parse({"--nnodes=4", "prog"}, {{"PET_NPROC_PER_NODE", "3"}, {"PET_NNODES", "2"},
                                                  {"PET_MASTER_ADDR", "node0"}, {"PET_STANDALONE", "0"}});
@@ -432,6 +452,32 @@ TEST(LauncherSummary, FirstFailureFirstThenByRank) {
   EXPECT_EQ(lines[1], "tdistrun:   rank 4 (local_rank 0, pid 100): terminated by the launcher (SIGTERM)");
   EXPECT_EQ(lines[2], "tdistrun:   rank 5 (local_rank 1, pid 101): terminated by the launcher (SIGTERM)");
   EXPECT_EQ(lines[3], "tdistrun: exiting with status 3");
+}
+
+TEST(LauncherSummary, ShrinkListsTheFailuresInTheirOrderWithWhen) {
+  std::vector<WorkerEnd> ends(3);
+  for (int i = 0; i < 3; ++i) {
+    ends[i].rank = i;
+    ends[i].local_rank = i;
+    ends[i].pid = 100 + i;
+    ends[i].status = exited(0);
+  }
+  ends[2].status = signaled(SIGKILL);
+  ends[2].ended_after_s = 0.25;
+  ends[1].status = exited(3);
+  ends[1].ended_after_s = 1.5;
+  EXPECT_EQ(exit_sentence(ends[2]), "rank 2 (local_rank 2, pid 102) was killed by signal 9 (SIGKILL)");
+  EXPECT_EQ(exit_sentence(ends[1]), "rank 1 (local_rank 1, pid 101) exited with code 3");
+  auto lines = shrink_summary_lines(ends, {2, 1}, {{}, {"  error:", "    boom"}}, 5, 0);
+  ASSERT_EQ(lines.size(), 7u);
+  EXPECT_EQ(lines[0], "tdistrun: 2 of 3 worker(s) failed and the others ran on (--on-failure shrink):");
+  EXPECT_EQ(lines[1], "tdistrun:   rank 2 (local_rank 2, pid 102): killed by signal 9 (SIGKILL), 0.250s after the "
+                      "workers started");
+  EXPECT_EQ(lines[2], "tdistrun:   rank 1 (local_rank 1, pid 101): exit code 3, 1.500s after the workers started");
+  EXPECT_EQ(lines[3], "tdistrun:     error:");
+  EXPECT_EQ(lines[4], "tdistrun:       boom");
+  EXPECT_EQ(lines[5], "tdistrun:   rank 0 (local_rank 0, pid 100): exited 0");
+  EXPECT_EQ(lines[6], "tdistrun: exiting with status 0");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "rendezvous.h"
 #include "signals.h"
 #include "supervisor.h"
+#include "util/shm_leftovers.h"
 
 namespace tdistrun {
 namespace {
@@ -22,9 +23,32 @@ std::string ranks_text(const Placement& p, int nproc) {
                     : "ranks " + std::to_string(p.rank_offset) + ".." + std::to_string(last);
 }
 
+// Removes what workers killed inside their shared-memory set-up left in
+// /dev/shm (only names whose creator is provably dead): when tdistrun starts,
+// for jobs before it, and when it ends, for its own workers, which are all
+// reaped by then.
+class ShmLeftoverSweep {
+ public:
+  ShmLeftoverSweep() { sweep(); }
+  ~ShmLeftoverSweep() { sweep(); }
+  ShmLeftoverSweep(const ShmLeftoverSweep&) = delete;
+  ShmLeftoverSweep& operator=(const ShmLeftoverSweep&) = delete;
+
+ private:
+  // Quietly, as the library's own sweep: the names are no one's any more.
+  static void sweep() {
+    try {
+      tdist::remove_segments_of_dead_processes();
+    } catch (const std::exception&) {
+      // Nothing left behind is worth stopping a job for.
+    }
+  }
+};
+
 }  // namespace
 
 int run_agent(const Options& opt, const std::string& program_path) {
+  ShmLeftoverSweep shm_leftovers;
   LogLayout logs(opt);
   if (logs.kept()) say("worker logs and error files in " + logs.dir());
   AgentRendezvous rdzv(opt);
@@ -75,6 +99,16 @@ int run_agent(const Options& opt, const std::string& program_path) {
       return std::nullopt;
     };
     Supervisor supervisor(opt, program_path, where, logs, attempt++, monitor);
+    if (opt.on_failure == OnFailure::kShrink) {
+      supervisor.set_failure_report([&rdzv](const WorkerEnd& end) {
+        try {
+          rdzv.report_exit(end.rank, exit_sentence(end));
+        } catch (const RendezvousError& e) {
+          say(std::string(e.what()) + ": the other workers were not told that rank " + std::to_string(end.rank) +
+              " exited");
+        }
+      });
+    }
     const AttemptResult r = supervisor.run();
     if (store_lost) {
       code = r.exit_code != 0 ? r.exit_code : 1;
@@ -85,6 +119,17 @@ int run_agent(const Options& opt, const std::string& program_path) {
     if (r.kind == Kind::kSucceeded) {
       rdzv.report_done();
       code = 0;
+      break;
+    }
+    if (r.kind == Kind::kWorkerFailed && opt.on_failure == OnFailure::kShrink) {
+      // Every worker of this node failed: tolerated all the same, so no node restarts; this one is done.
+      rdzv.report_done();
+      code = r.exit_code;
+      if (several_nodes) {
+        say("every worker of node " + std::to_string(p.node_rank) +
+            " failed; the other nodes' workers run on (--on-failure shrink); exiting with status " +
+            std::to_string(code));
+      }
       break;
     }
     // Tell the other nodes; without the store this node can only end.

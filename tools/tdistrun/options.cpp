@@ -44,6 +44,7 @@ constexpr OptionDef kOptions[] = {
     {"rdzv-endpoint", Kind::kValue, "PET_RDZV_ENDPOINT"},
     {"rdzv-conf", Kind::kValue, "PET_RDZV_CONF"},
     {"max-restarts", Kind::kValue, "PET_MAX_RESTARTS"},
+    {"on-failure", Kind::kValue, nullptr},
     {"monitor-interval", Kind::kValue, "PET_MONITOR_INTERVAL"},
     {"log-dir", Kind::kValue, "PET_LOG_DIR"},
     {"redirects", Kind::kValue, "PET_REDIRECTS"},
@@ -660,6 +661,27 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     auto v = parse_int(s.value);
     if (!v || *v < 0 || *v > 1'000'000) return usage_error(invalid(s, "a non-negative integer"));
     opt.max_restarts = static_cast<int>(*v);
+  }
+  // tdistrun's own option; its environment form is tdist's TDIST_ON_FAILURE.
+  if (has("on-failure") || env("TDIST_ON_FAILURE")) {
+    std::string value;
+    if (has("on-failure")) {
+      const Setting& s = set["on-failure"];
+      value = s.value;
+      if (value != "restart" && value != "shrink") {
+        return usage_error(invalid(s, "restart (stop every worker and start them all again, torchrun's) or shrink "
+                                      "(the other workers run on)"));
+      }
+    } else {
+      try {
+        value = tdist::parse_setting(tdist::settings::info<"TDIST_ON_FAILURE">(), "TDIST_ON_FAILURE",
+                                     *env("TDIST_ON_FAILURE"))
+                    .value_or("restart");
+      } catch (const tdist::DistValueError& e) {
+        return usage_error(e.what());
+      }
+    }
+    opt.on_failure = value == "shrink" ? OnFailure::kShrink : OnFailure::kRestart;
   }
   if (has("monitor-interval")) {
     const Setting& s = set["monitor-interval"];

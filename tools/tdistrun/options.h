@@ -47,6 +47,12 @@ enum class ProgramKind {
   kExecutable,     // --no-python: PROGRAM ARGS, found through PATH like a shell
 };
 
+// What the agent does when a worker exits non-zero or is killed (--on-failure).
+enum class OnFailure {
+  kRestart,  // stop every worker, start a new round (--max-restarts; torchrun's)
+  kShrink,   // let the others run on; tell them through the store (exited/<rank>)
+};
+
 struct Options {
   int nproc_per_node = 1;
   int nnodes = 1;  // the fixed node count; with MIN:MAX, the maximum
@@ -56,6 +62,7 @@ struct Options {
   bool standalone = false;
   RendezvousOptions rdzv;
   int max_restarts = 0;
+  OnFailure on_failure = OnFailure::kRestart;
   double monitor_interval_s = 0.1;
   std::string log_dir;  // "" none
   StdChoice redirects, tee;

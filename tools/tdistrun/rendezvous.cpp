@@ -90,6 +90,10 @@ std::string AgentRendezvous::round_key(int round, const std::string& name) const
   return key("round_" + std::to_string(round) + "/" + name);
 }
 
+std::string AgentRendezvous::workers_prefix(int round) const {
+  return "/tdistrun/" + opt_.rdzv_id + "/workers_" + std::to_string(round) + "/";
+}
+
 AgentRendezvous::Joined AgentRendezvous::join(int local_nproc, Placement* placement) {
   try {
     int round = round_ + 1;
@@ -131,7 +135,7 @@ AgentRendezvous::Joined AgentRendezvous::join(int local_nproc, Placement* placem
                             std::to_string(p.world_size) + " ranks, more than a rank number can hold");
     }
     p.restart_count = static_cast<int>(store_->add(key("failures"), 0));
-    p.store_prefix = "/tdistrun/" + opt_.rdzv_id + "/workers_" + std::to_string(round) + "/";
+    p.store_prefix = workers_prefix(round);
     // Newcomers start from the latest round that formed.
     store_->set(key("current"), std::to_string(round));
     last_beat_ = {};
@@ -255,6 +259,15 @@ void AgentRendezvous::report_failure(const std::string& reason) {
     // One failure per round, however many nodes see their workers fail.
     if (store_->add(round_key(round_, "failure_counted"), 1) == 1) store_->add(key("failures"), 1);
     store_->compare_set(round_key(round_, "restart"), "", reason);
+  } catch (const tdist::DistError& e) {
+    throw RendezvousError("lost the rendezvous store on " + endpoint_text(host_, port_) + ": " + e.what());
+  }
+}
+
+void AgentRendezvous::report_exit(long long rank, const std::string& what) {
+  try {
+    // Through the workers' own view (env:// wraps this store in the same PrefixStore), so that they read exited/<rank>.
+    tdist::PrefixStore(workers_prefix(round_), store_).set("exited/" + std::to_string(rank), what);
   } catch (const tdist::DistError& e) {
     throw RendezvousError("lost the rendezvous store on " + endpoint_text(host_, port_) + ": " + e.what());
   }

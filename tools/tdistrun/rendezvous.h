@@ -10,7 +10,9 @@
 // then the order in which the nodes joined. A node that arrives after a round
 // closed waits for the next one, and the running nodes start that next round
 // (when the job has room). A worker's failure starts the next round
-// everywhere, counted against --max-restarts.
+// everywhere, counted against --max-restarts (--on-failure restart); with
+// --on-failure shrink it starts none: the agent writes exited/<rank> under the
+// round's workers' prefix, and the other workers run on.
 #pragma once
 
 #include <chrono>
@@ -83,6 +85,11 @@ class AgentRendezvous {
   // A worker of this node failed: every node restarts (or the job fails when
   // this was the last allowed restart). Counts one failure per round.
   void report_failure(const std::string& reason);
+  // A worker of this node failed and the others run on (--on-failure shrink):
+  // the key exited/<rank> of the workers' store (PrefixStore(store_prefix), as
+  // env:// gives it to them) says so to every worker, in one line. Throws
+  // RendezvousError.
+  void report_exit(long long rank, const std::string& what);
   // Every worker of this node exited 0.
   void report_done();
   // Before exiting: the host keeps serving until the others have left (or
@@ -92,6 +99,7 @@ class AgentRendezvous {
  private:
   std::string key(const std::string& name) const;
   std::string round_key(int round, const std::string& name) const;
+  std::string workers_prefix(int round) const;  // Placement::store_prefix
   int join_static(int* round);
   int join_dynamic(int* round);
   void heartbeat();

@@ -61,6 +61,18 @@ std::string worker_label(const WorkerEnd& end) {
          std::to_string(end.pid) + ")";
 }
 
+std::string exit_sentence(const WorkerEnd& end) {
+  std::string what;
+  if (WIFEXITED(end.status)) {
+    what = "exited with code " + std::to_string(WEXITSTATUS(end.status));
+  } else if (WIFSIGNALED(end.status)) {
+    what = "was " + describe_status(end.status);
+  } else {
+    what = describe_status(end.status);
+  }
+  return worker_label(end) + " " + what;
+}
+
 namespace {
 
 std::vector<std::string> split_lines(const std::string& text) {
@@ -118,6 +130,33 @@ std::vector<std::string> summary_lines(const std::vector<WorkerEnd>& ends, int f
   std::vector<size_t> order;
   for (size_t i = 0; i < ends.size(); ++i) {
     if (static_cast<int>(i) != first_failure) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ends[a].rank < ends[b].rank; });
+  for (size_t i : order) {
+    lines.push_back("tdistrun:   " + worker_label(ends[i]) + ": " + describe_end(ends[i], kill_timeout_s));
+  }
+  if (exit_code >= 0) lines.push_back("tdistrun: exiting with status " + std::to_string(exit_code));
+  return lines;
+}
+
+std::vector<std::string> shrink_summary_lines(const std::vector<WorkerEnd>& ends, const std::vector<int>& failed,
+                                              const std::vector<std::vector<std::string>>& errors,
+                                              double kill_timeout_s, int exit_code) {
+  std::vector<std::string> lines{"tdistrun: " + std::to_string(failed.size()) + " of " + std::to_string(ends.size()) +
+                                 " worker(s) failed and the others ran on (--on-failure shrink):"};
+  for (size_t k = 0; k < failed.size(); ++k) {
+    const WorkerEnd& f = ends[static_cast<size_t>(failed[k])];
+    char when[48];
+    std::snprintf(when, sizeof when, "%.3fs", f.ended_after_s);
+    lines.push_back("tdistrun:   " + worker_label(f) + ": " + describe_status(f.status) + ", " + when +
+                    " after the workers started");
+    if (k < errors.size()) {
+      for (const auto& l : errors[k]) lines.push_back("tdistrun:   " + l);
+    }
+  }
+  std::vector<size_t> order;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    if (std::find(failed.begin(), failed.end(), static_cast<int>(i)) == failed.end()) order.push_back(i);
   }
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return ends[a].rank < ends[b].rank; });
   for (size_t i : order) {

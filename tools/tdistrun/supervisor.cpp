@@ -107,47 +107,53 @@ bool Supervisor::start_workers() {
   devnull_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
   devnull_out_ = open("/dev/null", O_WRONLY | O_CLOEXEC);
   workers_.reserve(static_cast<size_t>(opt_.nproc_per_node));
+  started_ms_ = now_ms();
+  for (int local_rank = 0; local_rank < opt_.nproc_per_node; ++local_rank) {
+    if (!start_worker(local_rank)) return false;
+  }
+  return true;
+}
 
+bool Supervisor::start_worker(int local_rank) {
   sigset_t block = SignalEvents::handled_set();
   sigset_t old;
   sigprocmask(SIG_BLOCK, &block, &old);
   bool ok = true;
-  for (int local_rank = 0; local_rank < opt_.nproc_per_node; ++local_rank) {
-    const long long rank = placement_.rank_offset + local_rank;
-    const std::string label = "rank " + std::to_string(rank) + " (local_rank " + std::to_string(local_rank) + ")";
-    Worker w;
-    w.end.rank = static_cast<int>(rank);
-    w.end.local_rank = local_rank;
-    SpawnRequest req;
-    try {
-      WorkerLogs logs = logs_.for_worker(attempt_, local_rank);
-      w.error_file = logs.error_file;
-      std::remove(w.error_file.c_str());  // a stale one would be taken for this attempt's
-      const std::string prefix =
-          opt_.line_prefix_template.empty()
-              ? "[rank" + std::to_string(rank) + "]: "
-              : render_line_prefix(opt_.line_prefix_template, {opt_.role, rank, local_rank, host_name()});
-      if (!open_stream(logs.out, stdout_sink_, prefix, &w.out, &req.out) ||
-          !open_stream(logs.err, stderr_sink_, prefix, &w.err, &req.err)) {
-        throw std::system_error(errno, std::generic_category(), "cannot open a log file in " + logs_.dir());
-      }
-      req.path = path_;
-      req.argv = worker_argv(opt_, local_rank);
-      req.env = worker_environment(opt_, placement_, local_rank, w.error_file, environ);
-      req.stdin_fd = devnull_;
-      req.child_mask = old;
-      req.label = "rank " + std::to_string(rank);
-      Spawned s = spawn_worker(req);
-      w.end.pid = s.pid;
-      w.out.fd = s.out_fd;
-      w.err.fd = s.err_fd;
-    } catch (const std::exception& e) {
-      stderr_sink_.write("tdistrun: cannot start " + label + ": " + e.what() + "\n");
-      close_stream(w.out);
-      close_stream(w.err);
-      ok = false;
-      break;
+  const long long rank = placement_.rank_offset + local_rank;
+  const std::string label = "rank " + std::to_string(rank) + " (local_rank " + std::to_string(local_rank) + ")";
+  Worker w;
+  w.end.rank = static_cast<int>(rank);
+  w.end.local_rank = local_rank;
+  SpawnRequest req;
+  try {
+    WorkerLogs logs = logs_.for_worker(attempt_, local_rank);
+    w.error_file = logs.error_file;
+    std::remove(w.error_file.c_str());  // a stale one would be taken for this attempt's
+    const std::string prefix =
+        opt_.line_prefix_template.empty()
+            ? "[rank" + std::to_string(rank) + "]: "
+            : render_line_prefix(opt_.line_prefix_template, {opt_.role, rank, local_rank, host_name()});
+    if (!open_stream(logs.out, stdout_sink_, prefix, &w.out, &req.out) ||
+        !open_stream(logs.err, stderr_sink_, prefix, &w.err, &req.err)) {
+      throw std::system_error(errno, std::generic_category(), "cannot open a log file in " + logs_.dir());
     }
+    req.path = path_;
+    req.argv = worker_argv(opt_, local_rank);
+    req.env = worker_environment(opt_, placement_, local_rank, w.error_file, environ);
+    req.stdin_fd = devnull_;
+    req.child_mask = old;
+    req.label = "rank " + std::to_string(rank);
+    Spawned s = spawn_worker(req);
+    w.end.pid = s.pid;
+    w.out.fd = s.out_fd;
+    w.err.fd = s.err_fd;
+  } catch (const std::exception& e) {
+    stderr_sink_.write("tdistrun: cannot start " + label + ": " + e.what() + "\n");
+    close_stream(w.out);
+    close_stream(w.err);
+    ok = false;
+  }
+  if (ok) {
     w.running = true;
     workers_.push_back(std::move(w));
   }
@@ -239,23 +245,37 @@ void Supervisor::reap() {
     if (r == w.end.pid) {
       on_exit(w, status);
       bool failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-      if (failed && !stopping_) {
-        first_failure_ = static_cast<int>(i);
-        stop_all(SIGTERM, false);
-      }
+      if (failed && !stopping_) on_failure(i);
     } else if (r < 0 && errno == ECHILD) {
       // Not our child any more (cannot happen unless someone else reaped it).
       on_exit(w, 0);
+    } else {
+      continue;
     }
+    // Its pipes hold everything it wrote before exiting: forward that, then close.
+    drain(w.out);
+    drain(w.err);
   }
 }
 
 void Supervisor::on_exit(Worker& w, int status) {
   w.running = false;
   w.end.status = status;
-  // Its pipes hold everything it wrote before exiting: forward that, then close.
-  drain(w.out);
-  drain(w.err);
+  w.end.ended_after_s = static_cast<double>(now_ms() - started_ms_) / 1000.0;
+}
+
+void Supervisor::on_failure(size_t index) {
+  if (first_failure_ < 0) first_failure_ = static_cast<int>(index);
+  if (opt_.on_failure == OnFailure::kRestart) {
+    stop_all(SIGTERM, false);
+    return;
+  }
+  const WorkerEnd& end = workers_[index].end;
+  tolerated_.push_back(static_cast<int>(index));
+  // First, before its output is drained: the others may be waiting for it.
+  if (failure_report_) failure_report_(end);
+  stderr_sink_.write("tdistrun: " + worker_label(end) + " failed: " + describe_status(end.status) +
+                     "; the other workers run on (--on-failure shrink)\n");
 }
 
 bool Supervisor::read_stream(Stream& s) {
@@ -346,8 +366,10 @@ AttemptResult Supervisor::run() {
 }
 
 AttemptResult Supervisor::finish() {
+  if (!tolerated_.empty() && received_signal_ == 0 && stop_reason_.empty()) return finish_shrunk();
   AttemptResult r;
-  if (first_failure_ >= 0) {
+  // With --on-failure shrink, what stopped everyone was a signal or the monitor, not the failure.
+  if (first_failure_ >= 0 && tolerated_.empty()) {
     const Worker& f = workers_[static_cast<size_t>(first_failure_)];
     r.kind = AttemptResult::Kind::kWorkerFailed;
     r.exit_code = exit_code_of(f.end.status);
@@ -378,6 +400,36 @@ AttemptResult Supervisor::finish() {
     }
     stderr_sink_.write(text);
   }
+  return r;
+}
+
+AttemptResult Supervisor::finish_shrunk() {
+  AttemptResult r;
+  const bool any_succeeded = std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) {
+    return WIFEXITED(w.end.status) && WEXITSTATUS(w.end.status) == 0;
+  });
+  std::vector<WorkerEnd> ends;
+  for (const auto& w : workers_) ends.push_back(w.end);
+  if (!any_succeeded) {
+    const Worker& f = workers_[static_cast<size_t>(first_failure_)];
+    r.kind = AttemptResult::Kind::kWorkerFailed;
+    r.exit_code = exit_code_of(f.end.status);
+    r.failure = worker_label(f.end) + ": " + describe_status(f.end.status);
+  }
+  // With other nodes, the agent says how a node whose workers all failed ends (agent.cpp).
+  const bool agent_reports_end = !any_succeeded && (opt_.rdzv.dynamic || opt_.nnodes > 1);
+  std::vector<std::vector<std::string>> errors;
+  for (int i : tolerated_) {
+    const std::string& path = workers_[static_cast<size_t>(i)].error_file;
+    const auto e = read_error_file(path);
+    errors.push_back(e ? error_lines(*e, logs_.kept() ? path : std::string()) : std::vector<std::string>{});
+  }
+  std::string text;
+  for (const auto& line :
+       shrink_summary_lines(ends, tolerated_, errors, opt_.kill_timeout_s, agent_reports_end ? -1 : r.exit_code)) {
+    text += line + "\n";
+  }
+  stderr_sink_.write(text);
   return r;
 }
 

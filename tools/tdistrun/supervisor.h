@@ -1,7 +1,7 @@
 // One attempt of the launcher's event loop: starts this node's workers,
 // forwards their output (line by line to the console, raw to log files),
-// forwards signals, stops everyone when one fails or the rendezvous asks,
-// and reports.
+// forwards signals, stops everyone when one fails (--on-failure restart; with
+// shrink the others run on) or the rendezvous asks, and reports.
 #pragma once
 
 #include <functional>
@@ -22,8 +22,8 @@ namespace tdistrun {
 // How an attempt ended.
 struct AttemptResult {
   enum class Kind {
-    kSucceeded,     // every worker exited 0
-    kWorkerFailed,  // one exited non-zero or was killed; the others were stopped
+    kSucceeded,     // every worker exited 0 (--on-failure shrink: one did; the others' failures were tolerated)
+    kWorkerFailed,  // one exited non-zero or was killed; the others were stopped (shrink: none exited 0)
     kSignaled,      // the launcher got SIGINT/SIGTERM/SIGHUP/SIGQUIT
     kStopped,       // the monitor asked (another node failed or joined)
     kStartFailed,   // a worker could not be started
@@ -37,6 +37,9 @@ class Supervisor {
  public:
   // Asked every --monitor-interval while workers run: a reason to stop them all, or nullopt.
   using Monitor = std::function<std::optional<std::string>()>;
+  // Told at once, before anything slow, when a worker failed and the others
+  // run on (--on-failure shrink); its end holds the wait status.
+  using FailureReport = std::function<void(const WorkerEnd&)>;
 
   // SignalEvents must be installed.
   Supervisor(const Options& opt, std::string program_path, const WorkerPlacement& placement,
@@ -44,6 +47,8 @@ class Supervisor {
   ~Supervisor();
   Supervisor(const Supervisor&) = delete;
   Supervisor& operator=(const Supervisor&) = delete;
+
+  void set_failure_report(FailureReport report) { failure_report_ = std::move(report); }
 
   // Starts the workers and waits for all of them; prints the summary on a
   // failure or a signal.
@@ -63,12 +68,17 @@ class Supervisor {
   };
 
   bool start_workers();
+  // Starts the worker of `local_rank` and adds it to workers_; false (said
+  // on stderr) when it cannot be started.
+  bool start_worker(int local_rank);
   bool open_stream(const StreamTarget& target, FdSink& console, const std::string& prefix, Stream* stream,
                    StreamSetup* setup);
   void monitor();
   void handle_signals();
   void reap();
   void on_exit(Worker& w, int status);
+  // workers_[index] exited non-zero or was killed while no stop was under way.
+  void on_failure(size_t index);
   void stop_all(int sig, bool forwarded);
   void escalate();
   void signal_worker(Worker& w, int sig);
@@ -77,6 +87,8 @@ class Supervisor {
   void close_stream(Stream& s);
   bool anything_left() const;
   AttemptResult finish();
+  // finish() after workers failed and the others ran on (--on-failure shrink).
+  AttemptResult finish_shrunk();
 
   Options opt_;
   std::string path_;
@@ -84,6 +96,7 @@ class Supervisor {
   const LogLayout& logs_;
   int attempt_;
   Monitor monitor_;
+  FailureReport failure_report_;
   long long next_monitor_ms_ = 0;
   std::string stop_reason_;  // the monitor's, once it asked
   FdSink stdout_sink_{1};
@@ -92,6 +105,8 @@ class Supervisor {
   int devnull_ = -1;      // the workers' stdin
   int devnull_out_ = -1;  // where a stream that goes nowhere is written
   int first_failure_ = -1;   // index into workers_
+  std::vector<int> tolerated_;  // indices into workers_ of failures the others ran on after (shrink)
+  long long started_ms_ = 0;    // monotonic ms when the workers were started
   int received_signal_ = 0;  // first SIGINT/SIGTERM/SIGHUP the launcher got
   bool stopping_ = false;
   bool escalated_ = false;

@@ -67,6 +67,14 @@ Options:
                        --master-addr/--master-port).
   --max-restarts N     when a worker fails, stop every node's workers and
                        start them all again in a new round, up to N times [0].
+  --on-failure P       what a worker's failure (non-zero exit, a signal) does:
+                       "restart" stops every node's workers and, within
+                       --max-restarts, starts them all again (torchrun's)
+                       [restart]; "shrink" lets the other workers run on and
+                       tells them in the store (key exited/<rank>, one line);
+                       the node's tdistrun then exits 0 when one of its workers
+                       ran to exit 0. Every node needs the same policy. Also
+                       TDIST_ON_FAILURE.
   --monitor-interval S how often (seconds) the agent asks the rendezvous
                        whether to stop or restart [0.1].
   --log-dir DIR        worker logs and error files, in torchrun's layout:
@@ -190,8 +198,14 @@ Failures:
   the workers in a new round: <the failure>") until N restarts are spent.
   Several nodes: the failure stops every node's workers; each tdistrun
   says "the job failed: <the failure>" and exits non-zero.
+  With --on-failure shrink nothing is stopped: tdistrun at once writes
+  under the key exited/3 of the workers' store one line such as
+    rank 3 (local_rank 1, pid 4242) was killed by signal 9 (SIGKILL)
+  the others run on, and at the end the summary lists the workers that
+  failed and when.
 
-Exit status: 0 when every worker exits 0; the first failure's code as
+Exit status: 0 when every worker exits 0 (with --on-failure shrink: when
+one of this node's workers exited 0); the first failure's code as
 above; 128 + signal when stopped by a signal; 2 for a bad command line; 127
 when the script, PROGRAM or the Python cannot be found or executed (a
 compiled program or shell script that is not executable says so).

@@ -79,6 +79,8 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
     if (enabled && !name.empty()) {
       try {
         ShmSegment seg = ShmSegment::open(name, ShmLink::segment_bytes(offer.ring_bytes));
+        // Both ends have it mapped now: the name goes even if its creator dies before it reads the reply.
+        seg.remove_name();
         links[i] = std::make_unique<ShmLink>(std::move(seg), offer.ring_bytes, /*is_low=*/false);
         accepted = 1;
       } catch (const DistError& e) {
