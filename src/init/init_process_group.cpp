@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "tdist/distributed.h"
 #include "tdist/errors.h"
 #include "init/clock_offset.h"
@@ -40,7 +42,9 @@ void init_process_group(const InitOptions& given) {
   // Not into the previous group's store, which rank 0 may not have closed yet.
   await_previous_store_close(options.timeout);
   Rendezvous r = rendezvous(options);
-  if (options.join_running_job || settings::get<"TDIST_JOIN_RUNNING_JOB">()) {
+  const int64_t replacement = std::max<int64_t>(settings::get<"TDIST_JOIN_RUNNING_JOB">(),
+                                                 options.join_running_job ? 1 : 0);
+  if (replacement > 0) {
     // A replacement: no rendezvous with the others, who are running already.
     if (r.local_store) throw DistValueError("init_process_group(join_running_job): the " + options.backend +
                                             " backend has no store through which to join a running job");
@@ -51,7 +55,10 @@ void init_process_group(const InitOptions& given) {
       world().mpi_hold = std::move(r.mpi_hold);
       ++world().generation;
     }
-    join_running_job(r.store, r.rank, options.timeout, options.device_id, r.store);
+    // Known to the launcher's death records as its rank plus n world sizes
+    // (tdistrun's launch id of the n-th replacement): not as the rank it replaces.
+    const int launch_id = static_cast<int>(r.rank + replacement * std::max(r.world_size, 1));
+    join_running_job(r.store, launch_id, options.timeout, options.device_id, r.store);
     return;
   }
   int generation;

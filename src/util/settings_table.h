@@ -187,13 +187,13 @@ inline constexpr std::array kSettingTable{
                            "split_group): how long an operation waits for its peers before it fails. A timeout "
                            "passed to the call wins over it.",
                 .default_number = 1800, .note = "30 minutes, torch's", .max = 1000000000},
-    SettingInfo{.name = "TDIST_JOIN_RUNNING_JOB", .type = SettingType::Bool, .group = "process_group",
-                .meaning = "init_process_group joins a job that is already running instead of starting one with "
-                           "the other ranks: it waits until the members call admit_new_ranks, then has the "
-                           "default group of them all (a replacement for a rank that died). tdistrun "
+    SettingInfo{.name = "TDIST_JOIN_RUNNING_JOB", .type = SettingType::Int, .group = "process_group",
+                .meaning = "n > 0: init_process_group joins a job that is already running instead of starting "
+                           "one with the other ranks: it waits until the members call admit_new_ranks, then has "
+                           "the default group of them all; it is the n-th replacement of its RANK (tdistrun "
                            "--on-failure shrink-and-replace sets it for the workers it starts in place of dead "
-                           "ones.",
-                .default_number = 0},
+                           "ones; by hand, 1). 0: start with the others.",
+                .default_number = 0, .min = 0, .max = 1000000},
     SettingInfo{.name = "TDIST_FAILURE_DETECTION_TIMEOUT", .type = SettingType::FractionalSeconds,
                 .group = "process_group",
                 .meaning = "How long failed_ranks waits for a rank of a failed group that neither says it is alive "
@@ -328,8 +328,10 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_ON_FAILURE", .type = SettingType::Choice, .group = "tools",
                 .meaning = "What tdistrun does when a worker exits non-zero or is killed, as --on-failure: restart "
                            "stops every worker and starts a new round (up to --max-restarts; torchrun's); shrink "
-                           "lets the others run on, writing `exited/<rank>` in their store.",
-                .default_text = "restart", .choices = "restart, shrink"},
+                           "lets the others run on, writing `exited/<rank>` in their store; shrink-and-replace "
+                           "also starts a replacement (TDIST_JOIN_RUNNING_JOB=1) that joins them when they call "
+                           "admit_new_ranks, up to --max-restarts replacements.",
+                .default_text = "restart", .choices = "restart, shrink, shrink-and-replace"},
     SettingInfo{.name = "TDIST_RUN_BINARY", .type = SettingType::Path, .group = "tools",
                 .meaning = "The tdistrun program that `python -m tdist.run` starts, before this build's, the "
                            "installed one and PATH's."},

@@ -106,3 +106,39 @@ def test_a_replacement_joins_the_survivors():
         digests.add(m.group(4))
     assert "joined the running job" in outs[-1], outs[-1]
     assert len(digests) == 1, outs
+
+
+def _tdistrun(policy, extra, example_extra=()):
+    env = dict(os.environ, TDIST_TIMEOUT="60")
+    for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "TORCHELASTIC_USE_AGENT_STORE"):
+        env.pop(k, None)
+    cmd = [sys.executable, "-m", "tdist.run", "--standalone", "--nproc-per-node", "4", "--on-failure", policy,
+           *extra, EXAMPLE, "--steps", "60", "--kill-rank", "0", "--kill-step", "12", *example_extra]
+    return subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+
+
+def _done_lines(out):
+    return re.findall(r"done: rank (\d+) of (\d+), (\d+) recoveries, weights identical: (\w+), digest (\w+)", out)
+
+
+def test_tdistrun_shrink_lets_rank_0_die():
+    """Under tdistrun the agent serves the store, so even rank 0 may die: the others agree at once
+    (tdistrun's exited/0 record) and finish on 3 ranks; tdistrun exits 0."""
+    r = _tdistrun("shrink", [])
+    assert r.returncode == 0, r.stdout
+    done = _done_lines(r.stdout)
+    assert len(done) == 3 and {d[1] for d in done} == {"3"} and {d[3] for d in done} == {"yes"}, r.stdout
+    assert len({d[4] for d in done}) == 1, r.stdout
+    assert "ranks [0] failed" in r.stdout, r.stdout
+
+
+def test_tdistrun_shrink_and_replace():
+    """--on-failure shrink-and-replace: tdistrun starts a replacement for the killed rank 0, which joins
+    the survivors at their next admission point; the four finish with identical weights."""
+    r = _tdistrun("shrink-and-replace", ["--max-restarts", "1"], ["--expect-joiners", "1"])
+    assert r.returncode == 0, r.stdout
+    done = _done_lines(r.stdout)
+    assert "starting a replacement for rank 0" in r.stdout, r.stdout
+    assert "joined the running job" in r.stdout, r.stdout
+    final = [d for d in done if d[1] == "4"]
+    assert len(final) == 4 and {d[3] for d in final} == {"yes"} and len({d[4] for d in final}) == 1, r.stdout

@@ -99,10 +99,10 @@ int run_agent(const Options& opt, const std::string& program_path) {
       return std::nullopt;
     };
     Supervisor supervisor(opt, program_path, where, logs, attempt++, monitor);
-    if (opt.on_failure == OnFailure::kShrink) {
+    if (opt.on_failure != OnFailure::kRestart) {
       supervisor.set_failure_report([&rdzv](const WorkerEnd& end) {
         try {
-          rdzv.report_exit(end.rank, exit_sentence(end));
+          rdzv.report_exit(end.launch_id, exit_sentence(end));
         } catch (const RendezvousError& e) {
           say(std::string(e.what()) + ": the other workers were not told that rank " + std::to_string(end.rank) +
               " exited");
@@ -121,7 +121,7 @@ int run_agent(const Options& opt, const std::string& program_path) {
       code = 0;
       break;
     }
-    if (r.kind == Kind::kWorkerFailed && opt.on_failure == OnFailure::kShrink) {
+    if (r.kind == Kind::kWorkerFailed && opt.on_failure != OnFailure::kRestart) {
       // Every worker of this node failed: tolerated all the same, so no node restarts; this one is done.
       rdzv.report_done();
       code = r.exit_code;

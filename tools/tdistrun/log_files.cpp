@@ -53,8 +53,9 @@ LogLayout::~LogLayout() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-WorkerLogs LogLayout::for_worker(int attempt, int local_rank) const {
-  const std::string dir = dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank);
+WorkerLogs LogLayout::for_worker(int attempt, int local_rank, int replacement) const {
+  const std::string dir = dir_ + "/attempt_" + std::to_string(attempt) + "/" + std::to_string(local_rank) +
+                          (replacement > 0 ? "_replacement" + std::to_string(replacement) : std::string());
   make_dir(dir);
   const int redirect = opt_.redirects.of(local_rank);
   const int tee = opt_.tee.of(local_rank);

@@ -31,7 +31,9 @@ class LogLayout {
   LogLayout& operator=(const LogLayout&) = delete;
 
   // Creates attempt_<attempt>/<local_rank>/ and says where its streams go.
-  WorkerLogs for_worker(int attempt, int local_rank) const;
+  // replacement > 0: the n-th worker started in place of a failed one
+  // (--on-failure shrink-and-replace), in a folder of its own.
+  WorkerLogs for_worker(int attempt, int local_rank, int replacement = 0) const;
   const std::string& dir() const { return dir_; }
   // Whether the directory stays after exit (--log-dir, or output redirected to it).
   bool kept() const { return keep_; }

@@ -668,9 +668,10 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     if (has("on-failure")) {
       const Setting& s = set["on-failure"];
       value = s.value;
-      if (value != "restart" && value != "shrink") {
-        return usage_error(invalid(s, "restart (stop every worker and start them all again, torchrun's) or shrink "
-                                      "(the other workers run on)"));
+      if (value != "restart" && value != "shrink" && value != "shrink-and-replace") {
+        return usage_error(invalid(s, "restart (stop every worker and start them all again, torchrun's), shrink "
+                                      "(the other workers run on) or shrink-and-replace (and a replacement joins "
+                                      "them)"));
       }
     } else {
       try {
@@ -681,7 +682,9 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
         return usage_error(e.what());
       }
     }
-    opt.on_failure = value == "shrink" ? OnFailure::kShrink : OnFailure::kRestart;
+    opt.on_failure = value == "shrink"               ? OnFailure::kShrink
+                     : value == "shrink-and-replace" ? OnFailure::kShrinkAndReplace
+                                                     : OnFailure::kRestart;
   }
   if (has("monitor-interval")) {
     const Setting& s = set["monitor-interval"];

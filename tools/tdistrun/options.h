@@ -51,6 +51,9 @@ enum class ProgramKind {
 enum class OnFailure {
   kRestart,  // stop every worker, start a new round (--max-restarts; torchrun's)
   kShrink,   // let the others run on; tell them through the store (exited/<rank>)
+  // shrink, and start a replacement that joins the running job
+  // (TDIST_JOIN_RUNNING_JOB=1), up to --max-restarts replacements
+  kShrinkAndReplace,
 };
 
 struct Options {

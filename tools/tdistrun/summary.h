@@ -19,6 +19,11 @@ struct WorkerEnd {
   bool forwarded = false;   // signal_sent was the launcher's own SIGINT/SIGTERM/SIGHUP, passed on
   bool escalated = false;   // the launcher sent SIGKILL when the grace period ran out
   double ended_after_s = -1;  // seconds from the start of the workers to its exit (-1: running)
+  // Who the library knows it as, for its death record exited/<launch_id>:
+  // its rank, or for the n-th replacement of a failed worker (--on-failure
+  // shrink-and-replace) rank + n * world_size, so that a record of the dead
+  // worker never condemns its replacement.
+  long long launch_id = 0;
 };
 
 // "exited 0", "exit code 3", "killed by signal 9 (SIGKILL)".

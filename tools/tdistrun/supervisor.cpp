@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 #include "error_file.h"
 #include "signals.h"
@@ -114,7 +115,7 @@ bool Supervisor::start_workers() {
   return true;
 }
 
-bool Supervisor::start_worker(int local_rank) {
+bool Supervisor::start_worker(int local_rank, int replacement) {
   sigset_t block = SignalEvents::handled_set();
   sigset_t old;
   sigprocmask(SIG_BLOCK, &block, &old);
@@ -124,9 +125,10 @@ bool Supervisor::start_worker(int local_rank) {
   Worker w;
   w.end.rank = static_cast<int>(rank);
   w.end.local_rank = local_rank;
+  w.end.launch_id = rank + static_cast<long long>(replacement) * placement_.world_size;
   SpawnRequest req;
   try {
-    WorkerLogs logs = logs_.for_worker(attempt_, local_rank);
+    WorkerLogs logs = logs_.for_worker(attempt_, local_rank, replacement);
     w.error_file = logs.error_file;
     std::remove(w.error_file.c_str());  // a stale one would be taken for this attempt's
     const std::string prefix =
@@ -140,6 +142,7 @@ bool Supervisor::start_worker(int local_rank) {
     req.path = path_;
     req.argv = worker_argv(opt_, local_rank);
     req.env = worker_environment(opt_, placement_, local_rank, w.error_file, environ);
+    if (replacement > 0) req.env.push_back("TDIST_JOIN_RUNNING_JOB=" + std::to_string(replacement));
     req.stdin_fd = devnull_;
     req.child_mask = old;
     req.label = "rank " + std::to_string(rank);
@@ -256,6 +259,15 @@ void Supervisor::reap() {
     drain(w.out);
     drain(w.err);
   }
+  // After the loop: a new worker may move workers_ in memory.
+  for (int local_rank : std::exchange(to_replace_, {})) {
+    ++replacements_;
+    stderr_sink_.write("tdistrun: starting a replacement for rank " +
+                       std::to_string(placement_.rank_offset + local_rank) + " (replacement " +
+                       std::to_string(replacements_) + " of at most " + std::to_string(opt_.max_restarts) +
+                       "); it joins the running job when the others call admit_new_ranks()\n");
+    start_worker(local_rank, replacements_);
+  }
 }
 
 void Supervisor::on_exit(Worker& w, int status) {
@@ -276,6 +288,13 @@ void Supervisor::on_failure(size_t index) {
   if (failure_report_) failure_report_(end);
   stderr_sink_.write("tdistrun: " + worker_label(end) + " failed: " + describe_status(end.status) +
                      "; the other workers run on (--on-failure shrink)\n");
+  if (opt_.on_failure != OnFailure::kShrinkAndReplace) return;
+  if (replacements_ + static_cast<int>(to_replace_.size()) >= opt_.max_restarts) {
+    stderr_sink_.write("tdistrun: no replacement for rank " + std::to_string(end.rank) + ": " +
+                       std::to_string(opt_.max_restarts) + " replacement(s) allowed (--max-restarts)\n");
+    return;
+  }
+  to_replace_.push_back(end.local_rank);
 }
 
 bool Supervisor::read_stream(Stream& s) {

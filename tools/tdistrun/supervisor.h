@@ -70,7 +70,9 @@ class Supervisor {
   bool start_workers();
   // Starts the worker of `local_rank` and adds it to workers_; false (said
   // on stderr) when it cannot be started.
-  bool start_worker(int local_rank);
+  // `replacement` > 0: the n-th replacement of a failed worker, which joins
+  // the running job (TDIST_JOIN_RUNNING_JOB=1).
+  bool start_worker(int local_rank, int replacement = 0);
   bool open_stream(const StreamTarget& target, FdSink& console, const std::string& prefix, Stream* stream,
                    StreamSetup* setup);
   void monitor();
@@ -106,6 +108,10 @@ class Supervisor {
   int devnull_out_ = -1;  // where a stream that goes nowhere is written
   int first_failure_ = -1;   // index into workers_
   std::vector<int> tolerated_;  // indices into workers_ of failures the others ran on after (shrink)
+  // Local ranks whose replacement reap() starts once it is done with workers_
+  // (shrink-and-replace), and how many replacements were started.
+  std::vector<int> to_replace_;
+  int replacements_ = 0;
   long long started_ms_ = 0;    // monotonic ms when the workers were started
   int received_signal_ = 0;  // first SIGINT/SIGTERM/SIGHUP the launcher got
   bool stopping_ = false;

@@ -73,8 +73,12 @@ Options:
                        [restart]; "shrink" lets the other workers run on and
                        tells them in the store (key exited/<rank>, one line);
                        the node's tdistrun then exits 0 when one of its workers
-                       ran to exit 0. Every node needs the same policy. Also
-                       TDIST_ON_FAILURE.
+                       ran to exit 0. "shrink-and-replace" also starts a
+                       replacement for the failed worker (same RANK, with
+                       TDIST_JOIN_RUNNING_JOB=1) that joins the running job
+                       when the others call admit_new_ranks(), up to
+                       --max-restarts replacements. Every node needs the
+                       same policy. Also TDIST_ON_FAILURE.
   --monitor-interval S how often (seconds) the agent asks the rendezvous
                        whether to stop or restart [0.1].
   --log-dir DIR        worker logs and error files, in torchrun's layout:
