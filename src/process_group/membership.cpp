@@ -8,19 +8,20 @@
 
 namespace tdist {
 
-namespace {
-
-std::string list_text(const std::vector<int>& ranks) {
+std::string ranks_text(const std::vector<int>& ranks) {
   std::string out;
   for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
   return out;
 }
 
-// The end of one shrink attempt, fixed once in the store for every survivor
-// (compare_set): "formed" once every survivor made its part of the new
-// group, else "abandoned: <why>". A survivor that made its part waits here
-// for the others; one that could not make it, or sees that a member died
-// (the launcher's record), abandons the attempt for all.
+namespace {
+
+// The end of one attempt to form a changed group (a shrink, a regrow), fixed
+// once in the store for every member (compare_set): "formed" once every
+// member made its part of the new group, else "abandoned: <why>". A member
+// that made its part waits here for the others; one that could not make it,
+// or sees that a member died (the launcher's record), abandons the attempt
+// for all.
 std::string settle(Store& store, int rank, int size, const std::vector<int>& launch_ranks,
                    const std::shared_ptr<Store>& death_records, bool made, const std::string& why_not,
                    Deadline deadline) {
@@ -36,7 +37,7 @@ std::string settle(Store& store, int rank, int size, const std::vector<int>& lau
       const std::string record = "exited/" + std::to_string(launch_ranks[r]);
       if (!store.check({ready[r]}) && death_records->check({record}))
         return store.compare_set("outcome", "",
-                                 "abandoned: new rank " + std::to_string(r) + " died during the shrink: " +
+                                 "abandoned: new rank " + std::to_string(r) + " died while the group formed: " +
                                      death_records->get(record));
     }
     if (deadline.expired()) {
@@ -44,7 +45,7 @@ std::string settle(Store& store, int rank, int size, const std::vector<int>& lau
       for (int r = 0; r < size; ++r)
         if (!store.check({ready[r]})) missing.push_back(r);
       return store.compare_set("outcome", "",
-                               "abandoned: new ranks " + list_text(missing) + " did not finish the shrink within " +
+                               "abandoned: new ranks " + ranks_text(missing) + " did not make their part within " +
                                    std::to_string(deadline.timeout().count()) + " ms");
     }
     std::this_thread::sleep_for(pause);

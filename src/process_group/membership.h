@@ -5,11 +5,15 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tdist/distributed.h"
 #include "util/deadline.h"
 
 namespace tdist {
+
+// "1,3": ranks in messages and in store keys.
+std::string ranks_text(const std::vector<int>& ranks);
 
 // Makes this rank's part of the new group under `keys` (rank `rank` of
 // `size`), then settles with the other members whether the group formed. The

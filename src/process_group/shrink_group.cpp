@@ -16,12 +16,6 @@ namespace tdist {
 
 namespace {
 
-std::string list_text(const std::vector<int>& ranks) {
-  std::string out;
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? "," : "") + std::to_string(ranks[i]);
-  return out;
-}
-
 // torch's checks, in torch's words where it has them; the sorted list.
 std::vector<int> checked_exclusions(const std::vector<int>& ranks_to_exclude, const ProcessGroup& target) {
   const int size = target.size();
@@ -44,7 +38,7 @@ std::vector<int> checked_exclusions(const std::vector<int>& ranks_to_exclude, co
                          target.group_name() + "; at least one rank must remain");
   if (seen.count(target.rank()))
     throw DistError("shrink_group: rank " + std::to_string(target.rank()) + " of group " + target.group_name() +
-                    " is in ranks_to_exclude [" + list_text({seen.begin(), seen.end()}) +
+                    " is in ranks_to_exclude [" + ranks_text({seen.begin(), seen.end()}) +
                     "]: only the survivors call shrink_group; an excluded rank should end its process");
   return {seen.begin(), seen.end()};
 }
@@ -104,14 +98,14 @@ Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group,
   // The survivors that pass another list meet under other keys, and their
   // attempt is abandoned at the timeout naming the ranks missing from it.
   auto keys = std::make_shared<PrefixStore>(
-      "shrink/" + target->group_name() + "/" + std::to_string(attempt) + "/without " + list_text(excluded),
+      "shrink/" + target->group_name() + "/" + std::to_string(attempt) + "/without " + ranks_text(excluded),
       target->store());
   const Deadline deadline = Deadline::after(target->timeout());
   std::string why;
   Group shrunk = form_changed_group(keys, new_rank, new_size, options, deadline, why);
   if (!shrunk) {
     target->shrink_abandoned();
-    throw DistBackendError(label + ": shrink_group without ranks [" + list_text(excluded) + "] was " + why +
+    throw DistBackendError(label + ": shrink_group without ranks [" + ranks_text(excluded) + "] was " + why +
                            "; call failed_ranks() again and shrink with its answer");
   }
 
