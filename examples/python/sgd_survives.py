@@ -82,7 +82,8 @@ def main():
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         args.kill_rank = -1
     dist.init_process_group("gloo")
-    launch_rank = dist.get_rank()
+    # The rank the launcher started this process as (a replacement's is the rank it replaces).
+    launch_rank = int(os.environ.get("RANK", dist.get_rank()))
     x, y = load_data()
     held_out = len(x) // 5
     train_rows = np.arange(len(x) - held_out)

@@ -287,7 +287,8 @@ void Supervisor::on_failure(size_t index) {
   // First, before its output is drained: the others may be waiting for it.
   if (failure_report_) failure_report_(end);
   stderr_sink_.write("tdistrun: " + worker_label(end) + " failed: " + describe_status(end.status) +
-                     "; the other workers run on (--on-failure shrink)\n");
+                     "; the other workers run on (--on-failure " +
+                     (opt_.on_failure == OnFailure::kShrink ? "shrink" : "shrink-and-replace") + ")\n");
   if (opt_.on_failure != OnFailure::kShrinkAndReplace) return;
   if (replacements_ + static_cast<int>(to_replace_.size()) >= opt_.max_restarts) {
     stderr_sink_.write("tdistrun: no replacement for rank " + std::to_string(end.rank) + ": " +
