@@ -432,8 +432,13 @@ void TcpTransport::close(std::exception_ptr cause) {
 }
 
 void TcpTransport::close_comm(uint32_t comm, std::exception_ptr cause) {
-  std::lock_guard<std::mutex> lock(mu_);
-  matching_.close_comm_locked(comm, cause);
+  std::vector<std::shared_ptr<Unexpected>> announced;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    matching_.close_comm_locked(comm, cause, announced);
+    discard_announced_locked(announced);
+  }
+  for (auto& entry : announced) send_clear_to_send(*peers_[entry->peer], entry->rendezvous_id);
 }
 
 // The connection to p is gone: fail everything that depends on it. Called
