@@ -258,8 +258,9 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     shape.agree_ids = [store, links, rank, size, timeout](const std::string& key, int count) {
       return agree_comm_id(*store, *links->store, rank, size, timeout, key, count);
     };
-    shape.open = [links](uint32_t id, const std::vector<int>& members, int member) -> std::shared_ptr<Transport> {
-      return std::make_shared<Communicator>(links->transport, id, members, member);
+    const std::string name = options.group_name.empty() ? std::string("default_pg") : options.group_name;
+    shape.open = [links, name](uint32_t id, const std::vector<int>& members, int member) -> std::shared_ptr<Transport> {
+      return std::make_shared<Communicator>(links->transport, id, members, member, name);
     };
   }
   state_->engines = EngineBuilder::build(shape);
