@@ -12,12 +12,9 @@
 // thread may hold it for as long as it waits: abort_comm queues the abort,
 // wakes that thread through the rescan eventfd (it also looks every few rounds
 // of its spin), and runs it itself whenever rx_mu_ is free.
-#include <sys/socket.h>
-#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <set>
 #include <unordered_map>
@@ -202,33 +199,7 @@ void TcpTransport::tell_comm_aborted(uint32_t comm, const std::vector<int>& link
   const std::string text = (group + why).substr(0, wire::kMaxCommAbortText);
   const wire::MessageHeader h{wire::kCommAbortMagic, static_cast<uint32_t>(group_rank),
                               std::min<uint64_t>(group.size(), text.size()), text.size(), comm};
-  for (int link : links) {
-    if (link == rank_ || link < 0 || link >= size_ || !peers_[link]) continue;
-    Peer& p = *peers_[link];
-    if (!p.connected.load(std::memory_order_acquire)) continue;  // it never talked to us: nothing to wait for
-    std::exception_ptr error;
-    {
-      std::lock_guard<std::mutex> tx(p.tx_mu);
-      if (p.tx_failed || p.notice_sent || p.tx_torn) continue;
-      if (p.path) {
-        // The socket carries whole control frames only, and nearly nothing else: one write.
-        wire::MessageHeader copy = h;
-        iovec iov[2] = {{&copy, sizeof(copy)}, {const_cast<char*>(text.data()), text.size()}};
-        msghdr msg{};
-        msg.msg_iov = iov;
-        msg.msg_iovlen = 2;
-        while (::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
-        }
-        continue;
-      }
-      auto frame = owned_send(p.rank, 0, text.size());
-      if (!text.empty()) std::memcpy(frame->data(), text.data(), text.size());
-      p.txq.push_back(Peer::TxItem{h, std::move(frame), 0, text.size(), 0, false});  // after what is left to send
-      if (p.txq.size() == 1) error = flush_locked(p);
-      if (!error) update_output_locked(p);
-    }
-    if (error) ::shutdown(p.fd.get(), SHUT_RDWR);
-  }
+  send_comm_frame(links, h, text);
 }
 
 void TcpTransport::on_comm_aborted(Peer& p, const wire::MessageHeader& header, const std::string& text) {

@@ -89,6 +89,9 @@ class TcpTransport final : public Mesh, private PathHost {
   void abort_comm(uint32_t comm, std::exception_ptr cause) override;
   void tell_comm_aborted(uint32_t comm, const std::vector<int>& links, int group_rank, const std::string& group,
                          const std::string& why) override;
+  // A communicator's control frame (`h`, then `text`) to each of `links`
+  // that has a connection, after what is queued to it: a leave or an abort notice.
+  void send_comm_frame(const std::vector<int>& links, const wire::MessageHeader& h, const std::string& text);
 
   struct Peer;
   struct Directory;
