@@ -269,8 +269,11 @@ void bind_process_group_methods(py::module_& m) {
           "Operations issued afterwards without a timeout of their own use this one (torch's set_timeout).");
   cls.def("abort",
           [](ProcessGroup& self) {
+            // "rank 2 in group trainers: aborted (ProcessGroup.abort())": the members' errors quote it.
+            const int global = self.global_ranks().empty() || self.rank() < 0 ? self.rank()
+                                                                               : self.global_ranks()[self.rank()];
             auto cause = std::make_exception_ptr(tdist::DistBackendError(
-                "group " + self.group_name() + " was aborted (ProcessGroup.abort())"));
+                "rank " + std::to_string(global) + " in group " + self.group_name() + ": aborted (ProcessGroup.abort())"));
             py::gil_scoped_release nogil;
             self.abort(cause);
           },

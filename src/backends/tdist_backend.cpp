@@ -172,6 +172,12 @@ std::exception_ptr TdistBackend::State::failure_of(const char* op, uint64_t seq)
   return with_context(failure, label + ": " + what + " not started: the group failed earlier: ");
 }
 
+// A group over shared connections fails alone: its communicator aborts and
+// tells the members (transport/communicator.h). What failed the connections
+// themselves (a lost peer, a timeout) aborted them already, in the
+// transport's wait; the default group's transport is the connections, so its
+// failure fails every group of the process, as torch's abort of the default
+// group aborts them all.
 void TdistBackend::State::record_failure(std::exception_ptr e) {
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -179,7 +185,8 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
     failure = e;
     failed.store(true, std::memory_order_release);
   }
-  if (links) links->note_failure(e);
+  // The cause the other groups report when the connections fail with it.
+  if (links && (links->transport.get() == transport.get() || links->transport->stopped())) links->note_failure(e);
   // Before the peers can see this rank fail: it lives (failure_agreement.h).
   if (agreement) agreement->say_alive();
   // Make the peers see it now rather than at their own deadline, in words
@@ -208,7 +215,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   if (sharing && parent_links && !parent_links->transport->stopped()) {
     // A group of the default group's ranks: a communicator over its connections.
     const uint32_t comm = agree_comm_id(*store, *parent_links->store, rank, size, options.timeout);
-    state_->transport = std::make_shared<Communicator>(parent_links->transport, comm, globals, rank);
+    state_->transport = std::make_shared<Communicator>(parent_links->transport, comm, globals, rank, options.group_name);
     state_->links = parent_links;
     state_->agreement = parent->state_->agreement;
     state_->evidence = parent->state_->evidence;
@@ -251,8 +258,9 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     shape.agree_ids = [store, links, rank, size, timeout](const std::string& key, int count) {
       return agree_comm_id(*store, *links->store, rank, size, timeout, key, count);
     };
-    shape.open = [links](uint32_t id, const std::vector<int>& members, int member) -> std::shared_ptr<Transport> {
-      return std::make_shared<Communicator>(links->transport, id, members, member);
+    const std::string name = options.group_name.empty() ? std::string("default_pg") : options.group_name;
+    shape.open = [links, name](uint32_t id, const std::vector<int>& members, int member) -> std::shared_ptr<Transport> {
+      return std::make_shared<Communicator>(links->transport, id, members, member, name);
     };
   }
   state_->engines = EngineBuilder::build(shape);
@@ -266,9 +274,9 @@ void TdistBackend::shutdown() {
   auto err = std::make_exception_ptr(DistBackendError(state_->label + ": the process group was destroyed"));
   // Close first: an operation still running then fails at once instead of
   // holding the queue's thread (and this call) until its deadline. A group's
-  // own transport is aborted; a communicator closes alone when nothing of its
-  // group is under way, and otherwise aborts the shared transport (a receive
-  // under way could write into a buffer its owner frees).
+  // own transport is aborted; a communicator closes alone (what of its group
+  // is under way is dropped first: a receive under way could write into a
+  // buffer its owner frees).
   state_->engines->close(err);
   if (state_->transport) state_->transport->close(err);
   // Say goodbye in the shared-memory segments too (GroupEngines::leave).

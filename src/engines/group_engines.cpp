@@ -2,6 +2,7 @@
 #include "engines/group_engines.h"
 
 #include "shm_engine/host_segment.h"
+#include "tdist/errors.h"
 
 namespace tdist {
 
@@ -19,6 +20,13 @@ bool GroupEngines::process_gone(int r) const {
 void GroupEngines::abort(const std::string& why) {
   if (segment_) segment_->abort(why);
   if (host_segment_) host_segment_->abort(why);
+  // The hierarchical engine's communicators fail with the group (alone, as
+  // it does), so that a step of it under way ends too.
+  if (local_ || cross_) {
+    auto cause = std::make_exception_ptr(DistBackendError(why));
+    if (local_) local_->abort(cause);
+    if (cross_) cross_->abort(cause);
+  }
 }
 
 void GroupEngines::wake_all() {

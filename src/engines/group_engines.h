@@ -68,7 +68,8 @@ class GroupEngines {
   // false when no segment of this group holds it, or it cannot tell.
   bool process_gone(int r) const;
 
-  // The group failed: every segment's waiters fail now, saying `why`.
+  // The group failed: every segment's waiters fail now, saying `why`, and
+  // the hierarchical engine's communicators abort.
   void abort(const std::string& why);
   // Wakes the waiters of every segment (they re-check the group's state).
   void wake_all();

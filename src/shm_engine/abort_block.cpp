@@ -64,8 +64,12 @@ bool HostSegment::claim_abort(uint32_t round, const std::string& reason, Claim h
 }
 
 void HostSegment::abort(const std::string& reason) {
-  // Rounds this rank arrived at may complete (its data is there); the next fails.
-  claim_abort(lines_[rank_].round.load(std::memory_order_seq_cst) + 1, reason, Claim::AfterMyArrivals);
+  // The round this rank arrived at last fails too unless every rank arrived
+  // at it (then it may have completed somewhere): a rank waiting there for
+  // one that never comes (a hung collective a watchdog aborts) fails now,
+  // not at its deadline. Otherwise the next round fails.
+  const uint32_t last = lines_[rank_].round.load(std::memory_order_seq_cst);
+  if (!claim_abort(last, reason, Claim::UnlessAllArrived)) claim_abort(last + 1, reason, Claim::AfterMyArrivals);
 }
 
 uint64_t HostSegment::verdict() const {

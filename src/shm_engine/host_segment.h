@@ -123,8 +123,8 @@ class HostSegment {
   // <what>").
   [[noreturn]] void fail(CollectiveContext& ctx, const std::string& what);
   // Marks the segment failed (first caller wins) and wakes every waiter, so
-  // that every rank fails the first round this rank has not arrived at, and
-  // every later one, naming this rank. For a failure outside the segment (the
+  // that every rank fails the round this rank arrived at last (unless every
+  // rank arrived at it) or else the next, and every later one, naming this rank. For a failure outside the segment (the
   // group failed elsewhere); may be called from any thread.
   void abort(const std::string& reason);
   // "rank 5 (group rank 2)": for error messages.

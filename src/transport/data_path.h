@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -72,6 +73,10 @@ class DataPath {
   virtual bool backlog() const = 0;
   // Fails every queued send (the peer failed, or the mesh aborted).
   virtual void fail_sends_locked(const std::exception_ptr& error) = 0;
+  // Communicator `comm` aborted: its sends not begun fail with `error` and
+  // are dropped; one partly written fails too, and the rest of its bytes go
+  // from a copy (owned_send), so that the framing goes on.
+  virtual void abandon_sends_locked(uint32_t comm, const std::exception_ptr& error) = 0;
   // Before sleeping with a backlog: asks the reader for a doorbell when it
   // makes room. True when there is room already (do not sleep).
   virtual bool prepare_sleep_locked() = 0;
@@ -85,6 +90,9 @@ class DataPath {
   virtual bool prepare_sleep() = 0;
   // The message being received, if any (abort fails its receive).
   virtual MessageSlot& incoming() = 0;
+  // Its receive failed (its communicator aborted): the rest of its payload is
+  // read and dropped, never written into the receive's buffer.
+  virtual void discard_incoming() = 0;
 };
 
 // TDIST_TRANSPORTS: the names in order; DistValueError naming the entry for

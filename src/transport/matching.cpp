@@ -114,6 +114,11 @@ Matching::Served Matching::match_buffered_locked(const std::shared_ptr<Request>&
     req->complete(aborted_, peer);
     return Served::Done;
   }
+  if (any_left_.load(std::memory_order_relaxed) && !aborted_comms_.empty())
+    if (auto it = aborted_comms_.find(comm); it != aborted_comms_.end()) {
+      req->complete(it->second, peer);
+      return Served::Done;
+    }
   for (auto it = buffered_.begin(); it != buffered_.end(); ++it) {
     auto& u = **it;
     // A message from this peer for another operation arrived first: since a
@@ -245,11 +250,14 @@ void Matching::comm_left_locked(uint32_t comm, int peer) {
 }
 
 std::exception_ptr Matching::left_error_locked(uint32_t comm, int peer) const {
-  if (!any_left_.load(std::memory_order_acquire) || !left_comms_.count({comm, peer})) return nullptr;
+  if (!any_left_.load(std::memory_order_acquire)) return nullptr;
+  if (auto it = aborted_comms_.find(comm); it != aborted_comms_.end()) return it->second;
+  if (!left_comms_.count({comm, peer})) return nullptr;
   return std::make_exception_ptr(DistNetworkError(peer_left_text(describe_peer(peer), kLeftByDestroy)));
 }
 
-void Matching::close_comm_locked(uint32_t comm, const std::exception_ptr& cause) {
+void Matching::close_comm_locked(uint32_t comm, const std::exception_ptr& cause,
+                                 std::vector<std::shared_ptr<BufferedMessage>>& announced) {
   closed_comms_.insert(comm);
   for (auto it = posted_.begin(); it != posted_.end();) {
     if ((*it)->comm() == comm) {
@@ -260,17 +268,25 @@ void Matching::close_comm_locked(uint32_t comm, const std::exception_ptr& cause)
     }
   }
   // Buffered whole and unclaimed: freed. One still arriving is dropped when
-  // it ends (end_message finds no waiter); an announcement stays, as its
-  // sender waits for an answer only until its own group closes.
+  // it ends (end_message finds no waiter). An announcement goes to the mesh,
+  // whose clear-to-send lets its sender finish (the data is dropped).
   for (auto it = buffered_.begin(); it != buffered_.end();) {
     auto& u = **it;
-    if (u.comm == comm && !u.rendezvous && !u.matched) {
-      if (u.complete) payload_pool_.give(std::move(u.data));
+    if (u.comm == comm && !u.matched) {
+      if (u.rendezvous) announced.push_back(*it);
+      else if (u.complete) payload_pool_.give(std::move(u.data));
       it = buffered_.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+void Matching::abort_comm_locked(uint32_t comm, const std::exception_ptr& cause,
+                                 std::vector<std::shared_ptr<BufferedMessage>>& announced) {
+  aborted_comms_.emplace(comm, cause);
+  any_left_.store(true, std::memory_order_release);
+  close_comm_locked(comm, cause, announced);
 }
 
 std::string Matching::describe_peer(int peer) const {

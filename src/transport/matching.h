@@ -20,6 +20,7 @@
 #include <deque>
 #include <exception>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -125,14 +126,24 @@ class Matching {
   std::exception_ptr any_peer_error_locked() const;
   // `peer` left communicator `comm` (its goodbye came): its receives there fail.
   void comm_left_locked(uint32_t comm, int peer);
-  // The error of a request of `comm` for `peer` when the peer left it, else null.
+  // The error of a request of `comm` for `peer` when the peer left it or the
+  // communicator was aborted, else null.
   std::exception_ptr left_error_locked(uint32_t comm, int peer) const;
-  // Some peer left some communicator: posts look at left_error_locked (read
-  // without the mutex, so that posts cost nothing while nobody left).
+  // Some peer left some communicator, or one was aborted: posts look at
+  // left_error_locked (read without the mutex, so that posts cost nothing
+  // while nobody left).
   bool any_left() const { return any_left_.load(std::memory_order_acquire); }
   // Communicator `comm` is closed: its posted receives fail with `cause`, its
-  // buffered messages are freed, its later messages dropped.
-  void close_comm_locked(uint32_t comm, const std::exception_ptr& cause);
+  // buffered messages are freed, its later messages dropped. Announced
+  // messages (rendezvous) of it are taken off into `announced`: their senders
+  // wait for a clear-to-send, which the mesh sends to have their data dropped.
+  void close_comm_locked(uint32_t comm, const std::exception_ptr& cause,
+                         std::vector<std::shared_ptr<BufferedMessage>>& announced);
+  // Communicator `comm` is aborted (here, or by a member's notice): closed as
+  // above, and every later request of it fails with `cause`. What is under
+  // way on a wire is the mesh's to redirect (TcpTransport::drop_comm_locked).
+  void abort_comm_locked(uint32_t comm, const std::exception_ptr& cause,
+                         std::vector<std::shared_ptr<BufferedMessage>>& announced);
 
   // --- Errors. ---
   std::exception_ptr size_mismatch(int peer, uint64_t tag, size_t posted, size_t arrived) const;
@@ -155,6 +166,7 @@ class Matching {
   int lost_count_ = 0;
   std::set<uint32_t> closed_comms_;                // closed by close_comm: their late messages are dropped
   std::set<std::pair<uint32_t, int>> left_comms_;  // (communicator, peer): the peer said it left
+  std::map<uint32_t, std::exception_ptr> aborted_comms_;  // aborted communicators: their requests fail with it
   std::atomic<bool> any_left_{false};              // left_comms_ is not empty
 };
 

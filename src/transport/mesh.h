@@ -49,6 +49,20 @@ class Mesh : public Transport {
   // `links` (its members, as the mesh's ranks) that has a connection, after
   // the communicator's messages to it, so that they fail at once saying it left.
   virtual void say_goodbye(uint32_t comm, const std::vector<int>& links) = 0;
+  // A communicator of this mesh aborts while requests of it may be under way
+  // (Communicator::abort, or its close with requests outstanding): closed as
+  // by close_comm, and later requests fail with `cause`. A receive under way
+  // is redirected (the rest of its payload is dropped) and a send under way
+  // finishes from a copy of its remaining bytes, so no buffer of the
+  // communicator is touched once this returns. Other communicators, the
+  // connections and the peers' liveness (peer_vanished) are untouched.
+  virtual void abort_comm(uint32_t comm, std::exception_ptr cause) = 0;
+  // After abort_comm: tells each of `links` (the members, as the mesh's
+  // ranks) that has a connection that this rank, `group_rank` in group
+  // `group`, aborted the communicator because of `why` (wire::kCommAbortMagic):
+  // they fail its requests at once, naming this rank.
+  virtual void tell_comm_aborted(uint32_t comm, const std::vector<int>& links, int group_rank,
+                                 const std::string& group, const std::string& why) = 0;
 
   // Whether `peer`'s connection ended without a word from it (no abort
   // notice, no goodbye) before this rank gave up on the mesh: only the

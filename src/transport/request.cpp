@@ -60,4 +60,18 @@ bool Request::complete(std::exception_ptr error, int source) {
   return true;
 }
 
+namespace {
+struct OwnedSend {
+  explicit OwnedSend(int peer, uint64_t tag, size_t size)
+      : bytes(new char[size > 0 ? size : 1]), request(Request::Kind::Send, peer, tag, bytes.get(), size) {}
+  std::unique_ptr<char[]> bytes;  // default-initialized: untouched until written
+  Request request;
+};
+}  // namespace
+
+std::shared_ptr<Request> owned_send(int peer, uint64_t tag, size_t size) {
+  auto owner = std::make_shared<OwnedSend>(peer, tag, size);
+  return std::shared_ptr<Request>(owner, &owner->request);
+}
+
 }  // namespace tdist

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 
 #include "util/deadline.h"
 
@@ -88,5 +89,13 @@ class Request {
   std::exception_ptr error_;
   int source_ = -1;
 };
+
+// A send over a buffer of `size` bytes that the request owns, left unwritten
+// (pages never written are never touched): the caller copies in what is to
+// go. A send of an aborted communicator that is under way on a wire finishes
+// from such a copy of its bytes still to go (a frame cannot be cut off), while
+// the original completes with the abort at once and its buffer is its
+// owner's again; control frames with a text use one too.
+std::shared_ptr<Request> owned_send(int peer, uint64_t tag, size_t size);
 
 }  // namespace tdist

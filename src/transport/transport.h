@@ -64,7 +64,10 @@ class Transport {
   // receives posted into buffers its unwinding frees.
   virtual void wait(Request& request, Deadline deadline, bool abort_on_error = true) = 0;
 
-  // Fails every pending and later request with `cause`; closes connections.
+  // Fails every pending and later request with `cause`, from any thread: a
+  // transport of its own closes its connections, a communicator of a shared
+  // one fails alone (transport/communicator.h). No buffer of a request is
+  // touched once this returns.
   virtual void abort(std::exception_ptr cause) = 0;
   // The group is done with the transport (destroy_process_group): later
   // requests fail with `cause`. A transport of its own is aborted; a

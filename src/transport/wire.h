@@ -23,6 +23,14 @@ inline constexpr uint32_t kNoticeGoodbye = 0xffffffff;
 // message of that communicator, so that the peer fails its receives from
 // this rank there at once, naming it as gone.
 inline constexpr uint32_t kLeaveMagic = 0x54444c31;  // "TDL1"
+// A rank aborted one communicator (Communicator::abort) while its connections
+// stay: `comm` names it, `reserved` is the rank's rank in it, `size` the
+// length of the text that follows (at most kMaxCommAbortText), whose first
+// `tag` bytes name the group and the rest say why. Sent after the messages of
+// that communicator this rank still finishes, so that the peer fails its
+// requests there at once, naming this rank, and drops what arrives later.
+inline constexpr uint32_t kCommAbortMagic = 0x54445831;  // "TDX1"
+inline constexpr uint64_t kMaxCommAbortText = 4096;
 // Peers that exchange data through shared-memory rings keep their socket for
 // these zero-size frames ("look at the ring") and for abort notices.
 inline constexpr uint32_t kDoorbellMagic = 0x54444231;  // "TDB1"

@@ -243,8 +243,9 @@ inline constexpr std::array kSettingTable{
                 .meaning = "Each direction's ring between two ranks of a host.", .default_number = 512 * kKiB,
                 .min = 4 * kKiB, .max = 1 * kGiB},
     SettingInfo{.name = "TDIST_SHARE_CONNECTIONS", .type = SettingType::Bool, .group = "transport",
-                .meaning = "1: every group talks over the default group's connections and threads (a failure in "
-                           "one group then fails them all); 0: each group connects anew and fails alone.",
+                .meaning = "1: every group talks over the default group's connections and threads (a group's "
+                           "abort or failure fails it alone; a lost peer or a timeout fails every group that talks "
+                           "to that peer); 0: each group connects anew.",
                 .default_number = 1},
 
     // Devices.

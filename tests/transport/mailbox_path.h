@@ -107,6 +107,7 @@ class MailboxPath final : public DataPath {
   void flush_locked() override {}
   bool backlog() const override { return false; }
   void fail_sends_locked(const std::exception_ptr&) override {}
+  void abandon_sends_locked(uint32_t, const std::exception_ptr&) override {}  // a send is never left half-written
   bool prepare_sleep_locked() override { return true; }
 
   bool poll() override {
@@ -129,6 +130,7 @@ class MailboxPath final : public DataPath {
     return !rx_.frames.empty();
   }
   MessageSlot& incoming() override { return slot_; }
+  void discard_incoming() override {}  // a message is copied whole in poll()
 
  private:
   const std::shared_ptr<Mailbox> box_;

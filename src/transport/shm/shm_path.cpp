@@ -1,5 +1,6 @@
 #include "transport/shm/shm_path.h"
 
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -179,6 +180,30 @@ void ShmPath::fail_sends_locked(const std::exception_ptr& error) {
   for (auto& item : txq_) item.request->complete(error, peer_);
   txq_.clear();
   backlog_.store(false, std::memory_order_relaxed);
+}
+
+void ShmPath::abandon_sends_locked(uint32_t comm, const std::exception_ptr& error) {
+  for (auto it = txq_.begin(); it != txq_.end();) {
+    const std::shared_ptr<Request> original = it->request;  // alive until completed below
+    Request& r = *original;
+    if (r.comm() != comm) {  // another group's, or a copy made here before
+      ++it;
+      continue;
+    }
+    if (it->sent == 0) {
+      r.complete(error, peer_);
+      it = txq_.erase(it);
+      continue;
+    }
+    // The ring holds its header and part of its payload: the rest must follow.
+    const size_t done = it->sent > kHeaderBytes ? it->sent - kHeaderBytes : 0;
+    auto rest = owned_send(peer_, r.tag(), r.size());
+    if (r.size() > done) std::memcpy(static_cast<char*>(rest->data()) + done, static_cast<char*>(r.data()) + done, r.size() - done);
+    it->request = std::move(rest);
+    r.complete(error, peer_);
+    ++it;
+  }
+  backlog_.store(!txq_.empty(), std::memory_order_relaxed);
 }
 
 bool ShmPath::prepare_sleep_locked() { return !txq_.empty() && link_->tx.writer_prepare_sleep(); }

@@ -59,10 +59,12 @@ class ShmPath final : public DataPath {
   void flush_locked() override;
   bool backlog() const override { return backlog_.load(std::memory_order_relaxed); }
   void fail_sends_locked(const std::exception_ptr& error) override;
+  void abandon_sends_locked(uint32_t comm, const std::exception_ptr& error) override;
   bool prepare_sleep_locked() override;
   bool poll() override;
   bool prepare_sleep() override;
   MessageSlot& incoming() override { return rx_slot_; }
+  void discard_incoming() override { dst_ = nullptr; }
 
  private:
   struct Outgoing {

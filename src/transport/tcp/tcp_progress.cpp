@@ -117,6 +117,8 @@ void TcpTransport::drive(Request& request, Deadline deadline) {
           cpu_relax();
         continue;
       }
+      // A communicator's abort waits for this thread to let go of rx_mu_ or run it.
+      if (comm_aborts_pending_.load(std::memory_order_relaxed)) run_comm_aborts();
       auto now = Clock::now();
       if (rebase) {
         spin_end = now + spin_;
@@ -258,6 +260,7 @@ void TcpTransport::handle_events(const epoll_event* events, int n) {
     if (id == kRescanEventId) {  // a pair with rings connected: the loops look at them from now on
       uint64_t count = 0;
       [[maybe_unused]] ssize_t r = ::read(rescan_fd_.get(), &count, sizeof(count));
+      if (comm_aborts_pending_.load(std::memory_order_relaxed)) run_comm_aborts();  // abort_comm woke us
       continue;
     }
     if (id >= static_cast<uint32_t>(size_)) {  // an extra socket
@@ -307,6 +310,7 @@ void TcpTransport::progress_loop() {
       if (!rx.owns_lock()) continue;  // a driver: park again
       bg_holds_.store(true, std::memory_order_release);
       poll_once(true);
+      if (comm_aborts_pending_.load(std::memory_order_relaxed)) run_comm_aborts();
       bool ready = prepare_sleep();
       bg_holds_.store(false, std::memory_order_release);
       let_go(rx);

@@ -60,7 +60,8 @@ void TcpTransport::on_readable(Peer& p) {
       if (buffered >= hsize) {
         std::memcpy(&p.header, p.staging.data() + p.stage_begin, hsize);
         p.stage_begin += hsize;
-        if (p.header.magic == wire::kAbortMagic && p.header.size <= wire::kMaxAbortText) {
+        if ((p.header.magic == wire::kAbortMagic && p.header.size <= wire::kMaxAbortText) ||
+            (p.header.magic == wire::kCommAbortMagic && p.header.size <= wire::kMaxCommAbortText)) {
           p.abort_text.resize(p.header.size);
           p.in_payload = true;
           p.payload_done = 0;
@@ -163,6 +164,10 @@ void TcpTransport::finish_payload(Peer& p) {
     finish_piece(p, p.header.reserved, p.header.size);
     return;
   }
+  if (p.header.magic == wire::kCommAbortMagic) {
+    on_comm_aborted(p, p.header, p.abort_text);
+    return;
+  }
   if (p.header.magic == wire::kAbortMagic) {
     record_notice(p, p.header.reserved, p.abort_text);
     main_socket_closed(p, notice_error(p, p.header.reserved, p.abort_text));
@@ -194,6 +199,15 @@ void TcpTransport::on_control_socket(Peer& p) {
         p.stage_begin += kHeaderBytes;
         poll_path(p);  // the communicator's last messages came through the ring first
         on_comm_left(p, h.comm);
+        continue;
+      }
+      if (h.magic == wire::kCommAbortMagic && h.size <= wire::kMaxCommAbortText) {
+        if (p.stage_end - p.stage_begin < kHeaderBytes + h.size) break;  // the text is still on its way
+        std::string text(p.staging.data() + p.stage_begin + kHeaderBytes, h.size);
+        p.stage_begin += kHeaderBytes + h.size;
+        poll_path(p);  // the communicator's messages before the notice came through the ring
+        on_comm_aborted(p, h, text);
+        if (p.failed) return;
         continue;
       }
       if (h.magic != wire::kAbortMagic || h.size > wire::kMaxAbortText) {

@@ -94,6 +94,19 @@ void TcpTransport::clear_announced_locked(const std::shared_ptr<Request>& req, c
   }
 }
 
+void TcpTransport::discard_announced_locked(const std::vector<std::shared_ptr<Unexpected>>& announced) {
+  for (auto& entry : announced) {
+    Peer& p = *peers_[entry->peer];
+    if (entry->complete) {
+      matching_.pool_locked().give(std::move(entry->data));
+      expect_rendezvous_data_locked(p, entry->rendezvous_id, nullptr, entry->size, wire::rendezvous_head(entry->size));
+    } else {  // its head is still arriving: finish_unexpected_head counts it
+      entry->matched = true;
+      expect_rendezvous_data_locked(p, entry->rendezvous_id, nullptr, entry->size, 0);
+    }
+  }
+}
+
 // A request-to-send: match it with a posted receive like a message's header,
 // or keep it as an unexpected (announced only) message for a later receive.
 // Its head follows: read next, as the first piece of the payload when a
@@ -111,6 +124,11 @@ void TcpTransport::on_request_to_send(Peer& p) {
     if (auto req = matching_.take_posted_locked(p.rank, comm, tag, size, fits)) {
       // A receive that failed on a size mismatch is done: null, the data is discarded.
       expect_rendezvous_data_locked(p, id, fits ? std::move(req) : nullptr, size, 0);
+      clear = true;
+    } else if (matching_.comm_closed_locked(comm)) {
+      // A late message of a closed or aborted communicator: nobody will
+      // receive it, and its sender waits for an answer. Cleared, dropped.
+      expect_rendezvous_data_locked(p, id, nullptr, size, 0);
       clear = true;
     } else {
       matching_.fail_out_of_step_locked(p.rank, comm, tag);

@@ -397,7 +397,10 @@ void TcpTransport::abort(std::exception_ptr cause) {
 }
 
 void TcpTransport::say_goodbye(uint32_t comm, const std::vector<int>& links) {
-  wire::MessageHeader h{wire::kLeaveMagic, 0, 0, 0, comm};
+  send_comm_frame(links, wire::MessageHeader{wire::kLeaveMagic, 0, 0, 0, comm}, {});
+}
+
+void TcpTransport::send_comm_frame(const std::vector<int>& links, const wire::MessageHeader& h, const std::string& text) {
   for (int link : links) {
     if (link == rank_ || link < 0 || link >= size_ || !peers_[link]) continue;
     Peer& p = *peers_[link];
@@ -405,15 +408,25 @@ void TcpTransport::say_goodbye(uint32_t comm, const std::vector<int>& links) {
     std::exception_ptr error;
     {
       std::lock_guard<std::mutex> tx(p.tx_mu);
-      if (p.tx_failed || p.notice_sent) continue;
+      if (p.tx_failed || p.notice_sent || p.tx_torn) continue;
       if (p.path) {
         // The communicator's messages are in the ring already; the socket
-        // carries whole control frames only.
-        while (::send(p.fd.get(), &h, sizeof(h), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
+        // carries whole control frames only, and nearly nothing else: one write.
+        wire::MessageHeader header = h;
+        iovec iov[2] = {{&header, sizeof(header)}, {const_cast<char*>(text.data()), text.size()}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = text.empty() ? 1 : 2;
+        while (::sendmsg(p.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno == EINTR) {
         }
         continue;
       }
-      p.txq.push_back(Peer::TxItem{h, nullptr});  // after the messages queued before it
+      std::shared_ptr<Request> payload;
+      if (!text.empty()) {
+        payload = owned_send(p.rank, 0, text.size());
+        std::memcpy(payload->data(), text.data(), text.size());
+      }
+      p.txq.push_back(Peer::TxItem{h, std::move(payload), 0, text.size(), 0, false});  // after the messages queued before it
       if (p.txq.size() == 1) error = flush_locked(p);
       if (!error) update_output_locked(p);
     }
@@ -432,8 +445,13 @@ void TcpTransport::close(std::exception_ptr cause) {
 }
 
 void TcpTransport::close_comm(uint32_t comm, std::exception_ptr cause) {
-  std::lock_guard<std::mutex> lock(mu_);
-  matching_.close_comm_locked(comm, cause);
+  std::vector<std::shared_ptr<Unexpected>> announced;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    matching_.close_comm_locked(comm, cause, announced);
+    discard_announced_locked(announced);
+  }
+  for (auto& entry : announced) send_clear_to_send(*peers_[entry->peer], entry->rendezvous_id);
 }
 
 // The connection to p is gone: fail everything that depends on it. Called

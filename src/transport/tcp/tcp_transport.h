@@ -83,6 +83,15 @@ class TcpTransport final : public Mesh, private PathHost {
   // wire::kLeaveMagic after the communicator's messages.
   void close_comm(uint32_t comm, std::exception_ptr cause) override;
   void say_goodbye(uint32_t comm, const std::vector<int>& links) override;
+  // A communicator's abort (tcp_comm_abort.cpp): whoever holds rx_mu_ (a
+  // driving thread, the progress thread, or the caller when nobody does)
+  // drops it, so that no reader writes into its buffers after this returns.
+  void abort_comm(uint32_t comm, std::exception_ptr cause) override;
+  void tell_comm_aborted(uint32_t comm, const std::vector<int>& links, int group_rank, const std::string& group,
+                         const std::string& why) override;
+  // A communicator's control frame (`h`, then `text`) to each of `links`
+  // that has a connection, after what is queued to it: a leave or an abort notice.
+  void send_comm_frame(const std::vector<int>& links, const wire::MessageHeader& h, const std::string& text);
 
   struct Peer;
   struct Directory;
@@ -111,6 +120,22 @@ class TcpTransport final : public Mesh, private PathHost {
   void interrupt_dial(Peer& p);
   // p left communicator `comm` (its goodbye frame came): its receives there fail.
   void on_comm_left(Peer& p, uint32_t comm);
+  // Communicator aborts (tcp_comm_abort.cpp). p aborted communicator `comm`
+  // (its notice came, `text` after the header): it is dropped here too, with
+  // an error naming p. With rx_mu_ held.
+  void on_comm_aborted(Peer& p, const wire::MessageHeader& header, const std::string& text);
+  // Runs the aborts that abort_comm queued; with rx_mu_ held.
+  void run_comm_aborts();
+  // Fails and drops everything of `comm`: posted and buffered receives,
+  // receives under way (redirected: their payload is read and dropped),
+  // queued sends (a send under way finishes from a copy). With rx_mu_ held.
+  void drop_comm_locked(uint32_t comm, const std::exception_ptr& cause);
+  // Sends of `comm` to p, with p.tx_mu held: as DataPath::abandon_sends_locked.
+  void abandon_sends_locked(Peer& p, uint32_t comm, const std::exception_ptr& cause);
+  // Announced messages taken off matching that nobody will receive: their
+  // data is expected and dropped; the caller then sends each a clear-to-send
+  // (their senders wait for it). With mu_ held.
+  void discard_announced_locked(const std::vector<std::shared_ptr<Unexpected>>& announced);
   // Makes a connected pair's sockets (and rings) part of the transport.
   void register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::string address, std::unique_ptr<DataPath> path);
   // The pair could not connect: its posted receives and later sends fail
@@ -257,6 +282,17 @@ class TcpTransport final : public Mesh, private PathHost {
   // rendezvous receives, and notices_: they change together with matching.
   std::mutex& mu_;
   std::atomic<bool> leaving_{false};  // close() rather than abort(): peers get a goodbye
+  // Communicator aborts waiting for the holder of rx_mu_ (abort_comm): each
+  // gets a ticket; run_comm_aborts runs them in order and counts them done.
+  struct CommAbort {
+    uint32_t comm;
+    std::exception_ptr cause;
+  };
+  std::mutex comm_abort_mu_;
+  std::condition_variable comm_abort_cv_;
+  std::vector<CommAbort> comm_aborts_;  // queued, not yet run
+  uint64_t comm_aborts_queued_ = 0, comm_aborts_done_ = 0;
+  std::atomic<bool> comm_aborts_pending_{false};  // comm_aborts_ is not empty: read by the drivers' loops
   std::vector<Notice> notices_;  // by peer: what its give-up notice said
 };
 
