@@ -187,8 +187,11 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
   }
   // The cause the other groups report when the connections fail with it.
   if (links && (links->transport.get() == transport.get() || links->transport->stopped())) links->note_failure(e);
-  // Before the peers can see this rank fail: it lives (failure_agreement.h).
-  if (agreement) agreement->say_alive();
+  // Before the peers can see this rank's connections fail: it lives
+  // (failure_agreement.h). Not for a group that fails alone over connections
+  // that stay up (a communicator's own abort): no rank is in question then.
+  if (agreement && (!links || links->transport.get() == transport.get() || links->transport->stopped()))
+    agreement->say_alive();
   // Make the peers see it now rather than at their own deadline, in words
   // that name this rank once (most causes already start with its label).
   std::string why = error_message(e);
@@ -291,12 +294,20 @@ void TdistBackend::abort(std::exception_ptr cause) {
 }
 
 std::vector<int> TdistBackend::failed_ranks(Millis silence) {
-  if (!state_->failure_of("failed_ranks")) {
-    // Healthy here. Where the peers already ask, the group failed for them:
-    // it fails here too, and this rank answers with them.
+  // The agreement is about the connections (the mesh this group talks over):
+  // only their failure can mean that a rank died.
+  Transport& mesh = state_->links ? *state_->links->transport : *state_->transport;
+  state_->failure_of("failed_ranks");  // records a failure of the shared connections
+  if (!mesh.aborted()) {
+    // A group aborted alone (a member's abort, ranks out of step) lost nobody.
+    if (state_->failed.load(std::memory_order_acquire)) return {};
+    // Healthy here. Where the peers already ask, the connections failed for
+    // them: they fail here too, and this rank answers with them.
     if (!state_->agreement->under_way()) return {};
-    abort(std::make_exception_ptr(
-        DistBackendError(state_->label + ": the group failed on other ranks (they asked which ranks failed)")));
+    auto cause = std::make_exception_ptr(
+        DistBackendError(state_->label + ": the group failed on other ranks (they asked which ranks failed)"));
+    mesh.abort(cause);
+    state_->record_failure(cause);
   }
   const std::vector<int> dead = state_->agreement->decide(state_->evidence, silence);
   std::vector<int> out;
