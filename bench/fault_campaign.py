@@ -97,13 +97,19 @@ def collect(procs, fault):
                 pending.discard(i)
         if not pending:
             break
-        # A stopped victim never exits: once everyone else is done, kill it.
+        # A stopped victim never exits: once everyone else is done, kill it (under tdistrun it is
+        # one of the launcher's workers, in the launcher's session).
         if fault == "stop":
             stopped = [i for i in pending if _is_stopped(procs[i].pid)]
             if stopped and len(stopped) == len(pending):
                 for i in stopped:
                     procs[i].send_signal(signal.SIGKILL)
                 continue
+            if len(procs) == 1:
+                workers = _workers_in_session(procs[0].pid)
+                if workers and all(_is_stopped(pid) for pid in workers):
+                    for pid in workers:
+                        os.kill(pid, signal.SIGKILL)
         if time.monotonic() > deadline:
             hung = True
             for i in pending:
@@ -116,6 +122,24 @@ def collect(procs, fault):
             break
         time.sleep(0.05)
     return "".join(outs), hung
+
+
+def _workers_in_session(sid):
+    """The example's processes in session `sid` (tdistrun's workers)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if int(entry) != sid and int(fields[3]) == sid and b"sgd_survives.py" in cmd and fields[0] != "Z":
+            pids.append(int(entry))
+    return pids
 
 
 def _is_stopped(pid):
