@@ -139,6 +139,7 @@ int admit_new_ranks() {
   std::vector<Joiner> joiners;
   for (size_t i = bar + 1; i < list[0].size();) {
     const size_t semi = list[0].find(';', i);
+    if (semi == std::string::npos) break;  // rank 0 ends every entry with ';'
     Joiner j;
     if (parse_joiner(list[0].substr(i, semi - i), j)) joiners.push_back(j);
     i = semi + 1;
