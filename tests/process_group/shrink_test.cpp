@@ -146,14 +146,20 @@ TEST(Shrink, LastRankKilledOfThreeTcp) { survive({3, {2}, false}); }
 // A second rank dies during the shrink (after it learned the answer, before
 // it made its part): every survivor's shrink is abandoned, failed_ranks then
 // answers both, and the second shrink goes on.
+//
+// No clock decides the outcome: the shrink is abandoned at the group's
+// timeout (the new group waits that long for rank 1), and the second answer
+// comes from proof (rank 1's process is gone from this host, which the old
+// group's shared-memory segment shows), not from silence, which is set far
+// beyond any skew between the survivors on a loaded machine.
 TEST(Shrink, SecondDeathDuringTheShrink) {
-  ScopedEnv shm("TDIST_SHM", "0");
+  ScopedEnv shm("TDIST_SHM", "1");
   const int n = 5;
   Shared<PortBoard> board;
   auto results = run_in_processes(
       n,
       [&](int me) {
-        init_process_world(*board, me, n, std::chrono::seconds(3));
+        init_process_world(*board, me, n, std::chrono::seconds(6));
         sum_of(1.0f, 10);
         if (me == 3) std::raise(SIGKILL);
         try {
@@ -169,7 +175,7 @@ TEST(Shrink, SecondDeathDuringTheShrink) {
           std::fprintf(stderr, "[rank %d] got, as expected: %s\n", me, e.what());
           require(contains(e.what(), "abandoned"), std::string("the error does not say abandoned: ") + e.what());
         }
-        const std::vector<int> dead = tdist::failed_ranks(nullptr, milliseconds(1500));
+        const std::vector<int> dead = tdist::failed_ranks(nullptr, std::chrono::seconds(60));
         require(dead == std::vector<int>({1, 3}), "the second answer is [" + list(dead) + "], want [1, 3]");
         tdist::shrink_group(dead);
         require(tdist::get_world_size() == 3, "world size after the second shrink");
