@@ -26,6 +26,7 @@ import os
 import signal
 import sys
 import time
+from datetime import timedelta
 
 import numpy as np
 
@@ -46,6 +47,12 @@ def parse():
     p.add_argument("--expect-joiners", type=int, default=0,
                    help="for tests: after a recovery, wait at the next admission point until this many "
                         "replacements have joined (a real job admits whoever waits and goes on)")
+    p.add_argument("--stop-file", default=None,
+                   help="for the fault campaign: train until this file exists (checked every 10 steps, "
+                        "agreed through an all-reduce so that every rank stops at the same step)")
+    p.add_argument("--op-timeout", type=float, default=None,
+                   help="seconds an operation may wait for a peer (set_timeout), while start-up keeps "
+                        "TDIST_TIMEOUT: a short one finds a silent rank (a pulled cable) sooner")
     p.add_argument("--fault", choices=("kill", "stop", "exit"), default="kill",
                    help="how the rank dies: SIGKILL, SIGSTOP (silent until someone kills it), or exit(3)")
     return p.parse_args()
@@ -68,6 +75,18 @@ def sync_state(model, velocity, step):
     return int(at[0])
 
 
+def set_op_timeout(seconds):
+    if seconds:
+        dist.set_timeout(timedelta(seconds=seconds))
+
+
+def stop_requested(path):
+    """Whether any rank sees `path`: the same answer on every rank, so that all stop at one step."""
+    seen = np.array([1 if os.path.exists(path) else 0], dtype=np.int32)
+    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+    return bool(seen[0])
+
+
 def die(launch_rank, step, fault):
     """End (or freeze) this process, saying when: the fault campaign measures the recovery from it."""
     print(f"[launch rank {launch_rank}] killed at step {step} at {time.time():.6f} ({fault})", flush=True)
@@ -82,6 +101,7 @@ def main():
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0":
         args.kill_rank = -1
     dist.init_process_group("gloo")
+    set_op_timeout(args.op_timeout)
     # The rank the launcher started this process as (a replacement's is the rank it replaces).
     launch_rank = int(os.environ.get("RANK", dist.get_rank()))
     x, y = load_data()
@@ -115,9 +135,12 @@ def main():
                     tries -= 1
                 admitted += joined
                 if joined:
+                    set_op_timeout(args.op_timeout)
                     step = sync_state(model, velocity, step)
                     print(f"[launch rank {launch_rank}] step {step}: admitted {joined} new rank(s); "
                           f"now {dist.get_world_size()} ranks", flush=True)
+            if args.stop_file and step % 10 == 0 and stop_requested(args.stop_file):
+                break
             rank, size = dist.get_rank(), dist.get_world_size()
             rows = my_rows(train_rows, rank, size, step)
             loss = model.forward_backward(x[rows], y[rows])
@@ -134,6 +157,7 @@ def main():
             dead = dist.failed_ranks()
             print(f"[launch rank {launch_rank}] step {step}: {e}; ranks {dead} failed; shrinking", flush=True)
             dist.shrink_group(dead)
+            set_op_timeout(args.op_timeout)  # the new default group starts with TDIST_TIMEOUT
             step = sync_state(model, velocity, step)
             recoveries += 1
             recovering = True

@@ -15,6 +15,9 @@ namespace {
 // say_alive runs inside an abort: a store that does not answer (its host
 // stopped) must not hold the abort long.
 constexpr std::chrono::milliseconds kAliveTimeout{2000};
+// How often the undecided ranks' listeners are asked (each ask waits a
+// little for hosts that do not answer: the backend's Probe sets how long).
+constexpr std::chrono::milliseconds kProbeEvery{100};
 
 // Entries of a round's log: "+3;" rank 3 lives, "-3;" rank 3 was proven dead.
 void parse_log(const std::string& log, int size, std::set<int>& alive, std::set<int>& dead) {
@@ -138,7 +141,8 @@ std::vector<int> FailureAgreement::known_dead() const {
   return answered_ ? answer_ : std::vector<int>{};
 }
 
-std::vector<int> FailureAgreement::decide(const Evidence& evidence, std::chrono::milliseconds silence) {
+std::vector<int> FailureAgreement::decide(const Evidence& evidence, const Probe& probe,
+                                          std::chrono::milliseconds silence) {
   std::string log_key, answer_key;
   std::vector<int> before;
   bool first_round;
@@ -162,6 +166,7 @@ std::vector<int> FailureAgreement::decide(const Evidence& evidence, std::chrono:
     const Deadline give_up = Deadline::after(silence);
     std::set<int> reported;  // proofs this rank wrote to the log
     auto pause = std::chrono::milliseconds(2);
+    Deadline next_probe = Deadline::after(std::chrono::milliseconds(0));
     while (true) {
       if (store_->check({answer_key})) {
         value = store_->get(answer_key);
@@ -169,16 +174,31 @@ std::vector<int> FailureAgreement::decide(const Evidence& evidence, std::chrono:
       }
       std::set<int> alive, dead;
       parse_log(store_->get(log_key), size_, alive, dead);
-      bool unknown = false;
+      // A proof written now counts only after the log is read again: a rank
+      // that says it lives just before its proof appears (its listener
+      // closes only after it said so) is then seen alive.
+      bool proved_now = false;
+      const auto prove = [&](int m) {
+        if (reported.insert(m).second) {
+          store_->append(log_key, "-" + std::to_string(m) + ";");
+          proved_now = true;
+        }
+      };
+      std::vector<int> unknown;
       for (int m : members) {
-        if (alive.count(m) || dead.count(m)) continue;
+        if (alive.count(m) || dead.count(m) || reported.count(m)) continue;
         if ((evidence && evidence(m, first_round)) || launcher_says_dead(m)) {
-          if (reported.insert(m).second) store_->append(log_key, "-" + std::to_string(m) + ";");
+          prove(m);
           continue;
         }
-        unknown = true;
+        unknown.push_back(m);
       }
-      if (!unknown || give_up.expired()) {
+      if (probe && !unknown.empty() && next_probe.expired()) {
+        for (int m : probe(unknown)) prove(m);
+        std::erase_if(unknown, [&](int m) { return reported.count(m) > 0; });
+        next_probe = Deadline::after(kProbeEvery);
+      }
+      if ((unknown.empty() && !proved_now) || give_up.expired()) {
         std::vector<int> answer = before;
         for (int m : members)
           if (!alive.count(m)) answer.push_back(m);

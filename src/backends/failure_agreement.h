@@ -11,7 +11,9 @@
 //     mesh's before-abort hook), and again when it asks for the answer;
 //   - dead on proof: its connection ended without a word before this rank
 //     gave up (only its kernel closes a socket so; Mesh::peer_vanished), its
-//     process is gone from this host (its shared-memory line), or the
+//     listener refuses a connection (its host answers for a process that is
+//     gone; Mesh::peers_refusing), its process is gone from this host (its
+//     shared-memory line), or the
 //     launcher wrote `exited/<launch rank>` when it reaped it
 //     (tdistrun --on-failure shrink);
 //   - dead by silence: neither said it lives nor was proven dead within the
@@ -51,12 +53,16 @@ class FailureAgreement {
   // Proof that mesh rank `peer` is dead, asked while deciding: the mesh's and
   // the shared-memory segment's evidence (the launcher's record is read here).
   using Evidence = std::function<bool(int peer, bool first_round)>;
+  // Of the mesh ranks given, those proven dead by asking the network (their
+  // listener refuses): slower than Evidence, so asked now and then, for all
+  // the undecided ranks at once.
+  using Probe = std::function<std::vector<int>(const std::vector<int>& peers)>;
 
   // Blocks until the round's answer is fixed; returns the dead mesh ranks,
   // sorted (every earlier round's too). `silence`: how long to wait for ranks
   // that neither say they live nor are proven dead. DistBackendError when
   // this rank is among them, or the store fails.
-  std::vector<int> decide(const Evidence& evidence, std::chrono::milliseconds silence);
+  std::vector<int> decide(const Evidence& evidence, const Probe& probe, std::chrono::milliseconds silence);
 
   // A shrink built on the current answer was abandoned (a rank died during
   // it): the next decide() runs a new round among that answer's survivors.

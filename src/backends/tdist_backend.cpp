@@ -222,6 +222,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     state_->links = parent_links;
     state_->agreement = parent->state_->agreement;
     state_->evidence = parent->state_->evidence;
+    state_->probe = parent->state_->probe;
     state_->mesh_ranks = globals;
   } else {
     MeshOptions topts{state_->label, options.global_ranks, options.timeout};
@@ -242,6 +243,11 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
       if (first_round && m && m->peer_vanished(peer)) return true;
       auto st = state.lock();
       return st && st->engines && st->engines->process_gone(peer);
+    };
+    state_->probe = [mesh = std::weak_ptr<Mesh>(own)](const std::vector<int>& peers) {
+      // Long enough for a loaded host to answer; a host that does not is no proof anyway.
+      auto m = mesh.lock();
+      return m ? m->peers_refusing(peers, Millis(200)) : std::vector<int>{};
     };
     for (int r = 0; r < size; ++r) state_->mesh_ranks.push_back(r);
     bool numbered_globally = true;  // group rank == global rank: the default group
@@ -309,7 +315,7 @@ std::vector<int> TdistBackend::failed_ranks(Millis silence) {
     mesh.abort(cause);
     state_->record_failure(cause);
   }
-  const std::vector<int> dead = state_->agreement->decide(state_->evidence, silence);
+  const std::vector<int> dead = state_->agreement->decide(state_->evidence, state_->probe, silence);
   std::vector<int> out;
   for (int r = 0; r < size(); ++r)
     if (std::binary_search(dead.begin(), dead.end(), state_->mesh_ranks[r])) out.push_back(r);

@@ -97,6 +97,7 @@ class TdistBackend final : public Backend {
     // shared connections uses the default group's), with its evidence.
     std::shared_ptr<FailureAgreement> agreement;
     FailureAgreement::Evidence evidence;
+    FailureAgreement::Probe probe;
     std::vector<int> mesh_ranks;  // group rank -> the agreement's (the mesh's) rank
     std::mutex mu;
     std::exception_ptr failure;  // the first failure; later operations fail fast with it

@@ -71,6 +71,13 @@ class Mesh : public Transport {
   // the failure agreement (backends/failure_agreement.h) takes this as proof
   // of death only for ranks that did not say they live.
   virtual bool peer_vanished(int peer) const = 0;
+  // Which of `peers` refuse a new connection to the address they listen on
+  // (asked once, all at once, for at most `limit`): their process is gone
+  // while their host still answers. A live rank keeps its mesh's listener
+  // open for the mesh's whole life, even stopped or aborted, so a refusal
+  // is proof of death; silence (a host gone, a cable pulled) is not, nor is
+  // a connection another process now takes on a reused port.
+  virtual std::vector<int> peers_refusing(const std::vector<int>& peers, Millis limit) const = 0;
   // Runs once, when this rank first gives up on the mesh (abort, not a
   // goodbye), before any of its connections closes: the failure agreement
   // registers this rank as alive there. It must be bounded and not throw.

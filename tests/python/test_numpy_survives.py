@@ -142,3 +142,42 @@ def test_tdistrun_shrink_and_replace():
     assert "joined the running job" in r.stdout, r.stdout
     final = [d for d in done if d[1] == "4"]
     assert len(final) == 4 and {d[3] for d in final} == {"yes"} and len({d[4] for d in final}) == 1, r.stdout
+
+
+_NEVER_CONNECTED = """
+import os, sys
+import numpy as np
+import tdist as dist
+dist.init_process_group("gloo")
+if dist.get_rank() == 2:
+    os._exit(0)  # before any connection: no survivor sees its sockets end
+try:
+    dist.all_reduce(np.ones(4, dtype=np.float32))
+    print("the all_reduce did not fail")
+except dist.DistError:
+    pass
+print("failed ranks:", dist.failed_ranks(), flush=True)
+"""
+
+
+def test_a_rank_that_never_connected_is_proven_dead_by_its_closed_port():
+    """Rank 2 exits before it ever connects to anyone and no launcher reaps it: the survivors' proof is
+    that its listener refuses them. The silence timeout is an hour, so without that proof the answer
+    would never come within the test's limit."""
+    port = _free_port()
+    procs = []
+    for rank in range(3):
+        env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="3",
+                   TDIST_SHM="0", TDIST_TIMEOUT="5", TDIST_FAILURE_DETECTION_TIMEOUT="3600")
+        env.pop("TORCHELASTIC_USE_AGENT_STORE", None)
+        procs.append(subprocess.Popen([sys.executable, "-c", _NEVER_CONNECTED], env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    try:
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert procs[2].returncode == 0, outs[2]
+    for rank in (0, 1):
+        assert procs[rank].returncode == 0, outs[rank]
+        assert "failed ranks: [2]" in outs[rank], outs[rank]

@@ -254,6 +254,12 @@ std::optional<Accepted> Acceptor::next(Deadline deadline, const Judge& judge) {
           Pending p = std::move(pending_[i]);
           pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
           if (auto a = finish(p, judge)) return a;
+        } else if (gone && pending_[i].got == 0) {
+          // Closed before a byte: a survivor's liveness probe
+          // (TcpTransport::peers_refusing) or a port scan, not a failed peer.
+          TDIST_LOG(LogLevel::Debug, label_ << ": a connection from " << pending_[i].address
+                                            << " closed before sending anything");
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
         } else if (gone) {
           drop(i, "it closed the connection during the handshake");
         }

@@ -75,6 +75,7 @@ class TcpTransport final : public Mesh, private PathHost {
   std::exception_ptr failure() const override;
   std::exception_ptr peer_failure(int peer) const override;
   bool peer_vanished(int peer) const override;
+  std::vector<int> peers_refusing(const std::vector<int>& peers, Millis limit) const override;  // tcp_probe.cpp
   std::string describe_peer(int peer) const override;
   bool same_host(int peer) const override;
   std::string host_of(int peer) const override;
