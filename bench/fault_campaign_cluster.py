@@ -11,9 +11,9 @@ can agree on anything, under torchrun as under tdistrun):
   host-kill  every process of the host is SIGKILLed; its kernel lives on and closes their
              connections, so the survivors have proof at once.
   host-lost  the host's cable is pulled, then its processes are killed: a machine that lost power.
-             No byte comes back; the survivors find the host by the operation timeout and the failure
-             detection timeout (2 s through the example's --op-timeout, and
-             TDIST_FAILURE_DETECTION_TIMEOUT=0.5 s, here).
+             No byte comes back; the survivors find the host by its silence and the failure
+             detection timeout: TDIST_PEER_SILENCE_TIMEOUT=2 s (--silence socket; or the example's
+             --op-timeout 2 with --silence op-timeout) and TDIST_FAILURE_DETECTION_TIMEOUT=0.5 s.
   link-cut   the cable is pulled and the host's processes live on: the survivors go on as for
              host-lost; the cut-off ranks cannot reach the store and end when its timeout passes
              (--cut-limit S measures whether they do within S seconds of the survivors' end).
@@ -85,8 +85,11 @@ class Cluster:
         sh("bash", CLUSTER, "down", self.name, check=False)
 
 
-def env_for(build_dir, fault):
+def env_for(build_dir, fault, silence):
     env = dict(os.environ)
+    env.pop("TDIST_PEER_SILENCE_TIMEOUT", None)
+    if fault in ("host-lost", "link-cut") and silence == "socket":
+        env["TDIST_PEER_SILENCE_TIMEOUT"] = "2"
     env["PYTHONPATH"] = os.path.join(build_dir, "python") + os.pathsep + env.get("PYTHONPATH", "")
     env["TDIST_TIMEOUT"] = "30"  # start-up; the example's --op-timeout bounds the operations
     env["TDIST_FAILURE_DETECTION_TIMEOUT"] = "0.5"
@@ -149,7 +152,7 @@ def trial(cluster, per_host, fault, policy, rng, a, work):
     hosts = cluster.hosts
     world = hosts * per_host
     port = 20000 + rng.randrange(20000)
-    env = env_for(a.build_dir, fault)
+    env = env_for(a.build_dir, fault, a.silence)
     endpoint = f"{cluster.addr(0)}:{port}"
     agents, logs = [], []
     for h in range(hosts):
@@ -159,7 +162,8 @@ def trial(cluster, per_host, fault, policy, rng, a, work):
         cmd += [sys.executable, EXAMPLE, "--steps", str(STEPS), "--admit-every", "0", "--stop-file",
                 os.path.join(work, "stop")]
         if fault in ("host-lost", "link-cut"):
-            cmd += ["--op-timeout", "2"]
+            # With the sockets' silence, operations may wait longer than a trial: only it can find the host.
+            cmd += ["--op-timeout", "2" if a.silence == "op-timeout" else str(10 * TRIAL_LIMIT_S)]
         log_path = os.path.join(work, f"node{h}.log")
         logs.append(log_path)
         with open(log_path, "w") as log:
@@ -268,6 +272,10 @@ def main():
     ap.add_argument("--cut-limit", type=float, default=0,
                     help="link-cut: seconds the cut-off host gets to end by itself after the survivors are "
                          "done (0: not asked; it ends by the store's timeout, TDIST_TIMEOUT=30 s here)")
+    ap.add_argument("--silence", choices=("socket", "op-timeout"), default="socket",
+                    help="host-lost and link-cut: how the survivors find the silent host: its sockets stop "
+                         "answering (TDIST_PEER_SILENCE_TIMEOUT=2) or their operations time out (the "
+                         "example's --op-timeout 2)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     why = subprocess.run(["bash", CLUSTER, "check"], stdout=subprocess.PIPE, text=True)

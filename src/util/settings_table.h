@@ -211,6 +211,14 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_SOCKETS_PER_PEER", .type = SettingType::Int, .group = "transport",
                 .meaning = "Connections per pair of ranks over TCP; a large message streams over all of them.",
                 .default_number = 1, .min = 1, .max = 16},
+    SettingInfo{.name = "TDIST_PEER_SILENCE_TIMEOUT", .type = SettingType::FractionalSeconds, .group = "transport",
+                .meaning = "How long a connection to a peer on another host may go without any answer from that "
+                           "host (TCP keepalive probes, data not acknowledged) before it is lost and the "
+                           "operations waiting on the peer fail: finds a host that lost power or a pulled cable "
+                           "in this time, where otherwise only the group timeout would. A stopped process's host "
+                           "still answers: the group timeout finds that one.",
+                .note = "the kernel's: hours for an idle connection, about 15 minutes for unacknowledged data",
+                .max = 86400},
     SettingInfo{.name = "TDIST_TCP_RENDEZVOUS_BYTES", .type = SettingType::Bytes, .group = "transport",
                 .meaning = "Socket messages larger than this wait for their receive (rendezvous); 0: every message "
                            "does.",

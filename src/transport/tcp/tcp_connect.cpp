@@ -18,6 +18,7 @@
 #include "transport/tcp/tcp_addresses.h"
 #include "transport/tcp/tcp_handshake.h"
 #include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_silence.h"
 #include "transport/tcp/tcp_transport.h"
 #include "util/settings.h"
 #include "util/error_context.h"
@@ -302,8 +303,10 @@ void TcpTransport::register_peer(Peer& p, Fd main, std::vector<Fd> lanes, std::s
   const int unsent = static_cast<int>(std::clamp<long long>(unsent_bytes, 0, 1 << 30));
   set_nonblocking(p.fd.get(), true);
   if (unsent > 0 && !p.path) setsockopt(p.fd.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &unsent, sizeof(unsent));
+  if (remote) tcp::watch_silence(p.fd.get());
   for (size_t i = 0; i < p.lanes.size(); ++i) {
     Lane& lane = *p.lanes[i];
+    if (remote) tcp::watch_silence(lane.fd.get());
     lane.event_id = static_cast<uint32_t>(size_ + p.rank * tcp::kMaxSocketsPerPeer + static_cast<int>(i));
     set_nonblocking(lane.fd.get(), true);
   }

@@ -10,6 +10,7 @@
 
 #include "tdist/errors.h"
 #include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_silence.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/logging.h"
@@ -86,7 +87,7 @@ void TcpTransport::on_lane_readable(Peer& p, Lane& lane) {
                        "connection to " + describe_peer(p.rank) + " lost (one of its " +
                        std::to_string(p.lanes.size() + 1) + " sockets, in the middle of a message): " +
                        (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
-                               : errno_string(err)))));
+                               : tcp::connection_error_text(err)))));
       return;
     }
     if (!lane.in_piece) {

@@ -9,6 +9,7 @@
 
 #include "tdist/errors.h"
 #include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_silence.h"
 #include "transport/tcp/tcp_transport.h"
 #include "transport/wire.h"
 #include "util/logging.h"
@@ -136,11 +137,17 @@ bool TcpTransport::read_some(Peer& p, char* dst, size_t n, size_t& counter) {
     }
     if (r < 0 && errno == EINTR) continue;
     if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-    if (!p.notice_heard && !stop_.load(std::memory_order_acquire)) p.vanished.store(true, std::memory_order_release);
+    const int err = r < 0 ? errno : 0;
+    // Proof that the peer's process is gone only when its kernel said so (an
+    // end or a reset); a host that stopped answering (ETIMEDOUT: power, cable)
+    // is silence, which the failure agreement weighs by its own timeout.
+    const bool peer_kernel_spoke = r == 0 || err == ECONNRESET || err == EPIPE;
+    if (peer_kernel_spoke && !p.notice_heard && !stop_.load(std::memory_order_acquire))
+      p.vanished.store(true, std::memory_order_release);
     main_socket_closed(p, std::make_exception_ptr(DistNetworkError(
                      "connection to " + describe_peer(p.rank) + " lost: " +
                      (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
-                             : errno_string(errno)))));
+                             : tcp::connection_error_text(err)))));
     return false;
   }
 }
@@ -241,7 +248,7 @@ void TcpTransport::on_control_socket(Peer& p) {
       fail_peer(p, std::make_exception_ptr(DistNetworkError(
                        "connection to " + describe_peer(p.rank) + " lost: " +
                        (r == 0 ? std::string("closed by the peer (it may have exited or crashed)")
-                               : errno_string(err)))));
+                               : tcp::connection_error_text(err)))));
     return;
   }
 }

@@ -16,6 +16,7 @@
 
 #include "tdist/errors.h"
 #include "transport/tcp/tcp_peer.h"
+#include "transport/tcp/tcp_silence.h"
 #include "transport/wire.h"
 #include "util/error_context.h"
 #include "util/host_id.h"
@@ -275,8 +276,9 @@ std::exception_ptr TcpTransport::flush_queue_locked(Peer& p, Lane* lane) {
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return nullptr;
+      const int code = errno;
       auto err = std::make_exception_ptr(DistNetworkError("sending to " + describe_peer(p.rank) +
-                                                          " failed: " + errno_string(errno)));
+                                                          " failed: " + tcp::connection_error_text(code)));
       p.tx_failed = true;
       p.tx_error = err;
       fail_sends_locked(p, err);
