@@ -46,6 +46,8 @@ struct BackendOptions {
   // the launcher records a worker it reaped as exited/<rank> (null: none).
   std::vector<int> launch_ranks{};
   std::shared_ptr<Store> death_records{};
+  // ProcessGroupOptions::members_gone: asked while the connections form.
+  std::function<std::vector<int>(const std::vector<int>& ranks)> members_gone{};
 };
 
 class Backend {
@@ -144,6 +146,9 @@ class Backend {
   // neither say they live nor are proven dead count as failed after
   // `silence`. The default: DistBackendError (the backend cannot tell).
   virtual std::vector<int> failed_ranks(std::chrono::milliseconds silence);
+  // ProcessGroup::ranks_proven_dead for this backend's connections; the
+  // default: none is.
+  virtual std::vector<int> ranks_proven_dead(const std::vector<int>&) { return {}; }
   // A shrink built on the last answer of failed_ranks was abandoned (another
   // rank died during it): the next failed_ranks asks anew.
   virtual void shrink_abandoned() {}

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -41,6 +42,11 @@ struct ProcessGroupOptions {
   // exited/<rank> records (null: none).
   std::vector<int> launch_ranks{};
   std::shared_ptr<Store> death_records{};
+  // For a group that replaces another (shrink_group): of the given ranks of
+  // this group, those proven dead (by the old group's evidence), asked while
+  // the group forms, so that a member that dies then ends the attempt at once
+  // instead of at the timeout. Unset: only the timeout and death_records.
+  std::function<std::vector<int>(const std::vector<int>& ranks)> members_gone{};
 };
 
 class ProcessGroup {
@@ -177,6 +183,10 @@ class ProcessGroup {
   std::vector<int> failed_ranks(std::chrono::milliseconds silence);
   // Every backend of the group can shrink (torch's supports_shrinking).
   bool supports_shrinking() const;
+  // Of the given ranks of this group, those proven dead now (their process is
+  // gone: the launcher's record, its shared-memory line, its listener
+  // refuses), without waiting or agreeing; for the group's replacement.
+  std::vector<int> ranks_proven_dead(const std::vector<int>& ranks);
   // A shrink of this group was abandoned: failed_ranks asks anew.
   void shrink_abandoned();
   // Each member's rank as the launcher started it.

@@ -113,6 +113,21 @@ bool FailureAgreement::launcher_says_dead(int peer) {
   }
 }
 
+std::vector<int> FailureAgreement::proven_dead(const std::vector<int>& peers, const Evidence& evidence,
+                                               const Probe& probe) {
+  std::vector<int> dead, unknown;
+  for (int m : peers) {
+    if ((evidence && evidence(m, false)) || launcher_says_dead(m))
+      dead.push_back(m);
+    else
+      unknown.push_back(m);
+  }
+  if (probe && !unknown.empty())
+    for (int m : probe(unknown)) dead.push_back(m);
+  std::sort(dead.begin(), dead.end());
+  return dead;
+}
+
 void FailureAgreement::next_round() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!answered_) return;  // no answer yet: the current round goes on

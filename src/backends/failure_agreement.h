@@ -64,6 +64,11 @@ class FailureAgreement {
   // this rank is among them, or the store fails.
   std::vector<int> decide(const Evidence& evidence, const Probe& probe, std::chrono::milliseconds silence);
 
+  // Of `peers` (mesh ranks), those proven dead now by the evidence (as after
+  // this rank gave up), the launcher's record or the probe; no waiting, no
+  // store writes. For the group that replaces this one, while it forms.
+  std::vector<int> proven_dead(const std::vector<int>& peers, const Evidence& evidence, const Probe& probe);
+
   // A shrink built on the current answer was abandoned (a rank died during
   // it): the next decide() runs a new round among that answer's survivors.
   void next_round();

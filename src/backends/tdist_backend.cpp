@@ -226,6 +226,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     state_->mesh_ranks = globals;
   } else {
     MeshOptions topts{state_->label, options.global_ranks, options.timeout};
+    topts.members_gone = options.members_gone;
     topts.desync = describe_desync;
     topts.describe_tag = describe_tag;
     std::shared_ptr<Mesh> own = connect_mesh(*store, rank, size, topts);
@@ -323,6 +324,18 @@ std::vector<int> TdistBackend::failed_ranks(Millis silence) {
 }
 
 void TdistBackend::shrink_abandoned() { state_->agreement->next_round(); }
+
+std::vector<int> TdistBackend::ranks_proven_dead(const std::vector<int>& ranks) {
+  std::vector<int> mesh_ranks;
+  for (int r : ranks)
+    if (r >= 0 && r < size()) mesh_ranks.push_back(state_->mesh_ranks[r]);
+  const std::vector<int> dead = state_->agreement->proven_dead(mesh_ranks, state_->evidence, state_->probe);
+  std::vector<int> out;
+  for (int r : ranks)
+    if (r >= 0 && r < size() && std::find(dead.begin(), dead.end(), state_->mesh_ranks[r]) != dead.end())
+      out.push_back(r);
+  return out;
+}
 
 namespace {
 

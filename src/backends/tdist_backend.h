@@ -64,6 +64,7 @@ class TdistBackend final : public Backend {
   bool supports_shrinking() const override { return true; }
   std::vector<int> failed_ranks(std::chrono::milliseconds silence) override;
   void shrink_abandoned() override;
+  std::vector<int> ranks_proven_dead(const std::vector<int>& ranks) override;
   // The engine that runs `code`'s collective of `bytes` in this group ("transport",
   // "shm", "hierarchical"): for tests and diagnostics.
   const char* engine_name(OpCode code, size_t bytes) const { return engine_for(code, {bytes}).engine->name(); }

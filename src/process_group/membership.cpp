@@ -16,29 +16,45 @@ std::string ranks_text(const std::vector<int>& ranks) {
 
 namespace {
 
+// How often a forming group asks whether its missing members died.
+constexpr std::chrono::milliseconds kAskEvery{100};
+
 // The end of one attempt to form a changed group (a shrink, a regrow), fixed
 // once in the store for every member (compare_set): "formed" once every
 // member made its part of the new group, else "abandoned: <why>". A member
 // that made its part waits here for the others; one that could not make it,
-// or sees that a member died (the launcher's record), abandons the attempt
-// for all.
-std::string settle(Store& store, int rank, int size, const std::vector<int>& launch_ranks,
-                   const std::shared_ptr<Store>& death_records, bool made, const std::string& why_not,
-                   Deadline deadline) {
+// or sees that a member died (the launcher's record, or the replaced group's
+// proof: options.members_gone), abandons the attempt for all.
+std::string settle(Store& store, int rank, int size, const ProcessGroupOptions& options, bool made,
+                   const std::string& why_not, Deadline deadline) {
+  const std::vector<int>& launch_ranks = options.launch_ranks;
+  const std::shared_ptr<Store>& death_records = options.death_records;
   if (!made) return store.compare_set("outcome", "", "abandoned: " + why_not);
   store.set("ready/" + std::to_string(rank), "1");
   std::vector<std::string> ready;
   for (int r = 0; r < size; ++r) ready.push_back("ready/" + std::to_string(r));
   auto pause = std::chrono::milliseconds(1);
+  Deadline next_ask = Deadline::after(std::chrono::milliseconds(0));
   while (true) {
     if (store.check({"outcome"})) return store.get("outcome");
     if (store.check(ready)) return store.compare_set("outcome", "", "formed");
-    for (int r = 0; r < size && death_records; ++r) {
+    std::vector<int> not_ready;
+    for (int r = 0; r < size; ++r)
+      if (!store.check({ready[r]})) not_ready.push_back(r);
+    for (int r : not_ready) {
       const std::string record = "exited/" + std::to_string(launch_ranks[r]);
-      if (!store.check({ready[r]}) && death_records->check({record}))
+      if (death_records && death_records->check({record}))
         return store.compare_set("outcome", "",
                                  "abandoned: new rank " + std::to_string(r) + " died while the group formed: " +
                                      death_records->get(record));
+    }
+    if (options.members_gone && !not_ready.empty() && next_ask.expired()) {
+      next_ask = Deadline::after(kAskEvery);
+      const std::vector<int> gone = options.members_gone(not_ready);
+      if (!gone.empty())
+        return store.compare_set("outcome", "",
+                                 "abandoned: new ranks " + ranks_text(gone) +
+                                     " died while the group formed (their processes are gone)");
     }
     if (deadline.expired()) {
       std::vector<int> missing;
@@ -66,8 +82,7 @@ Group form_changed_group(const std::shared_ptr<Store>& keys, int rank, int size,
   }
   std::string outcome;
   try {
-    outcome = settle(*keys, rank, size, options.launch_ranks, options.death_records, made != nullptr, why_not,
-                     deadline);
+    outcome = settle(*keys, rank, size, options, made != nullptr, why_not, deadline);
   } catch (const DistError& e) {
     outcome = std::string("abandoned: the store failed: ") + e.what();
   }

@@ -162,6 +162,7 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Store> store, int rank, int size, Pro
                          std::to_string(size) + " members");
   bopts.launch_ranks = options_.launch_ranks;
   bopts.death_records = options_.death_records;
+  bopts.members_gone = options_.members_gone;
   if (options_.device_id) bopts.device_id = options_.device_id->index;
   for (auto& [device, name] : parse_spec(backend_spec_)) {
     BackendEntry entry = lookup_backend(name);
@@ -235,6 +236,18 @@ std::vector<int> ProcessGroup::failed_ranks(std::chrono::milliseconds silence) {
   std::vector<int> out;
   for (Backend* backend : distinct_backends()) {
     std::vector<int> dead = backend->failed_ranks(silence);
+    out.insert(out.end(), dead.begin(), dead.end());
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<int> ProcessGroup::ranks_proven_dead(const std::vector<int>& ranks) {
+  if (!is_member()) return {};
+  std::vector<int> out;
+  for (Backend* backend : distinct_backends()) {
+    std::vector<int> dead = backend->ranks_proven_dead(ranks);
     out.insert(out.end(), dead.begin(), dead.end());
   }
   std::sort(out.begin(), out.end());

@@ -91,6 +91,19 @@ Group shrink_group(const std::vector<int>& ranks_to_exclude, const Group& group,
   options.group_desc = is_default ? "default:shrunken" : target->group_desc() + ":shrunk";
   options.device_id = target->device_id();
   options.death_records = target->death_records();
+  // A survivor that dies while the group forms is found by the old group's
+  // proof (its process gone), not only at the timeout. Weak: the new group
+  // must not keep the old one alive.
+  options.members_gone = [old = std::weak_ptr<ProcessGroup>(target), remaining](const std::vector<int>& ranks) {
+    std::vector<int> out;
+    auto g = old.lock();
+    if (!g) return out;
+    std::vector<int> old_ranks;
+    for (int r : ranks) old_ranks.push_back(remaining.at(static_cast<size_t>(r)));
+    for (int dead : g->ranks_proven_dead(old_ranks))
+      out.push_back(static_cast<int>(std::find(remaining.begin(), remaining.end(), dead) - remaining.begin()));
+    return out;
+  };
   for (int r : remaining) {
     options.launch_ranks.push_back(target->launch_ranks().at(r));
     if (!is_default) options.global_ranks.push_back(target->global_rank(r));

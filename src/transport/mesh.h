@@ -34,6 +34,10 @@ struct MeshOptions {
   // What a message's tag belongs to ("all_reduce #2 (float32, SUM, step 1)"),
   // for errors about one message; unset: the tag's number is shown.
   std::function<std::string(uint64_t tag)> describe_tag{};
+  // Of the given ranks, those proven dead (BackendOptions::members_gone):
+  // asked while waiting for the ranks to publish their addresses, so that the
+  // set-up fails at once naming a rank that died meanwhile. Unset: the timeout.
+  std::function<std::vector<int>(const std::vector<int>& ranks)> members_gone{};
 };
 
 class Mesh : public Transport {

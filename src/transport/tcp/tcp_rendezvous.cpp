@@ -102,14 +102,27 @@ std::unique_ptr<TcpTransport> TcpTransport::connect(Store& store, int rank, int 
   // Every rank's record (this waits for all ranks to arrive).
   std::vector<std::string> keys;
   for (int r = 0; r < size; ++r) keys.push_back("tcp/" + std::to_string(r));
-  try {
-    store.wait(keys, deadline.remaining());
-  } catch (const DistError&) {
+  auto missing_ranks = [&] {
     std::vector<int> missing;
     for (int r = 0; r < size; ++r)
       if (!store.check({keys[r]})) missing.push_back(r);
-    throw DistNetworkError(label + ": ranks " + missing_ranks_text(missing) + " did not join within " +
-                           format_ms(options.timeout));
+    return missing;
+  };
+  // With members_gone, in short waits that ask it between them.
+  const Millis slice = options.members_gone ? Millis(100) : deadline.remaining();
+  while (true) {
+    try {
+      store.wait(keys, std::min(slice, deadline.remaining()));
+      break;
+    } catch (const DistError&) {
+      if (deadline.expired() || !options.members_gone)
+        throw DistNetworkError(label + ": ranks " + missing_ranks_text(missing_ranks()) + " did not join within " +
+                               format_ms(options.timeout));
+    }
+    const std::vector<int> gone = options.members_gone(missing_ranks());
+    if (!gone.empty())
+      throw DistNetworkError(label + ": ranks " + missing_ranks_text(gone) +
+                             " died before they joined (their processes are gone)");
   }
   auto values = store.multi_get(keys);
   directory->records.resize(size);
