@@ -13,7 +13,7 @@ can agree on anything, under torchrun as under tdistrun):
   host-lost  the host's cable is pulled, then its processes are killed: a machine that lost power.
              No byte comes back; the survivors find the host by its silence and the failure
              detection timeout: TDIST_PEER_SILENCE_TIMEOUT=2 s (--silence socket; or the example's
-             --op-timeout 2 with --silence op-timeout) and TDIST_FAILURE_DETECTION_TIMEOUT=0.5 s.
+             --op-timeout 2 with --silence op-timeout) and TDIST_FAILURE_DETECTION_TIMEOUT (--detection-timeout, 0.5 s).
   link-cut   the cable is pulled and the host's processes live on: the survivors go on as for
              host-lost; the cut-off ranks cannot reach the store and end when its timeout passes
              (--cut-limit S measures whether they do within S seconds of the survivors' end).
@@ -85,14 +85,14 @@ class Cluster:
         sh("bash", CLUSTER, "down", self.name, check=False)
 
 
-def env_for(build_dir, fault, silence):
+def env_for(build_dir, fault, silence, detection):
     env = dict(os.environ)
     env.pop("TDIST_PEER_SILENCE_TIMEOUT", None)
     if fault in ("host-lost", "link-cut") and silence == "socket":
         env["TDIST_PEER_SILENCE_TIMEOUT"] = "2"
     env["PYTHONPATH"] = os.path.join(build_dir, "python") + os.pathsep + env.get("PYTHONPATH", "")
     env["TDIST_TIMEOUT"] = "30"  # start-up; the example's --op-timeout bounds the operations
-    env["TDIST_FAILURE_DETECTION_TIMEOUT"] = "0.5"
+    env["TDIST_FAILURE_DETECTION_TIMEOUT"] = str(detection)
     env["TDIST_JOB_TOKEN"] = os.urandom(16).hex()
     for k in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "TDIST_JOB_TOKEN_FILE"):
         env.pop(k, None)
@@ -152,7 +152,7 @@ def trial(cluster, per_host, fault, policy, rng, a, work):
     hosts = cluster.hosts
     world = hosts * per_host
     port = 20000 + rng.randrange(20000)
-    env = env_for(a.build_dir, fault, a.silence)
+    env = env_for(a.build_dir, fault, a.silence, a.detection_timeout)
     endpoint = f"{cluster.addr(0)}:{port}"
     agents, logs = [], []
     for h in range(hosts):
@@ -276,6 +276,10 @@ def main():
                     help="host-lost and link-cut: how the survivors find the silent host: its sockets stop "
                          "answering (TDIST_PEER_SILENCE_TIMEOUT=2) or their operations time out (the "
                          "example's --op-timeout 2)")
+    ap.add_argument("--detection-timeout", type=float, default=0.5,
+                    help="TDIST_FAILURE_DETECTION_TIMEOUT: how long the deciding survivor waits for ranks that "
+                         "neither say they live nor are proven dead (the silent host's, and survivors that "
+                         "learn of the failure later than it)")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args()
     why = subprocess.run(["bash", CLUSTER, "check"], stdout=subprocess.PIPE, text=True)

@@ -38,19 +38,22 @@ std::string settle(Store& store, int rank, int size, const ProcessGroupOptions& 
   while (true) {
     if (store.check({"outcome"})) return store.get("outcome");
     if (store.check(ready)) return store.compare_set("outcome", "", "formed");
-    std::vector<int> not_ready;
-    for (int r = 0; r < size; ++r)
-      if (!store.check({ready[r]})) not_ready.push_back(r);
-    for (int r : not_ready) {
-      const std::string record = "exited/" + std::to_string(launch_ranks[r]);
-      if (death_records && death_records->check({record}))
-        return store.compare_set("outcome", "",
-                                 "abandoned: new rank " + std::to_string(r) + " died while the group formed: " +
-                                     death_records->get(record));
-    }
-    if (options.members_gone && !not_ready.empty() && next_ask.expired()) {
+    // Whether a missing member died: asked every kAskEvery (one store check
+    // per missing member, and the old group's proof).
+    if ((death_records || options.members_gone) && next_ask.expired()) {
       next_ask = Deadline::after(kAskEvery);
-      const std::vector<int> gone = options.members_gone(not_ready);
+      std::vector<int> not_ready;
+      for (int r = 0; r < size; ++r)
+        if (!store.check({ready[r]})) not_ready.push_back(r);
+      for (int r : not_ready) {
+        const std::string record = "exited/" + std::to_string(launch_ranks[r]);
+        if (death_records && death_records->check({record}))
+          return store.compare_set("outcome", "",
+                                   "abandoned: new rank " + std::to_string(r) + " died while the group formed: " +
+                                       death_records->get(record));
+      }
+      const std::vector<int> gone = options.members_gone && !not_ready.empty() ? options.members_gone(not_ready)
+                                                                               : std::vector<int>{};
       if (!gone.empty())
         return store.compare_set("outcome", "",
                                  "abandoned: new ranks " + ranks_text(gone) +

@@ -231,28 +231,32 @@ void ProcessGroup::abort(std::exception_ptr cause) {
   for (Backend* backend : distinct_backends()) backend->abort(cause);
 }
 
-std::vector<int> ProcessGroup::failed_ranks(std::chrono::milliseconds silence) {
-  if (!is_member()) return {};
+namespace {
+
+// The sorted union of what each backend answers (a group with a CPU and a
+// CUDA backend has two sets of connections).
+template <typename Ask>
+std::vector<int> union_over(const std::vector<Backend*>& backends, Ask ask) {
   std::vector<int> out;
-  for (Backend* backend : distinct_backends()) {
-    std::vector<int> dead = backend->failed_ranks(silence);
-    out.insert(out.end(), dead.begin(), dead.end());
+  for (Backend* backend : backends) {
+    std::vector<int> some = ask(*backend);
+    out.insert(out.end(), some.begin(), some.end());
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());
   return out;
 }
 
+}  // namespace
+
+std::vector<int> ProcessGroup::failed_ranks(std::chrono::milliseconds silence) {
+  if (!is_member()) return {};
+  return union_over(distinct_backends(), [&](Backend& b) { return b.failed_ranks(silence); });
+}
+
 std::vector<int> ProcessGroup::ranks_proven_dead(const std::vector<int>& ranks) {
   if (!is_member()) return {};
-  std::vector<int> out;
-  for (Backend* backend : distinct_backends()) {
-    std::vector<int> dead = backend->ranks_proven_dead(ranks);
-    out.insert(out.end(), dead.begin(), dead.end());
-  }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
-  return out;
+  return union_over(distinct_backends(), [&](Backend& b) { return b.ranks_proven_dead(ranks); });
 }
 
 bool ProcessGroup::supports_shrinking() const {
