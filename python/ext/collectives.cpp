@@ -8,6 +8,7 @@
 #include <tdist/errors.h>
 
 #include "args.h"
+#include "inline_call.h"
 #include "tensors.h"
 #include "work.h"
 
@@ -22,13 +23,13 @@ namespace {
 // Collects the arrays an operation uses (kept alive) and its outputs (the future's value).
 struct Args {
   Keep keep;
-  TensorArg one(py::handle obj, const std::string& what, bool writable, bool output) {
+  TensorArg one(py::handle obj, std::string_view what, bool writable, bool output) {
     TensorArg t = to_tensor(obj, what, writable);
     keep.owners.append(t.owner);
     if (output) keep.outputs.append(obj);
     return t;
   }
-  std::vector<tdist::Tensor> list(py::handle seq, const std::string& what, bool writable, bool output) {
+  std::vector<tdist::Tensor> list(py::handle seq, std::string_view what, bool writable, bool output) {
     std::vector<TensorArg> ts = to_tensors(seq, what, writable);
     for (const auto& t : ts) keep.owners.append(t.owner);
     if (output && !seq.is_none()) keep.outputs.append(seq);
@@ -45,6 +46,28 @@ tdist::PeerRank root_or_zero(std::optional<int> global, std::optional<int> in_gr
 
 std::vector<int64_t> splits(const std::optional<std::vector<int64_t>>& s) { return s.value_or(std::vector<int64_t>{}); }
 
+// The operation `call(async_op)` issues, for Python: a blocking call runs it
+// on this thread and returns None once it is over (inline_call.h), or, where
+// that cannot keep Ctrl-C working, waits for it in slices; with async_op its
+// Work. `device`: of its tensors, for the number in an interrupted call's message.
+template <typename Call>
+py::object issue(const char* op, tdist::Device device, bool async_op, Keep keep, const GroupArg& group, Call&& call) {
+  if (!async_op) {
+    InlineCall blocking(group, op, device);
+    if (blocking.runs_inline()) {
+      prune_parked();
+      blocking.run([&] { return call(false); });
+      return py::none();
+    }
+  }
+  std::shared_ptr<tdist::Work> w;
+  {
+    py::gil_scoped_release nogil;
+    w = call(true);
+  }
+  return finish(std::move(w), async_op, std::move(keep), group);
+}
+
 }  // namespace
 
 void bind_collectives(py::module_& m) {
@@ -54,12 +77,8 @@ void bind_collectives(py::module_& m) {
           Args a;
           auto t = a.one(tensor, "broadcast: tensor", true, true);
           if (group.non_member) return not_in_group("broadcast");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::broadcast(t.tensor, root, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("broadcast", t.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::broadcast(t.tensor, root, group, async); });
         },
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
         py::arg("group_src") = py::none(),
@@ -70,12 +89,8 @@ void bind_collectives(py::module_& m) {
           Args a;
           auto t = a.one(tensor, "all_reduce: tensor", true, true);
           if (group.non_member) return not_in_group("all_reduce");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::all_reduce(t.tensor, op, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("all_reduce", t.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::all_reduce(t.tensor, op, group, async); });
         },
         py::arg("tensor"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -131,12 +146,8 @@ void bind_collectives(py::module_& m) {
           Args a;
           auto t = a.one(tensor, "reduce: tensor", true, true);
           if (group.non_member) return not_in_group("reduce");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::reduce(t.tensor, root, op, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("reduce", t.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::reduce(t.tensor, root, op, group, async); });
         },
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
@@ -148,12 +159,8 @@ void bind_collectives(py::module_& m) {
           auto outs = a.list(tensor_list, "all_gather: tensor_list", true, true);
           auto in = a.one(tensor, "all_gather: tensor", false, false);
           if (group.non_member) return not_in_group("all_gather");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::all_gather(outs, in.tensor, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("all_gather", in.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::all_gather(outs, in.tensor, group, async); });
         },
         py::arg("tensor_list"), py::arg("tensor"), py::arg("group") = py::none(), py::arg("async_op") = false,
         "tensor_list[i] receives rank i's tensor (sizes may differ between ranks).");
@@ -187,12 +194,8 @@ void bind_collectives(py::module_& m) {
           auto out = a.one(output_tensor, "all_gather_into_tensor: output_tensor", true, true);
           auto in = a.one(input_tensor, "all_gather_into_tensor: input_tensor", false, false);
           if (group.non_member) return not_in_group("all_gather_into_tensor");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::all_gather_into_tensor(out.tensor, in.tensor, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("all_gather_into_tensor", in.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::all_gather_into_tensor(out.tensor, in.tensor, group, async); });
         },
         py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -207,12 +210,8 @@ void bind_collectives(py::module_& m) {
           auto in = a.one(tensor, "gather: tensor", false, false);
           auto outs = a.list(gather_list, "gather: gather_list", true, true);
           if (group.non_member) return not_in_group("gather");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::gather(in.tensor, outs, root, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("gather", in.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::gather(in.tensor, outs, root, group, async); });
         },
         py::arg("tensor"), py::arg("gather_list") = py::none(), py::arg("dst") = py::none(),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
@@ -227,12 +226,8 @@ void bind_collectives(py::module_& m) {
           auto out = a.one(tensor, "scatter: tensor", true, true);
           auto ins = a.list(scatter_list, "scatter: scatter_list", false, false);
           if (group.non_member) return not_in_group("scatter");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::scatter(out.tensor, ins, root, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("scatter", out.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::scatter(out.tensor, ins, root, group, async); });
         },
         py::arg("tensor"), py::arg("scatter_list") = py::none(), py::arg("src") = py::none(),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_src") = py::none(),
@@ -245,12 +240,8 @@ void bind_collectives(py::module_& m) {
           auto out = a.one(output, "reduce_scatter: output", true, true);
           auto ins = a.list(input_list, "reduce_scatter: input_list", false, false);
           if (group.non_member) return not_in_group("reduce_scatter");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::reduce_scatter(out.tensor, ins, op, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("reduce_scatter", out.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::reduce_scatter(out.tensor, ins, op, group, async); });
         },
         py::arg("output"), py::arg("input_list"), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false,
@@ -262,12 +253,8 @@ void bind_collectives(py::module_& m) {
           auto out = a.one(output, "reduce_scatter_tensor: output", true, true);
           auto in = a.one(input, "reduce_scatter_tensor: input", false, false);
           if (group.non_member) return not_in_group("reduce_scatter_tensor");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::reduce_scatter_tensor(out.tensor, in.tensor, op, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("reduce_scatter_tensor", in.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::reduce_scatter_tensor(out.tensor, in.tensor, op, group, async); });
         },
         py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false,
@@ -279,12 +266,8 @@ void bind_collectives(py::module_& m) {
           auto outs = a.list(output_tensor_list, "all_to_all: output_tensor_list", true, true);
           auto ins = a.list(input_tensor_list, "all_to_all: input_tensor_list", false, false);
           if (group.non_member) return not_in_group("all_to_all");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::all_to_all(outs, ins, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("all_to_all", {}, async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::all_to_all(outs, ins, group, async); });
         },
         py::arg("output_tensor_list"), py::arg("input_tensor_list"), py::arg("group") = py::none(),
         py::arg("async_op") = false,
@@ -298,12 +281,8 @@ void bind_collectives(py::module_& m) {
           auto in = a.one(input, "all_to_all_single: input", false, false);
           auto out_splits = splits(output_split_sizes), in_splits = splits(input_split_sizes);
           if (group.non_member) return not_in_group("all_to_all_single");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::all_to_all_single(out.tensor, in.tensor, out_splits, in_splits, group, true);
-          }
-          return finish(std::move(w), async_op, std::move(a.keep), group);
+          return issue("all_to_all_single", in.tensor.device(), async_op, std::move(a.keep), group,
+                       [&](bool async) { return tdist::all_to_all_single(out.tensor, in.tensor, out_splits, in_splits, group, async); });
         },
         py::arg("output"), py::arg("input"), py::arg("output_split_sizes") = py::none(),
         py::arg("input_split_sizes") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
@@ -313,13 +292,8 @@ void bind_collectives(py::module_& m) {
   m.def("barrier",
         [](const GroupArg& group, bool async_op, py::object /*device_ids*/) {
           if (group.non_member) return not_in_group("barrier");
-          std::shared_ptr<tdist::Work> w;
-          {
-            py::gil_scoped_release nogil;
-            w = tdist::barrier(group, true);
-          }
-          Keep none;
-          return finish(std::move(w), async_op, std::move(none), group);
+          return issue("barrier", {}, async_op, Keep(), group,
+                       [&](bool async) { return tdist::barrier(group, async); });
         },
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("device_ids") = py::none(),
         "Blocks until every rank of group has entered the barrier.");

@@ -13,9 +13,20 @@
 namespace tdist_py {
 namespace {
 
-[[noreturn]] void fail(const std::string& what, const std::string& why) { throw tdist::DistValueError(what + ": " + why); }
+// An argument's label: its name, and its index in a list (-1: not in one).
+struct Label {
+  std::string_view what;
+  long index = -1;
+  std::string str() const {
+    std::string s(what);
+    if (index >= 0) s += "[" + std::to_string(index) + "]";
+    return s;
+  }
+};
 
-tdist::DType numpy_dtype(const py::dtype& dt, const std::string& what) {
+[[noreturn]] void fail(const Label& what, const std::string& why) { throw tdist::DistValueError(what.str() + ": " + why); }
+
+tdist::DType numpy_dtype(const py::dtype& dt, const Label& what) {
   const char kind = dt.kind();
   const auto size = dt.itemsize();
   if (dt.byteorder() == '>' ) fail(what, "byte-swapped (big-endian) arrays are not supported; use .astype(native)");
@@ -49,7 +60,7 @@ tdist::DType numpy_dtype(const py::dtype& dt, const std::string& what) {
                  "complex64, complex128; bfloat16 through __dlpack__)");
 }
 
-TensorArg from_numpy(py::handle obj, const std::string& what, bool writable) {
+TensorArg from_numpy(py::handle obj, const Label& what, bool writable) {
   auto arr = py::reinterpret_borrow<py::array>(obj);
   tdist::DType dtype = numpy_dtype(arr.dtype(), what);
   if (!(arr.flags() & py::array::c_style)) {
@@ -66,7 +77,7 @@ TensorArg from_numpy(py::handle obj, const std::string& what, bool writable) {
   return {tdist::Tensor(data, dtype, std::move(shape)), py::reinterpret_borrow<py::object>(obj)};
 }
 
-tdist::DType dlpack_dtype(DLDataType t, const std::string& what) {
+tdist::DType dlpack_dtype(DLDataType t, const Label& what) {
   if (t.lanes != 1) fail(what, "DLPack vector types (lanes=" + std::to_string(t.lanes) + ") are not supported");
   switch (t.code) {
     case kDLInt:
@@ -100,7 +111,7 @@ tdist::DType dlpack_dtype(DLDataType t, const std::string& what) {
                  " bits) is not supported");
 }
 
-TensorArg from_dlpack(py::handle obj, const std::string& what) {
+TensorArg from_dlpack(py::handle obj, const Label& what) {
   py::object capsule_obj = obj.attr("__dlpack__")();
   if (!PyCapsule_IsValid(capsule_obj.ptr(), "dltensor")) {
     fail(what, "__dlpack__() did not return an unused \"dltensor\" capsule");
@@ -142,27 +153,28 @@ TensorArg from_dlpack(py::handle obj, const std::string& what) {
   return {tdist::Tensor(data, dtype, std::move(shape), device), keep};
 }
 
-}  // namespace
-
-TensorArg to_tensor(py::handle obj, const std::string& what, bool writable) {
+TensorArg to_tensor(py::handle obj, const Label& what, bool writable) {
   if (obj.is_none()) fail(what, "expected an array, got None");
   if (py::isinstance<py::array>(obj)) return from_numpy(obj, what, writable);
   if (py::hasattr(obj, "__dlpack__")) return from_dlpack(obj, what);
-  throw py::type_error(what + ": expected a numpy.ndarray or an object with __dlpack__, got " +
+  throw py::type_error(what.str() + ": expected a numpy.ndarray or an object with __dlpack__, got " +
                        py::str(py::type::of(obj)).cast<std::string>());
 }
 
-std::vector<TensorArg> to_tensors(py::handle seq, const std::string& what, bool writable) {
+}  // namespace
+
+TensorArg to_tensor(py::handle obj, std::string_view what, bool writable) { return to_tensor(obj, Label{what}, writable); }
+
+std::vector<TensorArg> to_tensors(py::handle seq, std::string_view what, bool writable) {
   if (seq.is_none()) return {};
   if (!py::isinstance<py::list>(seq) && !py::isinstance<py::tuple>(seq)) {
-    throw py::type_error(what + ": expected a list of arrays, got " + py::str(py::type::of(seq)).cast<std::string>());
+    throw py::type_error(std::string(what) + ": expected a list of arrays, got " +
+                         py::str(py::type::of(seq)).cast<std::string>());
   }
   std::vector<TensorArg> out;
-  size_t i = 0;
-  for (py::handle item : seq) {
-    out.push_back(to_tensor(item, what + "[" + std::to_string(i) + "]", writable));
-    ++i;
-  }
+  out.reserve(py::len(seq));
+  long i = 0;
+  for (py::handle item : seq) out.push_back(to_tensor(item, Label{what, i++}, writable));
   return out;
 }
 

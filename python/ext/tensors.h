@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <tdist/tensor.h>
@@ -19,13 +20,14 @@ struct TensorArg {
   py::object owner;
 };
 
-// `what` names the argument in errors ("all_reduce: tensor"). `writable`: the
-// operation writes into it, so a read-only array is refused.
+// `what` names the argument in errors ("all_reduce: tensor"); it is made a
+// string only for an error, so a literal costs nothing per call. `writable`:
+// the operation writes into it, so a read-only array is refused.
 // DistValueError (a ValueError) for non-contiguous or read-only memory and for
 // unsupported dtypes; TypeError for objects that are neither.
-TensorArg to_tensor(py::handle obj, const std::string& what, bool writable);
+TensorArg to_tensor(py::handle obj, std::string_view what, bool writable);
 // Each element of a list or tuple; `what` gets "[i]" appended.
-std::vector<TensorArg> to_tensors(py::handle seq, const std::string& what, bool writable);
+std::vector<TensorArg> to_tensors(py::handle seq, std::string_view what, bool writable);
 
 std::vector<tdist::Tensor> views(const std::vector<TensorArg>& args);
 // The owners as a Python list (for keeping them alive during async work).

@@ -1,11 +1,13 @@
 #include "process_group_tdist.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include <ATen/ATen.h>
 #include <c10/util/StringUtil.h>
 
+#include "../../ext/inline_call.h"
 #include "convert.h"
 #include "cuda_streams.h"
 #include "group_names.h"
@@ -37,6 +39,47 @@ std::shared_ptr<tdist::ProcessGroup> make_group(const c10::intrusive_ptr<c10d::S
                                                std::move(options));
 }
 
+// torch's blocking calls (opts.asyncOp false) run their operation on the
+// calling thread, Ctrl-C kept (python/ext/inline_call.h); async ones go to
+// the group's progress thread. torch calls a backend without the GIL: this
+// takes it for the moments that need it (arming and ending the watch).
+class Blocking {
+ public:
+  Blocking(bool async_op, const std::shared_ptr<tdist::ProcessGroup>& group, const char* op, tdist::Device device) {
+    if (async_op || !Py_IsInitialized()) return;
+    pybind11::gil_scoped_acquire gil;
+    call_.emplace(group, op, device);
+    if (!call_->runs_inline()) call_.reset();
+  }
+  ~Blocking() {
+    if (!call_) return;
+    pybind11::gil_scoped_acquire gil;
+    call_.reset();
+  }
+  Blocking(const Blocking&) = delete;
+  Blocking& operator=(const Blocking&) = delete;
+
+  // What to issue the operation with.
+  bool async_op() const { return !call_; }
+  // Call once the operation returned: whether a Ctrl-C failed the group meanwhile.
+  bool interrupted() {
+    if (!call_) return false;
+    pybind11::gil_scoped_acquire gil;
+    const bool fired = call_->finish();
+    call_.reset();
+    return fired;
+  }
+
+ private:
+  std::optional<tdist_py::InlineCall> call_;
+};
+
+// The Work of a blocking call's operation, told whether a Ctrl-C ended it.
+WorkPtr interrupted_if(c10::intrusive_ptr<WorkTdist> work, bool interrupted) {
+  if (interrupted) work->mark_interrupted();
+  return work;
+}
+
 }  // namespace
 
 ProcessGroupTdist::ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
@@ -44,12 +87,13 @@ ProcessGroupTdist::ProcessGroupTdist(const c10::intrusive_ptr<c10d::Store>& stor
                                      std::vector<int> global_ranks)
     : c10d::Backend(rank, size),
       timeout_(timeout),
-      pg_(make_group(store, rank, size, timeout, std::move(group_name), std::move(global_ranks))) {
+      pg_(make_group(store, rank, size, timeout, std::move(group_name), std::move(global_ranks))),
+      label_(label_of(*pg_)) {
   init();  // torch's logging hook for backends
 }
 
 ProcessGroupTdist::ProcessGroupTdist(std::shared_ptr<tdist::ProcessGroup> pg, std::chrono::milliseconds timeout)
-    : c10d::Backend(pg->rank(), pg->size()), timeout_(timeout), pg_(std::move(pg)) {
+    : c10d::Backend(pg->rank(), pg->size()), timeout_(timeout), pg_(std::move(pg)), label_(label_of(*pg_)) {
   init();
 }
 
@@ -58,7 +102,7 @@ ProcessGroupTdist::~ProcessGroupTdist() {
   pg_->shutdown();
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupTdist::track(c10d::OpType type, const char* op,
+c10::intrusive_ptr<WorkTdist> ProcessGroupTdist::track(c10d::OpType type, const char* op,
                                                         std::shared_ptr<ProfilerSpan> span, Works works,
                                                         std::vector<at::Tensor> outputs,
                                                         std::vector<at::Tensor> inputs) {
@@ -84,9 +128,19 @@ const at::Tensor& ProcessGroupTdist::single(const std::vector<at::Tensor>& tenso
   return tensors.front();
 }
 
-std::string ProcessGroupTdist::where(const char* op) const {
+std::string ProcessGroupTdist::label_of(const tdist::ProcessGroup& pg) {
   // As the C++ library's labels: the global rank, and the group's C++ name.
-  return "rank " + std::to_string(pg_->global_rank(pg_->rank())) + " in group " + pg_->group_name() + ": " + op;
+  return "rank " + std::to_string(pg.global_rank(pg.rank())) + " in group " + pg.group_name() + ": ";
+}
+
+std::string ProcessGroupTdist::where(const char* op) const {
+  // Every call builds it (the errors of its arguments start with it): one
+  // allocation, from the label made once.
+  std::string s;
+  s.reserve(label_.size() + std::char_traits<char>::length(op));
+  s += label_;
+  s += op;
+  return s;
 }
 
 int ProcessGroupTdist::root(int64_t rank, const std::string& op, const char* what) const {
@@ -111,8 +165,11 @@ WorkPtr ProcessGroupTdist::broadcast(std::vector<at::Tensor>& tensors, const c10
   const int r = root(opts.rootRank, op, "source");
   const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
-  auto w = pg_->broadcast(to_view(t, op), {.root = r, .timeout = timeout_of(opts)});
-  return track(c10d::OpType::BROADCAST, name, std::move(span), {w}, tensors);
+  const tdist::Tensor view = to_view(t, op);
+  Blocking blocking(opts.asyncOp, pg_, name, view.device());
+  auto w = pg_->broadcast(view, {.root = r, .timeout = timeout_of(opts), .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::BROADCAST, name, std::move(span), {w}, tensors), interrupted);
 }
 
 WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10d::AllreduceOptions& opts) {
@@ -122,8 +179,12 @@ WorkPtr ProcessGroupTdist::allreduce(std::vector<at::Tensor>& tensors, const c10
   const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
   if (t.defined() && t.layout() == c10::kSparse) return sparse_all_reduce(tensors, opts, std::move(span));
-  auto w = pg_->all_reduce(to_view(t, op), {.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLREDUCE, name, std::move(span), {w}, tensors);
+  const tdist::Tensor view = to_view(t, op);
+  const tdist::AllReduceOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
+  Blocking blocking(opts.asyncOp, pg_, name, view.device());
+  auto w = pg_->all_reduce(view, {.op = options.op, .timeout = options.timeout, .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::ALLREDUCE, name, std::move(span), {w}, tensors), interrupted);
 }
 
 // Gloo's sparse all_reduce: every rank's coalesced indices and values are
@@ -227,8 +288,12 @@ WorkPtr ProcessGroupTdist::reduce(std::vector<at::Tensor>& tensors, const c10d::
                                      .timeout = timeout_of(opts)};
   const TorchStreamScope streams(cuda_device_of(tensors));
   auto span = ProfilerSpan::open(name, tensors);
-  auto w = pg_->reduce(to_view(t, op), options);
-  return track(c10d::OpType::REDUCE, name, std::move(span), {w}, tensors);
+  const tdist::Tensor view = to_view(t, op);
+  Blocking blocking(opts.asyncOp, pg_, name, view.device());
+  auto w = pg_->reduce(view, {.root = options.root, .op = options.op, .timeout = options.timeout,
+                              .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::REDUCE, name, std::move(span), {w}, tensors), interrupted);
 }
 
 WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
@@ -242,8 +307,10 @@ WorkPtr ProcessGroupTdist::allgather(std::vector<std::vector<at::Tensor>>& outpu
   auto in_view = to_view(in, op, "input tensor");
   const TorchStreamScope streams(cuda_device_of(inputs));
   auto span = ProfilerSpan::open(name, inputs);
-  auto w = pg_->all_gather(out_views, in_view, {.timeout = timeout_of(opts)});
-  return track(c10d::OpType::ALLGATHER, name, std::move(span), {w}, outputs[0], inputs);
+  Blocking blocking(opts.asyncOp, pg_, name, in_view.device());
+  auto w = pg_->all_gather(out_views, in_view, {.timeout = timeout_of(opts), .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::ALLGATHER, name, std::move(span), {w}, outputs[0], inputs), interrupted);
 }
 
 WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
@@ -253,8 +320,11 @@ WorkPtr ProcessGroupTdist::_allgather_base(at::Tensor& output, at::Tensor& input
   auto in_view = to_view(input, op, "input tensor");
   const TorchStreamScope streams(cuda_device_of(input));
   auto span = ProfilerSpan::open(name, input);
-  auto w = pg_->all_gather_into_tensor(out_view, in_view, {.timeout = timeout_of(opts)});
-  return track(c10d::OpType::_ALLGATHER_BASE, name, std::move(span), {w}, {output}, {input});
+  Blocking blocking(opts.asyncOp, pg_, name, in_view.device());
+  auto w = pg_->all_gather_into_tensor(out_view, in_view, {.timeout = timeout_of(opts), .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::_ALLGATHER_BASE, name, std::move(span), {w}, {output}, {input}),
+                        interrupted);
 }
 
 WorkPtr ProcessGroupTdist::allgather_coalesced(std::vector<std::vector<at::Tensor>>& output_lists,
@@ -356,8 +426,12 @@ WorkPtr ProcessGroupTdist::_reduce_scatter_base(at::Tensor& output, at::Tensor& 
   const tdist::ReduceScatterOptions options{.op = to_reduce_op(opts.reduceOp, op), .timeout = timeout_of(opts)};
   const TorchStreamScope streams(cuda_device_of(input));
   auto span = ProfilerSpan::open(name, input);
-  auto w = pg_->reduce_scatter_tensor(out_view, in_view, options);
-  return track(c10d::OpType::_REDUCE_SCATTER_BASE, name, std::move(span), {w}, {output}, {input});
+  Blocking blocking(opts.asyncOp, pg_, name, in_view.device());
+  auto w = pg_->reduce_scatter_tensor(out_view, in_view,
+                                      {.op = options.op, .timeout = options.timeout, .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::_REDUCE_SCATTER_BASE, name, std::move(span), {w}, {output}, {input}),
+                        interrupted);
 }
 
 WorkPtr ProcessGroupTdist::alltoall_base(at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_splits,
@@ -425,7 +499,10 @@ WorkPtr ProcessGroupTdist::recvAnysource(std::vector<at::Tensor>& tensors, int t
 
 WorkPtr ProcessGroupTdist::barrier(const c10d::BarrierOptions& opts) {
   auto span = ProfilerSpan::open("barrier", {});
-  return track(c10d::OpType::BARRIER, "barrier", std::move(span), {pg_->barrier({.timeout = timeout_of(opts)})}, {});
+  Blocking blocking(opts.asyncOp, pg_, "barrier", {});
+  auto w = pg_->barrier({.timeout = timeout_of(opts), .async_op = blocking.async_op()});
+  const bool interrupted = blocking.interrupted();
+  return interrupted_if(track(c10d::OpType::BARRIER, "barrier", std::move(span), {w}, {}), interrupted);
 }
 
 void ProcessGroupTdist::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {

@@ -110,7 +110,7 @@ class ProcessGroupTdist final : public c10d::Backend {
   // (so its tensors outlive a dropped handle), and counts collectives.
   // `span`: the operation's torch.profiler span (ProfilerSpan::open, called
   // before the operation was issued; null when no profiler runs).
-  c10::intrusive_ptr<c10d::Work> track(c10d::OpType type, const char* op, std::shared_ptr<ProfilerSpan> span,
+  c10::intrusive_ptr<WorkTdist> track(c10d::OpType type, const char* op, std::shared_ptr<ProfilerSpan> span,
                                        std::vector<std::shared_ptr<tdist::Work>> works, std::vector<at::Tensor> outputs,
                                        std::vector<at::Tensor> inputs = {});
   // all_reduce of a sparse COO tensor, as Gloo does it (SUM only).
@@ -122,14 +122,16 @@ class ProcessGroupTdist final : public c10d::Backend {
   int root(int64_t rank, const std::string& op, const char* what) const;
   // The context errors start with: "rank 1 in group default_pg: all_reduce".
   std::string where(const char* op) const;
+  static std::string label_of(const tdist::ProcessGroup& pg);  // "rank 1 in group default_pg: "
 
   std::chrono::milliseconds timeout_;  // the group's, for getBackendOptions
   std::mutex mu_;
   std::vector<c10::intrusive_ptr<WorkTdist>> in_flight_;
   uint64_t collectives_ = 0;
-  // Declared last so it is destroyed first: its shutdown fails what is still
-  // in flight before in_flight_ lets go of the tensors.
+  // Declared after in_flight_ so it is destroyed before: its shutdown fails
+  // what is still in flight before in_flight_ lets go of the tensors.
   std::shared_ptr<tdist::ProcessGroup> pg_;
+  const std::string label_;  // label_of(*pg_), made once
 };
 
 }  // namespace tdist_torch

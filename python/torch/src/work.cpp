@@ -129,6 +129,10 @@ bool WorkTdist::wait(std::chrono::milliseconds timeout) {
   // The span ends before wait returns, even where the completing thread has
   // yet to run its callbacks: a program that stops its profiler right after
   // waiting must find the span closed. A wait that timed out leaves it open.
+  if (interrupted_) {
+    pybind11::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+  }
   try {
     const TorchStreamScope streams(cuda_device_);  // the stream tdist's wait orders, for CUDA tensors
     const bool bounded = timeout > std::chrono::milliseconds(0);

@@ -70,6 +70,10 @@ class WorkTdist final : public c10d::Work {
   // tensors tdist's wait orders torch's current stream after the operation
   // (ProcessGroupNCCL's semantics: the host does not wait for the device).
   bool wait(std::chrono::milliseconds timeout) override;
+  // A Ctrl-C failed the group while the operation ran on the calling thread
+  // (a blocking call, python/ext/inline_call.h): wait() raises its
+  // KeyboardInterrupt before the operation's error.
+  void mark_interrupted() { interrupted_ = true; }
   void abort() override;
   // A future completed with the output tensors (DDP's comm hooks chain on
   // it). Point-to-point operations have none, as with Gloo.
@@ -92,6 +96,7 @@ class WorkTdist final : public c10d::Work {
   // current stream wait() and synchronize() order, and the device of the futures.
   const int cuda_device_;
   const std::weak_ptr<tdist::ProcessGroup> group_;  // weak: a Work kept by Python must not keep a destroyed group
+  bool interrupted_ = false;
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   c10::intrusive_ptr<c10::ivalue::Future> result_future_;
