@@ -23,8 +23,10 @@ model: every worker restarts from step 0): the time from the kill to the new att
 
 Per case: trials, survivors continued (every survivor finished with the same weights, in a world
 of the right size), the time from the fault to the first step every survivor completed after it,
-hangs (a survivor not done within the trial's limit; must be 0), wrong results (must be 0), and with
---cut-limit how many cut-off hosts ended by themselves within it. Exit status 1 when a survivor hung
+hangs (a survivor not done within the trial's limit; must be 0), wrong results (must be 0), with
+--cut-limit how many cut-off hosts ended by themselves within it, and the trials in which a live
+rank was declared failed because it said it lived later than the deciding survivor's
+TDIST_FAILURE_DETECTION_TIMEOUT (it leaves with an error saying so; the others go on). Exit status 1 when a survivor hung
 or computed a wrong result, or a trial's survivors did not continue (the CI subset relies on it).
 """
 import argparse
@@ -44,6 +46,8 @@ CLUSTER = os.path.join(ROOT, "scripts", "cluster.sh")
 STEPS = 1000000  # the campaign ends a trial with the example's --stop-file
 TRIAL_LIMIT_S = 120
 PLACED = re.compile(r"round 0: node (\d+) of (\d+), ranks? (\d+)(?:\.\.(\d+))? of (\d+)")
+# A live rank the survivors declared failed (it said it lived too late): tdistrun prefixes its lines "[rankN]:".
+EXCLUDED = re.compile(r"\[rank(\d+)\]: .*the survivors declared this rank failed")
 
 
 def sh(*args, check=True):
@@ -118,7 +122,8 @@ class Logs:
             cut = data.rfind(b"\n") + 1  # whole lines only
             self.offsets[i] += cut
             for line in data[:cut].decode(errors="replace").splitlines(keepends=True):
-                if "[launch rank " in line or line.startswith("tdistrun: round "):
+                if ("[launch rank " in line or line.startswith("tdistrun: round ")
+                        or "the survivors declared this rank failed" in line):
                     self.kept[i] += line
         return self.kept[host] if host is not None else "".join(self.kept)
 
@@ -169,7 +174,7 @@ def trial(cluster, per_host, fault, policy, rng, a, work):
         with open(log_path, "w") as log:
             agents.append(cluster.start(h, cmd, env, log))
     tails = Logs(logs)
-    result = dict(continued=False, recovery=None, hung=False, wrong=False, cut_side_ended=None)
+    result = dict(continued=False, recovery=None, hung=False, wrong=False, cut_side_ended=None, excluded=False)
     victim_host = rng.randrange(1, hosts)
     deadline = time.monotonic() + TRIAL_LIMIT_S
     # Every rank has completed step 0: the job trains. Then the fault, at a random moment.
@@ -200,11 +205,13 @@ def trial(cluster, per_host, fault, policy, rng, a, work):
     # Once every survivor has completed a step after the fault, the job is asked to stop.
     # The trial ends when every survivor is done (the agents' own ending is the launcher tests' business).
     survivors = [h for h in range(hosts) if h != victim_host or fault == "rank-kill"]
-    want = world - len(victims)
     while any(agents[h].poll() is None for h in survivors):
         out = tails.text()
-        stop_after_recovery(out, t_fault, want, work)
-        if len([m for m in DONE.finditer(out) if int(m.group(1)) not in victims]) >= want:
+        # Live ranks declared failed leave the job: the others go on without them.
+        gone = victims | {int(m.group(1)) for m in EXCLUDED.finditer(out)}
+        want = world - len(gone)
+        stop_after_recovery(out, t_fault, want, gone, work)
+        if len([m for m in DONE.finditer(out) if int(m.group(1)) not in gone]) >= want:
             break
         if time.monotonic() > deadline:
             result["hung"] = True
@@ -220,30 +227,34 @@ def trial(cluster, per_host, fault, policy, rng, a, work):
     return finish(cluster, agents, logs, result)
 
 
-def stop_after_recovery(out, t_fault, survivors, work):
+def stop_after_recovery(out, t_fault, survivors, gone, work):
     """Creates the stop file (the example's --stop-file) once every survivor completed a step after
     the fault."""
-    firsts = {m.group(1) for m in COMPLETED.finditer(out) if float(m.group(3)) > t_fault}
+    firsts = {m.group(1) for m in COMPLETED.finditer(out) if float(m.group(3)) > t_fault and int(m.group(1)) not in gone}
     path = os.path.join(work, "stop")
     if len(firsts) >= survivors and not os.path.exists(path):
         open(path, "w").close()
 
 
 def judge(out, world, victims, t_fault, result):
-    want = world - len(victims)
-    done = [m for m in DONE.finditer(out) if int(m.group(1)) not in victims]
-    result["wrong"] = (len(done) != want or any(m.group(5) != "yes" for m in done)
-                       or len({m.group(6) for m in done}) != 1 or any(int(m.group(3)) != want for m in done))
-    result["continued"] = not result["wrong"] and not result["hung"]
+    # Live ranks declared failed (they said they lived too late) leave: a wrong membership, counted
+    # apart; the others must still finish alike.
+    excluded = {int(m.group(1)) for m in EXCLUDED.finditer(out)} - victims
+    gone = victims | excluded
+    result["excluded"] = bool(excluded)
+    want = world - len(gone)
+    done = [m for m in DONE.finditer(out) if int(m.group(1)) not in gone]
+    result["wrong"] = not result["hung"] and (
+        len(done) != want or any(m.group(5) != "yes" for m in done)
+        or len({m.group(6) for m in done}) != 1 or any(int(m.group(3)) != want for m in done))
+    result["continued"] = not result["wrong"] and not result["hung"] and not excluded
     firsts = {}
     for m in COMPLETED.finditer(out):
         t = float(m.group(3))
-        if t > t_fault and int(m.group(1)) not in victims:
+        if t > t_fault and int(m.group(1)) not in gone:
             firsts.setdefault(m.group(1), t)
     if len(firsts) == want:
         result["recovery"] = max(firsts.values()) - t_fault
-    if result["hung"]:
-        result["wrong"] = False
 
 
 def finish(cluster, agents, logs, result):
@@ -292,8 +303,8 @@ def main():
     print(f"fault campaign on the emulated cluster: {a.trials} trials per case, "
           f"{time.strftime('%Y-%m-%d %H:%M:%S')}, {os.cpu_count()} cores", flush=True)
     print("| hosts x ranks | fault | trials | survivors continued | recovery ms (median / p90 / max) | hangs | wrong |"
-          " cut-off hosts ended |" + (" restart ms (median) | restart / shrink |" if a.restart else ""))
-    print("|---|---|---|---|---|---|---|---|" + ("---|---|" if a.restart else ""))
+          " cut-off hosts ended | live ranks excluded |" + (" restart ms (median) | restart / shrink |" if a.restart else ""))
+    print("|---|---|---|---|---|---|---|---|---|" + ("---|---|" if a.restart else ""))
     failed = 0
     for layout in a.layouts.split(","):
         hosts, per_host = (int(x) for x in layout.split("x"))
@@ -319,7 +330,7 @@ def main():
                 failed += hangs + wrong + (a.trials - sum(r["continued"] for r in rows))
                 row = (f"| {hosts} x {per_host} | {fault} | {a.trials} | {sum(r['continued'] for r in rows)} | "
                        f"{summarize(times)} | {hangs} | {wrong} | "
-                       f"{f'{sum(ended)} of {len(ended)}' if ended else '-'} |")
+                       f"{f'{sum(ended)} of {len(ended)}' if ended else '-'} | {sum(r['excluded'] for r in rows)} |")
                 if a.restart:
                     ratio = (statistics.median(restart_times) / statistics.median(times)
                              if restart_times and times and fault == "rank-kill" else float("nan"))
