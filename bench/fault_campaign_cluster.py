@@ -104,7 +104,8 @@ def env_for(build_dir, fault, silence, detection):
 
 
 class Logs:
-    """The agents' logs, read as they grow; keeps the example's "[launch rank N]" lines only."""
+    """The agents' logs, read as they grow; keeps the lines the judging reads (the example's "[launch rank
+    N]" lines, the agents' placement, a rank declared failed)."""
 
     def __init__(self, paths):
         self.paths = paths
@@ -153,7 +154,7 @@ def worker_pids(cluster, h):
 
 
 def trial(cluster, per_host, fault, policy, rng, a, work):
-    """One trial. Returns a dict: continued, recovery (s or None), hung, wrong, cut_side_ended."""
+    """One trial. Returns a dict: continued, recovery (s or None), hung, wrong, cut_side_ended, excluded."""
     hosts = cluster.hosts
     world = hosts * per_host
     port = 20000 + rng.randrange(20000)
