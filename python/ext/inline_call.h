@@ -178,39 +178,14 @@ class InlineCall {
   // of its tensors (whose backend numbers it); `point_to_point`: numbered
   // apart from the collectives (the message then names no number).
   InlineCall(const tdist::Group& group, const char* op, tdist::Device device = {}, bool point_to_point = false) {
-    if (main_thread_ident() == 0 || PyThread_get_thread_ident() != main_thread_ident()) {
-      inline_ = true;
-      return;
-    }
-    if (!sigint_raises()) return;
-    InlineWatch& w = inline_watch();
-    if (!start_watchdog(w)) return;
-    const int previous = set_wakeup_fd(w.write_fd);
-    if (previous == -2) return;
-    if (previous != -1 && previous != w.write_fd) {
-      set_wakeup_fd(previous);
-      return;
-    }
-    tdist::Group g;
-    uint64_t seq = 0;
-    try {
-      g = group ? group : tdist::group_world();
-      if (!point_to_point && g->is_member()) seq = g->backend_for(device).next_sequence_number();
-    } catch (const tdist::DistError&) {
-      // Not initialized, or a device the group does not serve: the call itself says so.
-    }
-    if (!g) {
-      set_wakeup_fd(-1);
-      return;
-    }
-    {
-      std::lock_guard<std::mutex> lock(w.mu);
-      w.group = std::move(g);
-      w.op = op;
-      w.seq = seq;
-      w.fired = false;
-    }
-    inline_ = watched_ = true;
+    arm(group, op, [&](tdist::ProcessGroup& g) -> uint64_t {
+      return !point_to_point && g.is_member() ? g.backend_for(device).next_sequence_number() : 0;
+    });
+  }
+  // A wait without a timeout for `work` (of `group`), which may run the
+  // operation on this thread (PendingWork::wait): the message names it.
+  InlineCall(const tdist::Group& group, const tdist::Work& work) {
+    arm(group, work.op_name().c_str(), [&](tdist::ProcessGroup&) { return work.sequence_number(); });
   }
   ~InlineCall() { disarm(); }
   InlineCall(const InlineCall&) = delete;
@@ -247,6 +222,44 @@ class InlineCall {
   }
 
  private:
+  // Arms the watch for `op`, numbered by number_of(group) (0: no number).
+  template <typename NumberOf>
+  void arm(const tdist::Group& group, const char* op, NumberOf&& number_of) {
+    if (main_thread_ident() == 0 || PyThread_get_thread_ident() != main_thread_ident()) {
+      inline_ = true;
+      return;
+    }
+    if (!sigint_raises()) return;
+    InlineWatch& w = inline_watch();
+    if (!start_watchdog(w)) return;
+    const int previous = set_wakeup_fd(w.write_fd);
+    if (previous == -2) return;
+    if (previous != -1 && previous != w.write_fd) {
+      set_wakeup_fd(previous);
+      return;
+    }
+    tdist::Group g;
+    uint64_t seq = 0;
+    try {
+      g = group ? group : tdist::group_world();
+      seq = number_of(*g);
+    } catch (const tdist::DistError&) {
+      // Not initialized, or a device the group does not serve: the call itself says so.
+    }
+    if (!g) {
+      set_wakeup_fd(-1);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.group = std::move(g);
+      w.op = op;
+      w.seq = seq;
+      w.fired = false;
+    }
+    inline_ = watched_ = true;
+  }
+
   void disarm() {
     if (!watched_) return;
     watched_ = false;

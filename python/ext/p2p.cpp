@@ -1,11 +1,13 @@
 // Point-to-point: send, recv (any source when src is None; returns the
 // sender's global rank), isend, irecv, and the core of batch_isend_irecv
-// (P2POp itself is in Python). Blocking calls release the GIL.
+// (P2POp itself is in Python). Blocking calls run on the caller's thread with
+// the GIL released and Ctrl-C watched (inline_call.h), as the collectives do.
 #include <pybind11/stl.h>
 
 #include <tdist/distributed.h>
 
 #include "args.h"
+#include "inline_call.h"
 #include "tensors.h"
 #include "work.h"
 
@@ -33,7 +35,15 @@ void bind_p2p(py::module_& m) {
             return;
           }
           prune_parked();
-          // As isend + wait: a Work can be waited for in slices, so that Ctrl-C ends the wait.
+          InlineCall blocking(group, "send", t.tensor.device(), /*point_to_point=*/true);
+          if (blocking.runs_inline()) {
+            blocking.run([&] {
+              tdist::send(t.tensor, peer, group, tag);
+              return 0;
+            });
+            return;
+          }
+          // Where that watch cannot be set: isend + wait, in slices so that Ctrl-C ends the wait.
           std::shared_ptr<tdist::Work> work;
           {
             py::gil_scoped_release nogil;
@@ -55,6 +65,9 @@ void bind_p2p(py::module_& m) {
             return -1;  // as torch
           }
           prune_parked();
+          InlineCall blocking(group, "recv", t.tensor.device(), /*point_to_point=*/true);
+          if (blocking.runs_inline())  // tdist::recv returns the sender's global rank
+            return blocking.run([&] { return tdist::recv(t.tensor, peer, group, tag); });
           std::shared_ptr<tdist::Work> work;
           {
             py::gil_scoped_release nogil;

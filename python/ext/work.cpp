@@ -20,6 +20,7 @@
 
 #include "args.h"
 #include "errors.h"
+#include "inline_call.h"
 #include "interruptible_wait.h"
 
 namespace tdist_py {
@@ -195,6 +196,16 @@ void clear_parked() { parked().clear(); }
 void wait_for(const std::shared_ptr<tdist::Work>& work, const tdist::Group& group, const Keep* keep,
               std::chrono::milliseconds timeout) {
   if (!work) return;
+  if (timeout == tdist::kNoTimeout && !work->is_completed()) {
+    // Unbounded: the operation may run on this thread if it has not started
+    // (PendingWork::wait), or drive the transport here (point-to-point), with
+    // Ctrl-C watched as for a blocking call.
+    InlineCall watched(group, *work);
+    if (watched.runs_inline()) {
+      watched.run([&] { return work->wait(); });
+      return;
+    }
+  }
   bool done;
   try {
     py::gil_scoped_release nogil;

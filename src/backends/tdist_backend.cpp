@@ -70,7 +70,7 @@ class P2PWork final : public PendingWork {
   bool wait(std::chrono::milliseconds timeout) override {
     Deadline user = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
     if (user.at() < deadline_.at()) {
-      if (!request_.wait_until(user))
+      if (!state_->transport->wait_a_while(request_, user))
         throw DistBackendError(context() + "Work::wait: Timed out after " + format_ms(timeout) +
                                " (the operation is still in progress)");
     }
@@ -291,7 +291,7 @@ void TdistBackend::shutdown() {
   if (state_->transport) state_->transport->close(err);
   // Say goodbye in the shared-memory segments too (GroupEngines::leave).
   state_->engines->leave();
-  queue_.stop(err);
+  queue_->stop(err);
 }
 
 void TdistBackend::abort(std::exception_ptr cause) {
@@ -428,16 +428,16 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const Operation
     return work;
   }
   // Deciding under issue_mu_ keeps issue order: no later call can overtake.
-  if (blocking && queue_.claim_inline()) {
+  if (blocking && queue_->claim_inline()) {
     issue.unlock();
     // The arguments are used where they are: no copies, no std::function. A
     // blocking call's latency is mostly this path.
     run_collective(*state_, *work, code, seq, timeout,
                    [&](CollectiveContext& ctx) { body(ctx, args...); }, signature, /*unshared=*/true, mark, decision);
-    queue_.release_inline();
+    queue_->release_inline();
   } else {
     mark.queued(mark ? now_ticks() : 0);
-    queue_.push(work, [work, state = state_, code, seq, timeout, signature = std::move(signature),
+    queue_->push(work, [work, state = state_, code, seq, timeout, signature = std::move(signature),
                        body, saved = std::make_tuple(args...), mark, recorder = mark.hold(), decision] {
       auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
       run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark, decision);
@@ -497,7 +497,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
   // The operation comes after what the caller queued on its stream so far.
   rt.record(work->issued(), rt.current_stream(device));
   mark.queued(mark ? now_ticks() : 0);
-  queue_.push(work, [work, state = state_, path = device_path_, exchange = ipc_exchange_, engines = engines_,
+  queue_->push(work, [work, state = state_, path = device_path_, exchange = ipc_exchange_, engines = engines_,
                      over_ipc, code, seq, timeout, decision,
                      signature = std::move(signature), body, saved = std::make_tuple(args...),
                      results = std::vector<Tensor>(result.begin(), result.end()), chunks, mark,
@@ -530,7 +530,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
     };
     run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark, decision);
     work->signal_host_word();
-  });
+  }, /*any_thread=*/false);  // its waiters wait for the device's stream, not for this to run
   return work;
 }
 

@@ -157,7 +157,8 @@ class TdistBackend final : public Backend {
   // TDIST_CUDA_PATH as the group was created.
   std::shared_ptr<IpcExchange> ipc_exchange_;
   ipc::PathChoice cuda_path_ = ipc::PathChoice::Auto;
-  WorkQueue queue_;
+  // Shared with its works, whose waiters run what is queued (WorkQueue::run_through).
+  const std::shared_ptr<WorkQueue> queue_ = std::make_shared<WorkQueue>();
 };
 
 }  // namespace tdist

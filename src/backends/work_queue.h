@@ -1,13 +1,18 @@
 // The progress thread of a group: runs its collectives one at a time, in
 // issue order (the order every rank issues them in). A blocking call may run
-// its collective on its own thread instead when the queue is idle. The thread
-// starts with the first queued item: a group used only by blocking calls (most
-// subgroups of a DeviceMesh) costs no thread.
+// its collective on its own thread instead when the queue is idle, and a
+// thread that waits for a queued work without a timeout runs the queue up to
+// it when the thread is not busy (run_through). The thread starts with the
+// first queued item: a group used only by blocking calls (most subgroups of a
+// DeviceMesh) costs no thread.
 //
 // Callers of push() and claim_inline() are serialised by the backend (its
-// issue lock), so the only concurrent party is the queue's thread. The idle
-// check and its release are atomics rather than the mutex: they run around
-// every blocking collective, whose latency is a few hundred nanoseconds.
+// issue lock); the queue's thread and waiters in run_through take items under
+// the mutex. The idle check and its release are atomics rather than the
+// mutex: they run around every blocking collective, whose latency is a few
+// hundred nanoseconds. Whoever takes an item (the thread, a waiter) sets
+// busy_ before the count drops, under the mutex, and only when busy_ was
+// clear: so at most one item runs at a time, in order.
 #pragma once
 
 #include <atomic>
@@ -23,15 +28,17 @@
 
 namespace tdist {
 
-class WorkQueue {
+class WorkQueue final : public WorkRunner, public std::enable_shared_from_this<WorkQueue> {
  public:
   WorkQueue() = default;
-  ~WorkQueue() { stop(nullptr); }
+  ~WorkQueue() override { stop(nullptr); }
   WorkQueue(const WorkQueue&) = delete;
   WorkQueue& operator=(const WorkQueue&) = delete;
 
-  // `run` executes on the queue's thread and must finish `work` itself.
-  void push(std::shared_ptr<PendingWork> work, std::function<void()> run) {
+  // `run` executes on the queue's thread, or on a thread waiting for `work`
+  // or a later item when `any_thread`, and must finish `work` itself.
+  void push(std::shared_ptr<PendingWork> work, std::function<void()> run, bool any_thread = true) {
+    if (any_thread) work->set_runner(weak_from_this());
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (!stopped_.load(std::memory_order_relaxed)) {
@@ -41,7 +48,7 @@ class WorkQueue {
           thread_ = std::thread([this] { loop(); });
           name_thread(thread_, "tdist-ops");
         }
-        items_.push_back({std::move(work), std::move(run)});
+        items_.push_back({std::move(work), std::move(run), any_thread});
         queued_.fetch_add(1, std::memory_order_seq_cst);
         cv_.notify_one();
         return;
@@ -79,7 +86,36 @@ class WorkQueue {
     }
   }
 
-  // Stops the thread once the running item ends; queued items fail with `error`.
+  void run_through(const PendingWork& target) override {
+    for (;;) {
+      Item item;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (stopped_.load(std::memory_order_relaxed) || items_.empty() || busy_.load(std::memory_order_seq_cst))
+          return;
+        // Only items that may run here, and only when the target is among them.
+        auto it = items_.begin();
+        while (it != items_.end() && it->any_thread && it->work.get() != &target) ++it;
+        if (it == items_.end() || !it->any_thread || !items_.front().any_thread) return;
+        item = std::move(items_.front());
+        items_.pop_front();
+        busy_.store(true, std::memory_order_seq_cst);  // as loop(): before the count drops
+        queued_.fetch_sub(1, std::memory_order_seq_cst);
+      }
+      const bool last = item.work.get() == &target;
+      item.run();
+      busy_.store(false, std::memory_order_seq_cst);
+      // The thread waits for busy_ to clear before it takes the next item.
+      if (queued_.load(std::memory_order_seq_cst) != 0) {
+        { std::lock_guard<std::mutex> lock(mu_); }
+        cv_.notify_one();
+      }
+      if (last) return;
+    }
+  }
+
+  // Stops the thread once the running item ends; queued items fail with
+  // `error`. An item a waiter runs (run_through) ends on the waiter's thread.
   void stop(std::exception_ptr error) {
     std::deque<Item> dropped;
     {
@@ -99,6 +135,7 @@ class WorkQueue {
   struct Item {
     std::shared_ptr<PendingWork> work;
     std::function<void()> run;
+    bool any_thread = true;  // false: only the queue's thread may run it (device operations)
   };
   void loop() {
     for (;;) {

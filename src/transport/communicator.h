@@ -44,6 +44,7 @@ class Communicator final : public Transport {
   // it, the ranks are out of step) aborts the communicator; one whose peer is
   // lost, or that timed out, aborts the shared transport (Transport::wait).
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
+  bool wait_a_while(Request& request, Deadline until) override { return shared_->wait_a_while(request, until); }
   // From any thread; idempotent. Tells the members once.
   void abort(std::exception_ptr cause) override;
   void close(std::exception_ptr cause) override;

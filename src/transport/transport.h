@@ -63,6 +63,11 @@ class Transport {
   // too when abort_on_error: a collective that fails must not leave other
   // receives posted into buffers its unwinding frees.
   virtual void wait(Request& request, Deadline deadline, bool abort_on_error = true) = 0;
+  // Waits for a request at most until `until`, driving the transport on this
+  // thread as wait() does, but without consequences: nothing is aborted and
+  // nothing thrown when `until` comes first (a caller's own bound, shorter
+  // than the operation's deadline). Returns whether it is done.
+  virtual bool wait_a_while(Request& request, Deadline until) { return request.wait_until(until); }
 
   // Fails every pending and later request with `cause`, from any thread: a
   // transport of its own closes its connections, a communicator of a shared

@@ -28,6 +28,9 @@ bool PendingWork::wait(std::chrono::milliseconds timeout) {
   // Operations carry their own deadline (the group timeout), so a wait
   // without a timeout ends too.
   const Deadline deadline = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
+  if (deadline.is_never() && !done()) {
+    if (auto runner = runner_.lock()) runner->run_through(*this);
+  }
   for (;;) {
     uint32_t s = state_.load(std::memory_order_acquire);
     if (s == kDone) break;
@@ -80,6 +83,7 @@ void PendingWork::reuse(const char* op, uint64_t seq, std::span<const Tensor> re
   error_ = nullptr;
   source_rank_ = -1;
   future_.reset();
+  runner_.reset();
   result_.assign(result.begin(), result.end());
   state_.store(kPending, std::memory_order_relaxed);
 }

@@ -13,6 +13,21 @@
 
 namespace tdist {
 
+class PendingWork;
+
+// Who can run a pending work on the thread that waits for it: a backend's
+// queue of operations its progress thread has not started yet. A waiter that
+// runs them itself does not sleep until that thread gets to them and then
+// wake again (two thread wake-ups, most of a small operation's time).
+class WorkRunner {
+ public:
+  virtual ~WorkRunner() = default;
+  // Runs, on the calling thread and in issue order, what is queued up to and
+  // including `work`, unless the queue's own thread is running an item (or
+  // `work` is not queued, or must run on that thread): then returns at once.
+  virtual void run_through(const PendingWork& work) = 0;
+};
+
 class PendingWork : public Work {
  public:
   // `label` ("rank 3 in group default_pg") prefixes its messages.
@@ -23,6 +38,8 @@ class PendingWork : public Work {
   bool is_completed() const override;
   bool is_success() const override;
   std::exception_ptr exception() const override;
+  // Without a timeout, a work still queued runs on the calling thread
+  // (WorkRunner); with one, it only waits, so the wait ends in time.
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   int source_rank() const override;
   std::shared_ptr<Future> get_future() override;
@@ -38,6 +55,8 @@ class PendingWork : public Work {
   void finish_unshared(std::exception_ptr error = nullptr);
   void set_source_rank(int rank);
   void set_result(std::vector<Tensor> result) { result_ = std::move(result); }
+  // The queue it waits in, set before it is queued.
+  void set_runner(std::weak_ptr<WorkRunner> runner) { runner_ = std::move(runner); }
   // Makes a finished work that nobody else holds pending again, for another
   // operation: no allocation (result_ keeps its capacity).
   void reuse(const char* op, uint64_t seq, std::span<const Tensor> result);
@@ -61,6 +80,7 @@ class PendingWork : public Work {
   std::exception_ptr error_;
   std::vector<Tensor> result_;
   std::shared_ptr<Future> future_;
+  std::weak_ptr<WorkRunner> runner_;  // empty: nobody to run it but its backend
 };
 
 }  // namespace tdist

@@ -1,5 +1,6 @@
 """Ctrl-C in a blocking call: two ranks as separate processes (interrupt_rank.py), SIGINT sent to
-rank 0 while it waits in all_reduce for rank 1. Shared by the NumPy module's and the plugin's tests."""
+rank 0 while it waits for rank 1 (in all_reduce, in an async all_reduce's wait(), or in recv).
+Shared by the NumPy module's and the plugin's tests."""
 import os
 import queue
 import secrets
@@ -26,10 +27,10 @@ def _free_port():
 
 
 class Rank:
-    def __init__(self, flavor, role, rank, port, extra_env):
+    def __init__(self, flavor, role, rank, port, extra_env, call="all_reduce"):
         env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE="2",
                    LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE="2", PYTHONUNBUFFERED="1", **extra_env)
-        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "interrupt_rank.py"), flavor, role],
+        self.proc = subprocess.Popen([sys.executable, os.path.join(HERE, "interrupt_rank.py"), flavor, role, call],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      env=env, text=True)
         self.lines = {}
@@ -89,12 +90,12 @@ def _sleeping(pid):
         return False
 
 
-def interrupt_rank0(flavor, role, extra_env=None):
+def interrupt_rank0(flavor, role, extra_env=None, call="all_reduce"):
     """Runs the scenario; returns (rank 0's lines, exit code, stderr, seconds from SIGINT to
     KeyboardInterrupt, rank 1's lines)."""
     port = _free_port()
     extra_env = dict(extra_env or {}, TDIST_JOB_TOKEN=secrets.token_hex(16))  # a closed job, as tdistrun's
-    r0 = Rank(flavor, role, 0, port, extra_env)
+    r0 = Rank(flavor, role, 0, port, extra_env, call)
     r1 = Rank(flavor, "peer", 1, port, extra_env)
     try:
         assert r1.read_until("ready", START_S) is not None, "rank 1 did not start"
@@ -122,13 +123,20 @@ def interrupt_rank0(flavor, role, extra_env=None):
         r1.kill()
 
 
-def check_interrupted(flavor):
+# What the later call's error names: the later call, and the interrupted one (the module's blocking
+# point-to-point calls are not numbered; the plugin's, an isend/irecv and a wait, are).
+LATER_WORDS = {"all_reduce": ("all_reduce #2", "all_reduce #1 was interrupted"),
+               "wait": ("all_reduce #2", "all_reduce #1 was interrupted"),
+               "recv": ("all_reduce #1", "recv", "was interrupted")}
+
+
+def check_interrupted(flavor, call="all_reduce"):
     """Rank 0 catches the KeyboardInterrupt and calls again: checks the delay, the later error,
     the clean exit and that the peer was told."""
-    lines, code, err, delay, peer = interrupt_rank0(flavor, "caught")
+    lines, code, err, delay, peer = interrupt_rank0(flavor, "caught", call=call)
     later = lines.get("later_error", "")
     print("later call:", later)
-    for words in ("rank 0", "default_pg", "all_reduce #2", "all_reduce #1", "interrupted"):
+    for words in ("rank 0", "default_pg", "interrupted") + LATER_WORDS[call]:
         assert words in later, (words, lines)
     assert float(lines["later_seconds"]) < 10, lines  # fails at once; bounded far above that
     assert code == 0 and "exiting" in lines, (code, lines, err)

@@ -1,11 +1,14 @@
-"""One rank of the Ctrl-C tests (interrupt_harness.py): python3 interrupt_rank.py numpy|torch ROLE.
+"""One rank of the Ctrl-C tests (interrupt_harness.py):
+python3 interrupt_rank.py numpy|torch ROLE [CALL].
 
 Ranks meet through env:// (the harness sets MASTER_ADDR/PORT, RANK, WORLD_SIZE). Rank 0 says
-"calling" and blocks in all_reduce, which rank 1 does not join until told on stdin; the harness
+"calling" and blocks in CALL, which rank 1 does not answer until told on stdin; the harness
 interrupts rank 0 there. Each rank prints what it saw as "key: value" lines.
 
 ROLE: "caught" (rank 0 catches KeyboardInterrupt, then calls all_reduce again), "uncaught" (rank 0
 lets it end the process), "peer" (rank 1).
+CALL: "all_reduce" (blocking, the default), "wait" (an async all_reduce's Work.wait()), "recv"
+(a blocking receive from rank 1).
 """
 import datetime
 import os
@@ -13,6 +16,7 @@ import sys
 import time
 
 flavor, role = sys.argv[1], sys.argv[2]
+call = sys.argv[3] if len(sys.argv) > 3 else "all_reduce"
 TIMEOUT = datetime.timedelta(seconds=60)  # far beyond the test: an interrupt that is not seen hangs
 
 if flavor == "torch":
@@ -56,7 +60,12 @@ if role == "peer":
 
 say("calling")
 try:
-    dist.all_reduce(make())
+    if call == "wait":
+        dist.all_reduce(make(), async_op=True).wait()
+    elif call == "recv":
+        dist.recv(make(), src=1)
+    else:
+        dist.all_reduce(make())
     say("result", "completed")
 except KeyboardInterrupt:
     say("interrupted_at", f"{time.monotonic():.6f}")

@@ -110,6 +110,18 @@ def test_ctrl_c_interrupts_a_blocking_all_reduce_and_fails_the_group():
     interrupt_harness.check_interrupted("torch")
 
 
+def test_ctrl_c_interrupts_the_wait_of_an_async_all_reduce():
+    import interrupt_harness
+
+    interrupt_harness.check_interrupted("torch", "wait")
+
+
+def test_ctrl_c_interrupts_a_blocking_recv():
+    import interrupt_harness
+
+    interrupt_harness.check_interrupted("torch", "recv")
+
+
 def aborted_group(rank, world):
     # torch's _abort_process_group reaches the plugin's abort: an operation under way (rank 1
     # never joins it) fails at once, naming the abort, and the rest of the job goes on.

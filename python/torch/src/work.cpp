@@ -3,15 +3,49 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <optional>
 
 #include <ATen/ThreadLocalState.h>
 #include <ATen/core/jit_type.h>
 
 #include "cuda_streams.h"
 #include "tdist/errors.h"
+#include "../../ext/inline_call.h"
 #include "../../ext/interruptible_wait.h"
 
 namespace tdist_torch {
+
+namespace {
+
+// Waits for `work` of `group` without a bound, on this thread: the operation
+// runs here if its group's thread has not started it, and point-to-point
+// drives the transport here (PendingWork::wait, the transport's wait), with
+// Ctrl-C watched as for a blocking call (inline_call.h). False where that
+// watch cannot be set: the caller then waits in slices.
+bool wait_watched(const tdist::Group& group, tdist::Work& work) {
+  std::optional<tdist_py::InlineCall> call;
+  {
+    pybind11::gil_scoped_acquire gil;
+    call.emplace(group, work);
+    if (!call->runs_inline()) return false;
+  }
+  std::exception_ptr error;
+  try {
+    work.wait();
+  } catch (...) {
+    error = std::current_exception();
+  }
+  {
+    pybind11::gil_scoped_acquire gil;
+    const bool fired = call->finish();
+    call.reset();
+    if (fired && PyErr_CheckSignals() != 0) throw pybind11::error_already_set();
+  }
+  if (error) std::rethrow_exception(error);
+  return true;
+}
+
+}  // namespace
 
 std::shared_ptr<ProfilerSpan> ProfilerSpan::open(const char* op, c10::ArrayRef<at::Tensor> inputs) {
   // USER_SCOPE, as c10d::Work's spans: what torch.profiler and
@@ -138,6 +172,9 @@ bool WorkTdist::wait(std::chrono::milliseconds timeout) {
     const bool bounded = timeout > std::chrono::milliseconds(0);
     const auto deadline = clock::now() + (bounded ? timeout : std::chrono::milliseconds(0));
     for (auto& w : works_) {
+      if (!bounded && !w->is_completed()) {
+        if (auto group = group_.lock(); group && wait_watched(group, *w)) continue;
+      }
       auto left = bounded ? std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),
                                      std::chrono::milliseconds(1))
                           : tdist::kNoTimeout;

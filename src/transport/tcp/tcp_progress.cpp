@@ -78,6 +78,14 @@ void TcpTransport::wait(Request& request, Deadline deadline, bool abort_on_error
   }
 }
 
+bool TcpTransport::wait_a_while(Request& request, Deadline until) {
+  if (!request.done()) {
+    drive(request, until);
+    if (!request.done() && stop_.load(std::memory_order_acquire)) request.wait_until(until);
+  }
+  return request.done();
+}
+
 // Returns when the request is done, the transport stopped, or the deadline passed.
 void TcpTransport::drive(Request& request, Deadline deadline) {
   return_home();

@@ -66,6 +66,7 @@ class TcpTransport final : public Mesh, private PathHost {
   int size() const override { return size_; }
   void post(std::shared_ptr<Request> request) override;
   void wait(Request& request, Deadline deadline, bool abort_on_error = true) override;
+  bool wait_a_while(Request& request, Deadline until) override;
   void abort(std::exception_ptr cause) override;
   // The group left (destroy_process_group): aborts, but tells each connected
   // peer with a goodbye instead of a give-up notice, so that a peer waiting
