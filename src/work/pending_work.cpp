@@ -78,7 +78,12 @@ void PendingWork::finish_unshared(std::exception_ptr error) {
 }
 
 void PendingWork::reuse(const char* op, uint64_t seq, std::span<const Tensor> result) {
-  op_ = op;
+  // Operation names are literals: the same pointer is the same name, and a
+  // loop of one collective copies nothing (strlen and a copy per call otherwise).
+  if (op != op_literal_) {
+    op_ = op;
+    op_literal_ = op;
+  }
   seq_ = seq;
   error_ = nullptr;
   source_rank_ = -1;

@@ -66,6 +66,7 @@ class PendingWork : public Work {
   bool done() const { return state_.load(std::memory_order_acquire) == kDone; }
 
   std::string op_;
+  const char* op_literal_ = nullptr;  // what reuse() last copied into op_
   uint64_t seq_;
   const std::shared_ptr<const std::string> label_;  // null: none
   mutable std::mutex mu_;
