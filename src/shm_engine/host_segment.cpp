@@ -12,6 +12,7 @@
 #include "util/settings.h"
 #include "util/futex.h"
 #include "util/logging.h"
+#include "util/peer_memory.h"
 #include "util/process_identity.h"
 
 namespace tdist::shm_engine {
@@ -101,6 +102,9 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   SweepIfSetupFails sweep_if_setup_fails;
   ShmSegment seg;
   Layout layout = Layout::for_group(n, requested_slot_bytes());
+  // One copy's threshold: the smallest of the ranks' (rank 0 announces its own with the segment).
+  size_t single_copy = static_cast<size_t>(settings::get<"TDIST_SHM_SINGLE_COPY_BYTES">());
+  const std::string my_single_copy = std::to_string(single_copy);
   // Each rank's outcome: "+" (mapped), or "-" and why not ("-" alone: because rank 0 failed).
   std::vector<std::string> outcomes(1);
   if (rank == 0) {
@@ -111,7 +115,7 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
       try {
         seg = create_segment(layout);
         outcomes[0] = "+";
-        announce = "+" + std::to_string(layout.slot_bytes) + " " + seg.name();
+        announce = "+" + std::to_string(layout.slot_bytes) + "/" + my_single_copy + " " + seg.name();
         const auto pause = settings::get<"TDIST_TEST_SHM_CREATE_PAUSE_MS">();
         if (pause.count() > 0) std::this_thread::sleep_for(pause);
       } catch (const std::exception& e) {
@@ -122,7 +126,7 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   } else {
     store.wait({kSegmentKey}, timeout);
     std::string announce = store.get(kSegmentKey);
-    std::string mine = "+";
+    std::string mine = "+" + my_single_copy;
     if (announce.empty() || announce[0] != '+') {
       outcomes[0] = announce.empty() ? "-" : announce;
       mine = "-";
@@ -133,7 +137,9 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
       outcomes[0] = "+";
       try {
         size_t space = announce.find(' ');
-        layout.slot_bytes = std::stoull(announce.substr(1, space - 1));
+        size_t slash = announce.find('/');
+        layout.slot_bytes = std::stoull(announce.substr(1, slash - 1));
+        single_copy = std::min<size_t>(single_copy, std::stoull(announce.substr(slash + 1, space - slash - 1)));
         seg = open_segment(announce.substr(space + 1), layout);
       } catch (const std::exception& e) {
         mine = "-rank " + std::to_string(rank) + ": " + e.what();
@@ -171,8 +177,18 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   } else {
     store.set(read_key(rank), "1");
   }
-  if (std::all_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return o == "+"; }))
-    return std::unique_ptr<HostSegment>(new HostSegment(std::move(seg), layout, rank, global_ranks, label));
+  if (std::all_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return !o.empty() && o[0] == '+'; })) {
+    // Every rank but 0 said "+<its threshold>"; rank 0's came with the segment.
+    for (size_t r = 1; r < outcomes.size(); ++r) {
+      try {
+        single_copy = std::min<size_t>(single_copy, std::stoull(outcomes[r].substr(1)));
+      } catch (const std::exception&) {
+        single_copy = 0;
+      }
+    }
+    return std::unique_ptr<HostSegment>(
+        new HostSegment(std::move(seg), layout, rank, global_ranks, label, single_copy));
+  }
   // A full /dev/shm may be full of what dead processes left.
   if (enabled) remove_segments_of_dead_processes();
   if (rank == 0) {
@@ -189,7 +205,8 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   return nullptr;
 }
 
-HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label)
+HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label,
+                         size_t single_copy_bytes)
     : segment_(std::move(segment)),
       layout_(layout),
       rank_(rank),
@@ -207,9 +224,14 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   // hands the core over and keeps the same overall budget worthwhile
   // (docs/tuning_log.md: Shared-memory engine).
   const bool oversubscribed = static_cast<unsigned>(size_) > std::max(1u, std::thread::hardware_concurrency());
+  oversubscribed_ = oversubscribed;
   poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
   spin_ = settings::get<"TDIST_SHM_SPIN_US">();
   one_round_bytes_ = static_cast<size_t>(settings::get<"TDIST_SHM_ONE_ROUND_BYTES">());
+  single_copy_bytes_ = single_copy_bytes;
+  test_read_fails_ = settings::get<"TDIST_TEST_SHM_SINGLE_COPY_FAIL">();
+  // Before this rank's first arrival: a peer may read this process from its first operation on.
+  if (single_copy_bytes_ != 0) allow_reads_by_peers();
   round_ = lines_[rank_].round.load(std::memory_order_relaxed);
   const ProcessIdentity me = this_process();
   lines_[rank_].started.store(me.started, std::memory_order_relaxed);
@@ -218,6 +240,38 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
 }
 
 HostSegment::~HostSegment() = default;
+
+std::string HostSegment::read_block(int r, uint32_t round, void* out) const {
+  uint64_t where[2];
+  std::memcpy(where, slot(round, r), sizeof where);
+  return read_from(r, reinterpret_cast<const void*>(static_cast<uintptr_t>(where[0])), out,
+                   static_cast<size_t>(where[1]));
+}
+
+std::string HostSegment::read_from(int r, const void* remote, void* out, size_t n) const {
+  if (n == 0) return "";
+  if (test_read_fails_) return "TDIST_TEST_SHM_SINGLE_COPY_FAIL is set";
+  const RankLine& l = lines_[r];
+  // A pid means nothing in another pid namespace (and may name another process there).
+  if (l.pid_ns.load(std::memory_order_relaxed) != lines_[rank_].pid_ns.load(std::memory_order_relaxed))
+    return describe_rank(r) + " runs in another pid namespace";
+  return read_peer_memory(l.pid.load(std::memory_order_acquire), remote, out, n);
+}
+
+bool HostSegment::all_read(CollectiveContext& ctx, const std::string& why) {
+  const uint32_t r = next_round(ctx);
+  const uint64_t ok = why.empty() ? 1 : 0;
+  put_word(r, &ok, sizeof ok);
+  sync(ctx);
+  bool all = true;
+  for (int q = 0; q < size_; ++q) all = all && word(r, q) == 1;
+  if (all) return true;
+  single_copy_bytes_ = 0;
+  if (!why.empty())
+    TDIST_LOG(LogLevel::Info, label_ << ": shared-memory collectives copy through the segment from now on: rank "
+                                     << global_ranks_[rank_] << " cannot read another rank's memory (" << why << ")");
+  return false;
+}
 
 bool HostSegment::process_gone(int r) const {
   const RankLine& l = lines_[r];

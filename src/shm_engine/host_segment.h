@@ -79,6 +79,43 @@ class HostSegment {
   // Up to this size a reduction folds everything in one round (TDIST_SHM_ONE_ROUND_BYTES).
   size_t one_round_bytes() const { return one_round_bytes_; }
 
+  // One copy. Whether blocks of `block_bytes` go straight from the owner's
+  // memory to the reader's (TDIST_SHM_SINGLE_COPY_BYTES, the same on every
+  // rank; off for good once a read failed anywhere): the owner puts the
+  // block's address and size in its slot of the operation's first round
+  // (put_block; all_to_all in its header), each reader copies it
+  // (read_block, read_from), and all_read() ends the operation with a second
+  // round that tells everyone whether every read succeeded and keeps the
+  // owners' buffers untouched until the reads are over. Broadcast stays in
+  // the segment, where the root's copy in and the readers' copies out overlap.
+  // `oversubscribed_too`: also with more ranks than cores (the same answer on
+  // every rank of a host), where reading everything in place took longer for
+  // all_gather than the segment's pieces (docs/tuning_log.md).
+  bool single_copy(size_t block_bytes, bool oversubscribed_too = true) const {
+    return single_copy_bytes_ != 0 && block_bytes >= single_copy_bytes_ && (oversubscribed_too || !oversubscribed_);
+  }
+  void put_block(uint32_t round, const void* data, size_t n) {
+    const uint64_t where[2] = {reinterpret_cast<uintptr_t>(data), n};
+    std::memcpy(slot(round, rank_), where, sizeof where);
+  }
+  // The size of rank r's block of `round` (after the round's wait).
+  size_t block_size(int r, uint32_t round) const {
+    uint64_t where[2];
+    std::memcpy(where, slot(round, r), sizeof where);
+    return static_cast<size_t>(where[1]);
+  }
+  // Copies rank r's block of `round` (block_size(r, round) bytes, which the
+  // caller checked) to `out`; "" once done, else why not (this reader's part
+  // of the verdict).
+  std::string read_block(int r, uint32_t round, void* out) const;
+  // The same for `n` bytes at `remote` in rank r's memory (an address r published).
+  std::string read_from(int r, const void* remote, void* out, size_t n) const;
+  // The second round: true when every rank's reads succeeded (`why` is this
+  // rank's failure, "" if none). False on every rank alike otherwise: one
+  // copy is then off for the group, which copies through the segment, and
+  // the caller moves this operation's data that way, its first round a sync().
+  bool all_read(CollectiveContext& ctx, const std::string& why);
+
   // The round the next call to start() or sync() enters; call it before
   // writing for that round (after a round this rank left, it waits for it).
   uint32_t next_round(CollectiveContext& ctx) {
@@ -140,7 +177,8 @@ class HostSegment {
   void leave();
 
  private:
-  HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label);
+  HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label,
+              size_t single_copy_bytes);
   RankLine& line(int r) const { return lines_[r]; }
   bool has_left(int r) const { return lines_[r].left.load(std::memory_order_acquire) != 0; }
   bool arrived(int r, uint32_t round) const {
@@ -202,6 +240,9 @@ class HostSegment {
   std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
   std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping
   size_t one_round_bytes_ = 0;          // read when the group is made: asked on every reduction
+  size_t single_copy_bytes_ = 0;        // agreed when the group is made; 0: off
+  bool oversubscribed_ = false;         // more ranks than the host has cores
+  bool test_read_fails_ = false;        // TDIST_TEST_SHM_SINGLE_COPY_FAIL
   Clock::time_point next_liveness_check_{};  // wait_slow: when to look at the missing ranks' processes again
 };
 

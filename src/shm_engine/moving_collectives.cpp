@@ -14,10 +14,11 @@ namespace tdist::shm_engine {
 namespace {
 
 // The first round of an operation checks its signature; the others only
-// sync. A rank with nothing to read in the operation's last round leaves it
-// without waiting (HostSegment: Leaving).
-void enter(HostSegment& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false) {
-  if (j == 0)
+// sync (so does the first of a fallback after one copy failed: `started`). A
+// rank with nothing to read in the operation's last round leaves it without
+// waiting (HostSegment: Leaving).
+void enter(HostSegment& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false, bool started = false) {
+  if (j == 0 && !started)
     leave ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
   else
     leave ? a.sync_and_leave(ctx) : a.sync(ctx);
@@ -54,6 +55,10 @@ void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root
     a.get_word(r, root, t.data(), bytes);
     return;
   }
+  // Through the segment even where one copy is on: the root's copy in and
+  // the readers' copies out overlap piece by piece, and the root leaves
+  // without waiting, so a loop of broadcasts overlaps too; reading the root's
+  // tensor in place took twice as long on 2 ranks (docs/tuning_log.md).
   for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
@@ -81,11 +86,27 @@ void all_gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
       if (q != me) a.get_word(r, q, outputs[q].data(), outputs[q].nbytes());
     return;
   }
+  bool started = false;
+  if (a.single_copy(total / static_cast<size_t>(n), /*oversubscribed_too=*/false)) {
+    // Each rank reads every other rank's input where it lies (HostSegment: one copy).
+    const uint32_t r = a.next_round(ctx);
+    a.put_block(r, input.data(), input.nbytes());
+    a.start(ctx, sig);
+    for (int q = 0; q < n; ++q)
+      if (q != me && a.block_size(q, r) != outputs[q].nbytes())
+        a.fail(ctx, "size mismatch: " + a.describe_rank(q) + " contributes " + std::to_string(a.block_size(q, r)) +
+                        " bytes where this rank's output for it holds " + std::to_string(outputs[q].nbytes()));
+    std::string why;
+    for (int q = 0; q < n && why.empty(); ++q)
+      if (q != me) why = a.read_block(q, r, outputs[q].data());
+    if (a.all_read(ctx, why)) return;
+    started = true;
+  }
   for (size_t j = 0; j < rounds; ++j) {
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece;
     if (size_t len = piece_len(input.nbytes(), at, piece)) copy(a.slot(r, me), bytes_of(input) + at, len);
-    enter(a, ctx, j, sig);
+    enter(a, ctx, j, sig, /*leave=*/false, started);
     for (int q = 0; q < n; ++q)
       if (size_t len = piece_len(outputs[q].nbytes(), at, piece); q != me && len > 0)
         copy(bytes_of(outputs[q]) + at, a.slot(r, q), len);
@@ -159,8 +180,9 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
       if (d == me) continue;
       char* to = a.slot(r, me) + d * part;
       if (j == 0) {
-        const uint64_t sends = inputs[d].nbytes();
-        std::memcpy(to, &sends, sizeof(sends));
+        // The header: how many bytes go to d, and where they lie (for one copy).
+        const uint64_t header[2] = {inputs[d].nbytes(), reinterpret_cast<uintptr_t>(inputs[d].data())};
+        std::memcpy(to, header, sizeof(header));
       }
       if (size_t len = piece_len(inputs[d].nbytes(), at, cap)) copy(to + kHeader, bytes_of(inputs[d]) + at, len);
     }
@@ -181,6 +203,23 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     for (int q = 0; q < n; ++q)
       if (size_t len = piece_len(outputs[q].nbytes(), at, cap); q != me && len > 0)
         copy(bytes_of(outputs[q]) + at, a.slot(r, q) + me * part + kHeader, len);
+    // One copy (HostSegment): past the first piece, each rank reads the rest
+    // of its blocks from their senders' inputs where they lie, when some
+    // block needs at least two more rounds (`rounds` is the same on every
+    // rank by now); for one more piece the extra round cost more than the
+    // copy saved.
+    if (j == 0 && rounds > 2 && a.single_copy(cap)) {
+      std::string why;
+      for (int q = 0; q < n && why.empty(); ++q) {
+        if (q == me || outputs[q].nbytes() <= cap) continue;
+        uint64_t header[2];
+        std::memcpy(header, a.slot(r, q) + me * part, sizeof(header));
+        why = a.read_from(q, reinterpret_cast<const char*>(static_cast<uintptr_t>(header[1])) + cap,
+                          bytes_of(outputs[q]) + cap, outputs[q].nbytes() - cap);
+      }
+      if (a.all_read(ctx, why)) return;
+      // Refused somewhere: the rest goes through the segment, from the second piece on.
+    }
   }
 }
 

@@ -290,6 +290,17 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_SHM_ONE_ROUND_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Up to this size a shared-memory reduction folds everything in one round.",
                 .default_number = 8 * kKiB, .min = 0},
+    SettingInfo{.name = "TDIST_SHM_SINGLE_COPY_BYTES", .type = SettingType::Bytes, .group = "engines",
+                .meaning = "Shared-memory all-gathers whose blocks average at least this size, and all-to-alls "
+                           "whose blocks exceed a slot's share, read them straight from their owners' memory "
+                           "(process_vm_readv): one copy instead of two. 0: "
+                           "never. A group uses the smallest of its ranks' values; where the kernel refuses the "
+                           "reads, it finds out at its first such call and copies through its segment from then on.",
+                .default_number = 32 * kKiB, .min = 0},
+    SettingInfo{.name = "TDIST_TEST_SHM_SINGLE_COPY_FAIL", .type = SettingType::Bool, .group = "engines",
+                .meaning = "For tests only: this rank's reads of another rank's memory fail as if the kernel "
+                           "refused them (the group then copies through its segment).",
+                .default_number = 0},
     SettingInfo{.name = "TDIST_TEST_SHM_CREATE_PAUSE_MS", .type = SettingType::Millis, .group = "engines",
                 .meaning = "For tests and bench/shm_leftovers.py only: the rank that creates a group's shared-memory "
                            "segment waits this long after creating it, before it tells the others its name (the "

@@ -116,6 +116,25 @@ TEST(ArenaFailure, DifferentSizesFailEveryRankNamingAPeerAndLeaveBuffersAlone) {
   }
 }
 
+// The same total, split differently: reading another rank's block in one copy
+// checks its size first (the signature compares only the total).
+TEST(ArenaFailure, AllGatherBlocksOfDifferentSizesFailInOneCopy) {
+  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
+  auto errors = errors_of(2, [](ProcessGroup& pg) {
+    // Rank 0 expects blocks of 100 and 300 bytes, rank 1 blocks of 200 and 200.
+    const size_t first = pg.rank() == 0 ? 100 : 200;
+    std::vector<uint8_t> a(first), b(400 - first), in(pg.rank() == 0 ? first : 400 - first, 7);
+    std::vector<Tensor> outs{Tensor(a.data(), DType::UInt8, {static_cast<int64_t>(a.size())}),
+                             Tensor(b.data(), DType::UInt8, {static_cast<int64_t>(b.size())})};
+    pg.all_gather(outs, Tensor(in.data(), DType::UInt8, {static_cast<int64_t>(in.size())}), {.async_op = false})
+        ->wait();
+  });
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(contains(errors[r], "all_gather #1") && contains(errors[r], "size mismatch") &&
+                contains(errors[r], "contributes"))
+        << "rank " << r << ": " << errors[r];
+}
+
 // Neither rank reads anything in these (a reduce to the other rank, a gather
 // to the other rank), so both leave without waiting (HostSegment: Leaving) and
 // find the disagreement when their next operation starts.

@@ -84,6 +84,33 @@ TEST(ArenaProcesses, CollectivesOfTheWorldAndOfSubgroups) {
   expect_no_names_left(*pids, n);
 }
 
+// One rank cannot read the others' memory (as where the kernel refuses it):
+// the group agrees at its first large all_gather, whose data then goes
+// through the segment, as every later one's does; results stay exact.
+TEST(ArenaProcesses, ARankThatCannotReadTheOthersMakesTheGroupCopyThroughTheSegment) {
+  constexpr int n = 2;  // no more ranks than a 2-core machine has cores: all_gather then reads in place
+  Shared<PortBoard> board;
+  auto results = run_in_processes(n, [&](int me) {
+    if (me == 1) setenv("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1", 1);
+    init_process_world(*board, me, n, milliseconds(30000));
+    require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
+    for (int k = 0; k < 3; ++k) {
+      const size_t count = 100000 + static_cast<size_t>(k);
+      std::vector<Buffer> outs;
+      std::vector<Tensor> views;
+      for (int q = 0; q < n; ++q) outs.emplace_back(DType::Int32, count);
+      for (auto& o : outs) views.push_back(o.tensor());
+      Buffer in = rank_buffer(DType::Int32, count, me);
+      all_gather(views, in.tensor());
+      for (int q = 0; q < n; ++q)
+        require(compare_exact(outs[q], rank_buffer(DType::Int32, count, q)).empty(),
+                "all_gather " + std::to_string(k) + " block " + std::to_string(q));
+    }
+    destroy_process_group();
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
 TEST(ArenaProcesses, RankKilledWhileOthersWaitInSharedMemoryIsNamed) {
   constexpr int n = 3;
   Shared<PortBoard> board;

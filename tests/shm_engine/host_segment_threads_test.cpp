@@ -90,8 +90,7 @@ TEST_P(ArenaThreads, BroadcastEveryRootAndSize) {
   });
 }
 
-TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) {
-  const int n = GetParam();
+void all_gather_cases(int n) {
   with_thread_world(n, [&](ProcessGroup& pg) {
     const int me = pg.rank();
     for (DType dt : {DType::Int8, DType::Float64}) {
@@ -131,6 +130,26 @@ TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) {
   });
 }
 
+// Blocks below TDIST_SHM_SINGLE_COPY_BYTES: through the segment.
+TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) { all_gather_cases(GetParam()); }
+
+// Every block read straight from its owner's memory (HostSegment: one copy;
+// the "ranks" share a process here, which the kernel's reads allow too).
+// all_gather does so only with no more ranks than cores (n = 2 on a 2-core
+// machine); all_to_all at every size of group.
+TEST_P(ArenaThreads, AllGatherInOneCopyEvenUnevenAndIntoTensor) {
+  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
+  all_gather_cases(GetParam());
+}
+
+// Reads that fail on every rank: the first such all_gather falls back to the
+// segment, and so do the later ones.
+TEST_P(ArenaThreads, AllGatherWhoseReadsFailCopiesThroughTheSegment) {
+  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
+  ScopedEnv refused("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1");
+  all_gather_cases(GetParam());
+}
+
 TEST_P(ArenaThreads, ReduceScatterEveryDtypeOpListAndTensor) {
   const int n = GetParam();
   with_thread_world(n, [&](ProcessGroup& pg) {
@@ -167,8 +186,7 @@ TEST_P(ArenaThreads, ReduceScatterEveryDtypeOpListAndTensor) {
   });
 }
 
-TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) {
-  const int n = GetParam();
+void all_to_all_cases(int n) {
   with_thread_world(n, [&](ProcessGroup& pg) {
     const int me = pg.rank();
     for (DType dt : {DType::Int32, DType::Float64})
@@ -207,6 +225,20 @@ TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) {
         EXPECT_EQ(compare_exact(out, want), "") << "all_to_all " << where(dt, out_rows * 3, me);
       }
   });
+}
+
+TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) { all_to_all_cases(GetParam()); }
+
+// Blocks past their first piece read from their senders' memory (HostSegment: one copy).
+TEST_P(ArenaThreads, AllToAllInOneCopyUnevenSplitsAndLists) {
+  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
+  all_to_all_cases(GetParam());
+}
+
+TEST_P(ArenaThreads, AllToAllWhoseReadsFailCopiesThroughTheSegment) {
+  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
+  ScopedEnv refused("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1");
+  all_to_all_cases(GetParam());
 }
 
 TEST_P(ArenaThreads, GatherAndScatterEveryRoot) {
