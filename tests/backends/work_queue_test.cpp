@@ -73,9 +73,7 @@ TEST(WorkQueue, ABoundedWaitLeavesTheItemToTheQueue) {
   ASSERT_TRUE(queue->claim_inline());
   auto work = std::make_shared<PendingWork>("broadcast", 1);
   std::atomic<bool> ran{false};
-  std::thread::id ran_on;
   queue->push(work, [&, work] {
-    ran_on = std::this_thread::get_id();
     ran = true;
     work->finish();
   });

@@ -130,60 +130,27 @@ void all_gather_cases(int n) {
   });
 }
 
-// Blocks below TDIST_SHM_SINGLE_COPY_BYTES: through the segment.
-TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) { all_gather_cases(GetParam()); }
+// How blocks travel (HostSegment: one copy): through the segment; read
+// straight from their owner's memory (the "ranks" share a process here, which
+// the kernel's reads allow too; all_gather does so only with no more ranks
+// than cores, n = 2 on a 2-core machine, all_to_all at every size of group);
+// or with reads that fail on every rank, so that the first such call falls
+// back to the segment, and so do the later ones.
+enum class Copies { ThroughSegment, OneCopy, OneCopyRefused };
+void under(Copies how, const std::function<void()>& cases) {
+  ScopedEnv bytes("TDIST_SHM_SINGLE_COPY_BYTES", how == Copies::ThroughSegment ? "0" : "1");
+  ScopedEnv refused("TDIST_TEST_SHM_SINGLE_COPY_FAIL", how == Copies::OneCopyRefused ? "1" : "0");
+  cases();
+}
 
-// Every block read straight from its owner's memory (HostSegment: one copy;
-// the "ranks" share a process here, which the kernel's reads allow too).
-// all_gather does so only with no more ranks than cores (n = 2 on a 2-core
-// machine); all_to_all at every size of group.
+TEST_P(ArenaThreads, AllGatherEvenUnevenAndIntoTensor) {
+  under(Copies::ThroughSegment, [&] { all_gather_cases(GetParam()); });
+}
 TEST_P(ArenaThreads, AllGatherInOneCopyEvenUnevenAndIntoTensor) {
-  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
-  all_gather_cases(GetParam());
+  under(Copies::OneCopy, [&] { all_gather_cases(GetParam()); });
 }
-
-// Reads that fail on every rank: the first such all_gather falls back to the
-// segment, and so do the later ones.
 TEST_P(ArenaThreads, AllGatherWhoseReadsFailCopiesThroughTheSegment) {
-  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
-  ScopedEnv refused("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1");
-  all_gather_cases(GetParam());
-}
-
-TEST_P(ArenaThreads, ReduceScatterEveryDtypeOpListAndTensor) {
-  const int n = GetParam();
-  with_thread_world(n, [&](ProcessGroup& pg) {
-    const int me = pg.rank();
-    for (DType dt : all_dtypes())
-      for (ReduceOp op : all_ops()) {
-        if (!reduce_op_supported(op, dt)) continue;
-        const size_t big = 3 * kSlot / static_cast<size_t>(n) / dtype_size(dt) + 1;  // several parts' worth
-        // reduce_scatter_tensor: n equal blocks.
-        for (size_t c : {size_t{0}, size_t{1}, size_t{7}, big}) {
-          Buffer in = rank_buffer(dt, c * n, me);
-          Buffer out(dt, c);
-          blocking(pg.reduce_scatter_tensor(out.tensor(), in.tensor(), {.op = op, .async_op = false}));
-          Buffer all = expected_reduction(dt, op, c * n, n);
-          EXPECT_EQ(compare_exact(out, part(dt, all, c * me, c)), "")
-              << "reduce_scatter_tensor " << op.name() << " of " << where(dt, c, me);
-        }
-        // reduce_scatter: a list with a different size for every rank.
-        std::vector<size_t> sizes(n), offsets(n + 1, 0);
-        for (int i = 0; i < n; ++i) {
-          sizes[i] = i % 2 ? big + i : static_cast<size_t>(i) * 3;
-          offsets[i + 1] = offsets[i] + sizes[i];
-        }
-        Buffer in = rank_buffer(dt, offsets[n], me);
-        std::vector<Tensor> inputs;
-        for (int i = 0; i < n; ++i)
-          inputs.push_back(in.tensor().slice(static_cast<int64_t>(offsets[i]), static_cast<int64_t>(sizes[i])));
-        Buffer out(dt, sizes[me]);
-        blocking(pg.reduce_scatter(out.tensor(), inputs, {.op = op, .async_op = false}));
-        Buffer all = expected_reduction(dt, op, offsets[n], n);
-        EXPECT_EQ(compare_exact(out, part(dt, all, offsets[me], sizes[me])), "")
-            << "reduce_scatter " << op.name() << " of " << where(dt, sizes[me], me);
-      }
-  });
+  under(Copies::OneCopyRefused, [&] { all_gather_cases(GetParam()); });
 }
 
 void all_to_all_cases(int n) {
@@ -227,18 +194,14 @@ void all_to_all_cases(int n) {
   });
 }
 
-TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) { all_to_all_cases(GetParam()); }
-
-// Blocks past their first piece read from their senders' memory (HostSegment: one copy).
-TEST_P(ArenaThreads, AllToAllInOneCopyUnevenSplitsAndLists) {
-  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
-  all_to_all_cases(GetParam());
+TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) {
+  under(Copies::ThroughSegment, [&] { all_to_all_cases(GetParam()); });
 }
-
+TEST_P(ArenaThreads, AllToAllInOneCopyUnevenSplitsAndLists) {
+  under(Copies::OneCopy, [&] { all_to_all_cases(GetParam()); });
+}
 TEST_P(ArenaThreads, AllToAllWhoseReadsFailCopiesThroughTheSegment) {
-  ScopedEnv one_copy("TDIST_SHM_SINGLE_COPY_BYTES", "1");
-  ScopedEnv refused("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1");
-  all_to_all_cases(GetParam());
+  under(Copies::OneCopyRefused, [&] { all_to_all_cases(GetParam()); });
 }
 
 TEST_P(ArenaThreads, GatherAndScatterEveryRoot) {
