@@ -61,7 +61,9 @@ void monitored_barrier(CollectiveContext& ctx, bool wait_all_ranks) {
   const bool no_time_left = ctx.deadline.timeout().count() <= 0;
   std::vector<int> missing;
   for (int r = 1; r < n; ++r) {
-    if (!arrivals[r]->wait_until(ctx.deadline) || arrivals[r]->error()) {
+    // Driving the transport here, as every other wait does, rather than
+    // sleeping until the transport's background thread completes the receive.
+    if (!ctx.transport.wait_a_while(*arrivals[r], ctx.deadline) || arrivals[r]->error()) {
       missing.push_back(r);
       if (!wait_all_ranks) break;
     }

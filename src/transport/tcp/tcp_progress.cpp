@@ -324,9 +324,13 @@ void TcpTransport::progress_loop() {
       let_go(rx);
       if (ready) continue;
     }
-    // Not holding rx_mu_ while asleep: a waiting thread can start driving at once.
-    const bool rings = path_peer_count_.load(std::memory_order_acquire) > 0;
-    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, rings ? int(kBlockSlice.count()) : -1);
+    // Not holding rx_mu_ while asleep: a waiting thread can start driving at
+    // once. Sliced even with no rings yet: a pair's rings may be registered
+    // just before this sleep, and a driver may read the rescan event that
+    // announced them, so this thread would not have raised their sleep flag
+    // and no doorbell would come (a message that waited for the background
+    // thread stayed unread until the deadline).
+    int n = epoll_wait(bg_epoll_fd_.get(), events, kMaxEvents, int(kBlockSlice.count()));
     if (n < 0 && errno != EINTR) {
       TDIST_LOG(LogLevel::Error, options_.label << ": epoll_wait failed: " << errno_string(errno));
       return;
