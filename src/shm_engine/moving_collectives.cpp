@@ -206,9 +206,9 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     // One copy (HostSegment): past the first piece, each rank reads the rest
     // of its blocks from their senders' inputs where they lie, when some
     // block needs at least two more rounds (`rounds` is the same on every
-    // rank by now); for one more piece the extra round cost more than the
-    // copy saved.
-    if (j == 0 && rounds > 2 && a.single_copy(cap)) {
+    // rank by now) and what would follow is at least the threshold; for one
+    // more piece the extra round cost more than the copy saved.
+    if (j == 0 && rounds > 2 && a.single_copy((rounds - 1) * cap)) {
       std::string why;
       for (int q = 0; q < n && why.empty(); ++q) {
         if (q == me || outputs[q].nbytes() <= cap) continue;
