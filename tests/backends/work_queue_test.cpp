@@ -77,6 +77,7 @@ TEST(WorkQueue, ABoundedWaitLeavesTheItemToTheQueue) {
     ran = true;
     work->finish();
   });
+  // Nothing can run the item while the queue is claimed, however loaded the machine: this wait times out.
   EXPECT_THROW(work->wait(std::chrono::milliseconds(20)), DistBackendError);
   EXPECT_FALSE(ran.load());
   queue->release_inline();
@@ -104,6 +105,9 @@ TEST(WorkQueue, AnItemForTheQueueThreadOnlyIsNeverRunByItsWaiter) {
     waiter = std::this_thread::get_id();
     after->wait();  // cannot run `after` before `device`, and may not run `device`
   });
+  // Most often the waiter is asleep by now; if not, it waits after the
+  // release: either way `device` may run on the queue's thread only, which is
+  // all this checks (no timing is asserted).
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   queue->release_inline();
   t.join();
