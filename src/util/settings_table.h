@@ -292,8 +292,9 @@ inline constexpr std::array kSettingTable{
                 .default_number = 8 * kKiB, .min = 0},
     SettingInfo{.name = "TDIST_SHM_SINGLE_COPY_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Shared-memory all-gathers whose blocks average at least this size, and all-to-alls "
-                           "whose blocks exceed a slot's share, read them straight from their owners' memory "
-                           "(process_vm_readv): one copy instead of two. 0: "
+                           "for what follows a block's first piece when some block spans more than two pieces and "
+                           "that rest is at least this size, read them straight from their owners' memory (process_vm_readv): one copy "
+                           "instead of two. 0: "
                            "never. A group uses the smallest of its ranks' values; where the kernel refuses the "
                            "reads, it finds out at its first such call and copies through its segment from then on.",
                 .default_number = 32 * kKiB, .min = 0},
