@@ -260,7 +260,8 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     }
     state_->transport = std::move(own);
   }
-  GroupShape shape{store, state_->transport, state_->label, globals, options.timeout, nullptr, nullptr};
+  const std::string name = options.group_name.empty() ? std::string("default_pg") : options.group_name;
+  GroupShape shape{store, state_->transport, state_->label, name, globals, options.timeout, nullptr, nullptr};
   if (const std::shared_ptr<SharedLinks> links = state_->links) {
     // The hierarchical engine's communicators: over the shared connections,
     // with ids agreed through the default group's store.
@@ -268,7 +269,6 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
     shape.agree_ids = [store, links, rank, size, timeout](const std::string& key, int count) {
       return agree_comm_id(*store, *links->store, rank, size, timeout, key, count);
     };
-    const std::string name = options.group_name.empty() ? std::string("default_pg") : options.group_name;
     shape.open = [links, name](uint32_t id, const std::vector<int>& members, int member) -> std::shared_ptr<Transport> {
       return std::make_shared<Communicator>(links->transport, id, members, member, name);
     };

@@ -55,6 +55,7 @@ struct HostSplit {
   std::shared_ptr<Transport> local;  // the group's ranks on this host, in group order
   std::shared_ptr<Transport> cross;  // the rank of this local index on every host that has one, in host order
   Engine* local_engine = nullptr;    // runs the steps inside the host: shared memory, or the transport engine
+  Engine* cross_engine = nullptr;    // runs the steps among hosts: the transport engine (traced or not)
   bool uniform = false;              // every host holds as many of the group's ranks
   Placement local_placement;         // one host
   Placement cross_placement;         // one rank per host

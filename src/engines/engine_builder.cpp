@@ -3,7 +3,9 @@
 
 #include <algorithm>
 
+#include "engines/traced_engine.h"
 #include "shm_engine/host_segment.h"
+#include "trace/timeline.h"
 #include "util/settings.h"
 
 namespace tdist {
@@ -67,6 +69,13 @@ void EngineBuilder::add_hierarchy(GroupEngines& engines, const GroupShape& shape
   split.local = engines.local_;
   split.cross = engines.cross_;
   split.local_engine = engines.host_shm_ ? engines.host_shm_.get() : &transport_engine();
+  split.cross_engine = &transport_engine();
+  if (trace::timeline_on()) {
+    engines.traced_local_ = make_traced_engine(*split.local_engine, shape.name, "inside host");
+    engines.traced_cross_ = make_traced_engine(transport_engine(), shape.name, "among hosts");
+    split.local_engine = engines.traced_local_.get();
+    split.cross_engine = engines.traced_cross_.get();
+  }
   split.uniform = engines.uniform_;
   split.local_placement = Placement{1, static_cast<int>(local_links.size())};
   split.cross_placement = Placement{static_cast<int>(cross_links.size()), 1};

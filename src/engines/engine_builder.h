@@ -21,6 +21,7 @@ struct GroupShape {
   std::shared_ptr<Store> store;          // the group's store
   std::shared_ptr<Transport> transport;  // the group's transport
   std::string label;                     // "rank 3 in group default_pg"
+  std::string name;                      // the group's name, as timelines give it ("default_pg")
   std::vector<int> global_ranks;         // the group's ranks in the default group
   Millis timeout{};                      // for set-up
   // Where the group's transport is a communicator over the process's shared

@@ -96,6 +96,9 @@ class GroupEngines {
   std::unique_ptr<shm_engine::HostSegment> host_segment_;  // null: a host of one rank, or no shared memory
   std::vector<int> host_members_;  // host_segment_'s ranks, as group ranks
   std::unique_ptr<Engine> host_shm_;
+  // With a timeline (TDIST_TRACE): the hierarchical engine's step engines,
+  // each call traced (traced_engine.h); declared before it, destroyed after.
+  std::unique_ptr<Engine> traced_local_, traced_cross_;
   std::unique_ptr<Engine> hierarchical_;
 };
 

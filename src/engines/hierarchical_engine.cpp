@@ -14,6 +14,7 @@
 #include "algorithms/selector.h"
 #include "engines/engine.h"
 #include "tensor/split.h"
+#include "trace/timeline.h"
 #include "util/bulk_copy.h"
 #include "util/thread_name.h"
 
@@ -55,7 +56,7 @@ class HierarchicalEngine final : public Engine {
       auto in_host = local(ctx, 0);
       s_.local_engine->all_reduce(in_host, t, op);
       auto among = cross(ctx, 1);
-      transport_engine().all_reduce(among, t, outer);
+      s_.cross_engine->all_reduce(among, t, outer);
       return;
     }
     if (path == kLeader) {
@@ -64,7 +65,7 @@ class HierarchicalEngine final : public Engine {
       s_.local_engine->reduce(in_host, t, 0, op);
       if (me == 0) {
         auto among = cross(ctx, 1);
-        transport_engine().all_reduce(among, t, outer);
+        s_.cross_engine->all_reduce(among, t, outer);
       }
       auto back = local(ctx, 2, true);
       s_.local_engine->broadcast(back, t, 0);
@@ -85,7 +86,7 @@ class HierarchicalEngine final : public Engine {
         },
         [&](size_t s, uint32_t step) {
           auto among = cross(ctx, step + 1);
-          transport_engine().all_reduce(among, blocks[s][me], outer);
+          s_.cross_engine->all_reduce(among, blocks[s][me], outer);
         },
         [&](size_t s, uint32_t step) {
           auto gather = local(ctx, step + 2, true);
@@ -122,7 +123,7 @@ class HierarchicalEngine final : public Engine {
       }
       if (me == 0) {
         auto among = cross(ctx, 1);
-        transport_engine().broadcast(among, t, root_host);
+        s_.cross_engine->broadcast(among, t, root_host);
       }
       if (s_.host != root_host) {
         auto out = local(ctx, 2, true);
@@ -145,7 +146,7 @@ class HierarchicalEngine final : public Engine {
         },
         [&](size_t s, uint32_t step) {
           auto among = cross(ctx, step + 1);
-          transport_engine().broadcast(among, blocks[s][me], root_host);
+          s_.cross_engine->broadcast(among, blocks[s][me], root_host);
         },
         [&](size_t s, uint32_t step) {
           if (root_side) return;
@@ -181,7 +182,7 @@ class HierarchicalEngine final : public Engine {
         ctx, static_cast<size_t>(segments), static_cast<uint32_t>(1 + hosts), nullptr,
         [&](size_t s, uint32_t step) {
           auto among = cross(ctx, step);
-          transport_engine().all_gather(among, segment_of(same_index, s), input_segments[s]);
+          s_.cross_engine->all_gather(among, segment_of(same_index, s), input_segments[s]);
         },
         [&](size_t s, uint32_t step) {
           for (size_t h = 0; h < hosts; ++h) {
@@ -226,7 +227,7 @@ class HierarchicalEngine final : public Engine {
           std::vector<Tensor> parts;
           for (size_t h = 0; h < hosts; ++h) parts.push_back(part_segments[h][s]);
           auto among = cross(ctx, step + static_cast<uint32_t>(hosts));
-          transport_engine().reduce_scatter(among, output_segments[s], parts, across(op));
+          s_.cross_engine->reduce_scatter(among, output_segments[s], parts, across(op));
         },
         nullptr);
   }
@@ -258,7 +259,7 @@ class HierarchicalEngine final : public Engine {
       auto fold = local(ctx, 0);
       s_.local_engine->reduce_scatter(fold, blocks[me], blocks, op);
       auto among = cross(ctx, 1);
-      transport_engine().reduce(among, blocks[me], root_host, across(op));
+      s_.cross_engine->reduce(among, blocks[me], root_host, across(op));
       if (s_.host == root_host) {
         auto collect = local(ctx, 2, true);
         s_.local_engine->gather(collect, is_root ? blocks : std::vector<Tensor>{}, blocks[me], root_index);
@@ -274,7 +275,7 @@ class HierarchicalEngine final : public Engine {
     s_.local_engine->reduce(in_host, buf, leader, op);
     if (me == leader) {
       auto among = cross(ctx, 1);
-      transport_engine().reduce(among, buf, root_host, across(op));
+      s_.cross_engine->reduce(among, buf, root_host, across(op));
     }
     if (s_.host == root_host && leader != root_index) {
       auto hand = local(ctx, 2, true);
@@ -422,6 +423,7 @@ class HierarchicalEngine final : public Engine {
         if (s < segments)
           carrying = std::async(std::launch::async, [&between, s, step = first(s)] {
             name_this_thread("tdist-hier-net");  // so that top -H, gdb and perf tell it apart
+            trace::set_step_thread(1);           // ... and timelines
             between(s, step);
           });
         if (s > 0 && after) after(s - 1, first(s - 1));

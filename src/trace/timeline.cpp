@@ -68,10 +68,7 @@ bool open_locked(Timeline& t) {
   return true;
 }
 
-void write_line(const OpEvent& e) {
-  JsonWriter w;
-  write_event(w, e, /*with_group=*/true);
-  std::string line = w.take();
+void append(std::string line) {
   line.push_back('\n');
   Timeline& t = timeline();
   std::lock_guard<std::mutex> lock(t.mu);
@@ -84,7 +81,40 @@ void write_line(const OpEvent& e) {
   }
 }
 
+void write_line(const OpEvent& e) {
+  JsonWriter w;
+  write_event(w, e, /*with_group=*/true);
+  append(w.take());
+}
+
+// 0 on the thread that runs an operation; a helper that runs steps beside it
+// (a pipeline's) says which it is, so that a reader draws overlapping steps apart.
+thread_local int t_step_thread = 0;
+
 }  // namespace
+
+bool timeline_on() { return settings::get<"TDIST_TRACE">().has_value(); }
+
+void write_step_line(const StepLine& s) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("step").value(s.where);
+  w.key("group").value(s.group);
+  w.key("seq").value(s.seq);
+  w.key("part").value(static_cast<uint64_t>(s.part));
+  w.key("op").value(s.op);
+  w.key("engine").value(s.engine);
+  w.key("bytes").value(s.bytes);
+  w.key("thread").value(t_step_thread);
+  w.key("state").value(s.error ? "failed" : "completed");
+  if (s.error) w.key("error").value(s.error);
+  w.key("started_us").value(s.started_us);
+  w.key("ended_us").value(s.ended_us);
+  w.end_object();
+  append(w.take());
+}
+
+void set_step_thread(int helper) { t_step_thread = helper; }
 
 void flush_timeline() {
   Timeline& t = timeline();

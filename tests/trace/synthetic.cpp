@@ -77,6 +77,16 @@ std::string SEntry::fields_json() const {
   return o.str();
 }
 
+std::string SStep::json() const {
+  std::ostringstream o;
+  o << "{\"step\": " << q(step) << ", \"group\": " << q(group) << ", \"seq\": " << seq << ", \"part\": " << part
+    << ", \"op\": " << q(op) << ", \"engine\": " << q(engine) << ", \"bytes\": " << bytes << ", \"thread\": " << thread
+    << ", \"state\": " << q(state);
+  if (!error.empty()) o << ", \"error\": " << q(error);
+  o << ", \"started_us\": " << started_us << ", \"ended_us\": " << ended_us << "}";
+  return o.str();
+}
+
 SEntry* SGroup::at(int64_t seq) {
   for (SEntry& e : entries)
     if (!e.p2p && e.seq == seq) return &e;
@@ -112,9 +122,20 @@ std::string SDump::trace_jsonl() const {
   std::ostringstream o;
   o << "{\"version\": 1, \"rank\": " << rank << ", \"world_size\": " << world_size << ", \"host\": " << q(host)
     << ", \"pid\": " << pid << ", \"clock_offset_us\": " << clock_offset_us << "}\n";
-  for (const SGroup& g : groups)
-    for (const SEntry& e : g.entries)
-      if (e.state == "completed" || e.state == "failed") o << "{\"group\": " << q(g.name) << ", " << e.fields_json() << "}\n";
+  std::vector<bool> written(steps.size(), false);
+  for (const SGroup& g : groups) {
+    for (const SEntry& e : g.entries) {
+      if (e.state != "completed" && e.state != "failed") continue;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        if (written[i] || e.p2p || steps[i].group != g.name || steps[i].seq != e.seq % (int64_t{1} << 20)) continue;
+        o << steps[i].json() << "\n";
+        written[i] = true;
+      }
+      o << "{\"group\": " << q(g.name) << ", " << e.fields_json() << "}\n";
+    }
+  }
+  for (size_t i = 0; i < steps.size(); ++i)
+    if (!written[i]) o << steps[i].json() << "\n";
   return o.str();
 }
 
@@ -205,6 +226,65 @@ void make_failure(SJob& job, int64_t seq, const std::string& error) {
   }
 }
 
+void add_steps(SJob& job) {
+  for (SDump& d : job.dumps) {
+    const bool host_leader = d.rank == 0 || job.rank(d.rank - 1).host != d.host;
+    for (const SEntry& e : d.group().entries) {
+      if (e.op != "all_reduce" || e.state != "completed") continue;
+      const int64_t third = (e.ended_us - e.started_us - 4) / 3;
+      int64_t t = e.started_us + 2;
+      int64_t part = 0;
+      auto add = [&](const char* where, const char* op, const char* engine) {
+        SStep s;
+        s.step = where;
+        s.seq = e.seq;
+        s.part = part++;
+        s.op = op;
+        s.engine = engine;
+        s.bytes = e.bytes;
+        s.started_us = t;
+        s.ended_us = t + third;
+        d.steps.push_back(s);
+      };
+      add("inside host", "reduce", "shm");
+      t += third;
+      if (host_leader) add("among hosts", "all_reduce", "transport");
+      t += third;
+      add("inside host", "broadcast", "shm");
+    }
+  }
+}
+
+void make_pipelined(SJob& job, int64_t seq) {
+  for (SDump& d : job.dumps) {
+    const SEntry& e = *d.group().at(seq);
+    d.steps.erase(std::remove_if(d.steps.begin(), d.steps.end(), [&](const SStep& s) { return s.seq == seq; }),
+                  d.steps.end());
+    const int64_t u = (e.ended_us - e.started_us - 4) / 4;
+    const int64_t t = e.started_us + 2;
+    auto add = [&](int64_t part, int64_t slot, int64_t thread) {
+      SStep s;
+      s.seq = seq;
+      s.part = part;
+      s.thread = thread;
+      const int64_t kind = part % 3;
+      s.step = kind == 1 ? "among hosts" : "inside host";
+      s.op = kind == 0 ? "reduce" : kind == 1 ? "all_reduce" : "broadcast";
+      s.engine = kind == 1 ? "transport" : "shm";
+      s.bytes = e.bytes / 2;
+      s.started_us = t + slot * u;
+      s.ended_us = t + (slot + 1) * u;
+      d.steps.push_back(s);
+    };
+    add(0, 0, 0);
+    add(1, 1, 1);
+    add(3, 1, 0);
+    add(2, 2, 0);
+    add(4, 2, 1);
+    add(5, 3, 0);
+  }
+}
+
 void write_file(const std::string& dir, const std::string& name, const std::string& text) {
   std::ofstream f(dir + "/" + name, std::ios::binary);
   f << text;
@@ -259,6 +339,11 @@ bool write_scenario(const std::string& name, const std::string& dir) {
     add_group(job, "pg1", {0, 2}, 5);
     job.write_traces(dir);
     std::ofstream(dir + "/tdist_trace_2.jsonl", std::ios::app) << "{\"group\": \"default_pg\", \"seq\": 13, \"op\": \"all_re";
+  } else if (name == "steps") {
+    SJob job = healthy_job(4, 12);
+    add_steps(job);
+    make_pipelined(job, 12);
+    job.write_traces(dir);
   } else {
     return false;
   }

@@ -31,6 +31,23 @@ struct SEntry {
   std::string fields_json() const;  // the members, without braces
 };
 
+// A timeline file's step line: one step of an operation the hierarchical engine ran in parts.
+struct SStep {
+  std::string step = "inside host";
+  std::string group = "default_pg";
+  int64_t seq = 0;
+  int64_t part = 0;
+  std::string op = "reduce";
+  std::string engine = "shm";
+  int64_t bytes = 16384;
+  int64_t thread = 0;
+  std::string state = "completed";
+  int64_t started_us = 0, ended_us = 0;  // the rank's own clock
+  std::string error;
+
+  std::string json() const;  // the line, without its newline
+};
+
 struct SGroup {
   std::string name = "default_pg";
   std::vector<int> ranks;
@@ -52,10 +69,13 @@ struct SDump {
   int64_t dump_time_us = 0;
   int64_t clock_offset_us = 0;
   std::vector<SGroup> groups;
+  std::vector<SStep> steps;  // timeline files only
 
   SGroup& group(const std::string& name = "default_pg");
   std::string json() const;
-  std::string trace_jsonl() const;  // the timeline file of the same operations
+  // The timeline file of the same operations, each after its steps (the library writes an
+  // operation's line when it ends); steps of no operation last.
+  std::string trace_jsonl() const;
 };
 
 // A job of world_size ranks on two hosts that ran `ops` collectives on default_pg, every one
@@ -87,12 +107,21 @@ void make_hang(SJob& job, int64_t seq, int stuck);
 // Collective seq fails on every rank with `error`; later ones are not entered.
 void make_failure(SJob& job, int64_t seq, const std::string& error);
 
+// Every completed all_reduce of default_pg gets the steps of a hierarchical all_reduce, one after
+// the other on thread 0 within the operation's times: reduce inside host (shm), all_reduce among
+// hosts (transport) on each host's first rank only, broadcast inside host (shm).
+void add_steps(SJob& job);
+// Collective seq's steps become a two-segment pipeline on every rank (parts 0-2, then 3-5): each
+// segment's all_reduce among hosts runs on thread 1 while thread 0 runs the next segment's reduce
+// or the previous one's broadcast inside host, so the two threads' steps overlap in time.
+void make_pipelined(SJob& job, int64_t seq);
+
 // Writes text to dir/name.
 void write_file(const std::string& dir, const std::string& name, const std::string& text);
 
 // A scenario by name into dir (the files a test or a person looks at):
 // healthy, mismatch_op, mismatch_shape, mismatch_root, hang, missing, slow, failed, subgroups,
-// timeline. Returns false for an unknown name.
+// timeline, steps. Returns false for an unknown name.
 bool write_scenario(const std::string& name, const std::string& dir);
 
 }  // namespace trace_test

@@ -107,6 +107,28 @@ TEST(TraceCli, HostileTextNeverReachesTheTerminalRaw) {
   EXPECT_GT(j.out.size(), 5000u);
 }
 
+TEST(TraceCli, HostileStepTextIsEscaped) {
+  SJob job = healthy_job(2, 2);
+  SStep step;
+  step.step = "among hosts\x1b]0;pwned\x07";
+  step.error = "\xff\x1b[2J";
+  step.state = "failed";
+  step.started_us = step.ended_us = job.rank(1).group().entries[0].started_us;
+  job.rank(1).steps.push_back(step);
+  step.state = "\x1b[31mstarted";
+  job.rank(1).steps.push_back(step);
+  TempDir dir;
+  job.write_traces(dir.path());
+  const ToolResult r = run_tool({"--timeline", dir.path(), "-o", dir.file("t.json")});
+  EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_EQ(r.all().find('\x1b'), std::string::npos) << r.all();
+  EXPECT_TRUE(contains(r.err, "'state' is \"?[31mstarted\", not completed or failed")) << r.err;
+  const std::string text = read_text(dir.file("t.json"));
+  EXPECT_EQ(text.find('\x1b'), std::string::npos);
+  EXPECT_TRUE(contains(text, "\"reduce, among hosts\\u001b]0;pwned\\u0007 (failed)\"")) << text;
+  EXPECT_TRUE(contains(text, "\"error\":\"\\ufffd\\u001b[2J\"")) << text;
+}
+
 TEST(TraceCli, ExtremeTimesAndOffsetsDoNotOverflow) {
   // Times at the largest allowed value, clock offsets at both ends: read and compared without
   // overflow (the sanitized build aborts on one); a bigger offset is refused.
@@ -116,6 +138,14 @@ TEST(TraceCli, ExtremeTimesAndOffsetsDoNotOverflow) {
   job.rank(2).clock_offset_us = max_offset;
   for (SEntry& e : job.rank(1).group().entries) e.queued_us = e.started_us = e.ended_us = max_time;
   job.rank(1).dump_time_us = max_time;
+  // Steps at both ends of the allowed times (in the timeline files only).
+  SStep step;
+  step.seq = (int64_t{1} << 20) - 1;
+  step.part = step.bytes = step.thread = max_time;
+  step.started_us = step.ended_us = max_time;
+  job.rank(1).steps.push_back(step);
+  step.started_us = 1;
+  job.rank(2).steps.push_back(step);
   job.rank(2).group().entries.back().state = "started";
   TempDir dir;
   job.write_dumps(dir.path());
@@ -124,6 +154,7 @@ TEST(TraceCli, ExtremeTimesAndOffsetsDoNotOverflow) {
   EXPECT_EQ(r.exit_code, 1) << r.all();
   r = run_tool({"--timeline", dir.path(), "-o", dir.file("t.json"), "--queued"});
   EXPECT_EQ(r.exit_code, 0) << r.all();
+  EXPECT_TRUE(contains(r.out, "and 2 steps")) << r.out;
   EXPECT_NO_THROW(parse(read_text(dir.file("t.json"))));
   job.rank(2).clock_offset_us = max_offset + 1;
   job.write_dumps(dir.path());

@@ -138,9 +138,11 @@ int timeline_command(const Options& options, std::FILE* out, std::FILE* err) {
   for (const auto& src : sources)
     for (const std::string& s : src->skipped()) error_line(err, "skipped " + s);
   std::FILE* talk = to_stdout ? err : out;
-  std::fprintf(talk, "tdist-trace: merged %zu operations of %zu rank%s (%zu group%s) from the %s into %s",
-               stats.operations, stats.ranks, stats.ranks == 1 ? "" : "s", stats.groups, stats.groups == 1 ? "" : "s",
-               what.c_str(), to_stdout ? "standard output" : options.output.c_str());
+  const std::string steps =
+      stats.steps > 0 ? " and " + std::to_string(stats.steps) + (stats.steps == 1 ? " step" : " steps") : "";
+  std::fprintf(talk, "tdist-trace: merged %zu operations%s of %zu rank%s (%zu group%s) from the %s into %s",
+               stats.operations, steps.c_str(), stats.ranks, stats.ranks == 1 ? "" : "s", stats.groups,
+               stats.groups == 1 ? "" : "s", what.c_str(), to_stdout ? "standard output" : options.output.c_str());
   if (stats.skipped_lines > 0)
     std::fprintf(talk, "; skipped %zu line%s that did not parse", stats.skipped_lines, stats.skipped_lines == 1 ? "" : "s");
   std::fprintf(talk, ".\nOpen it in https://ui.perfetto.dev or chrome://tracing.\n");

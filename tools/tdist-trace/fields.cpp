@@ -132,4 +132,24 @@ void read_entry(const Fields& f, const JsonValue& object, Entry& e) {
   e.error = f.text_or("error", "");
 }
 
+void read_step(const Fields& f, const JsonValue& object, Step& s) {
+  s.line = object.line();
+  s.where = f.text("step");
+  if (s.where.empty()) f.fail("'step' is empty");
+  s.group = f.text("group");
+  if (s.group.empty()) f.fail("'group' is empty");
+  s.seq = f.integer("seq", 0, kStepSeqModulus - 1);
+  s.part = f.integer_or("part", 0, 0, kMaxTime);
+  s.op = f.text_or("op", "");
+  s.engine = f.text_or("engine", "");
+  s.bytes = f.integer_or("bytes", 0, 0, kMaxTime);
+  s.thread = f.integer_or("thread", 0, 0, kMaxTime);
+  s.state = f.text_or("state", "");
+  if (!s.state.empty() && s.state != "completed" && s.state != "failed")
+    f.fail("'state' is \"" + printable(s.state, 40) + "\", not completed or failed");
+  s.started_us = f.integer_or("started_us", 0, 0, kMaxTime);
+  s.ended_us = f.integer_or("ended_us", 0, 0, kMaxTime);
+  s.error = f.text_or("error", "");
+}
+
 }  // namespace ttrace

@@ -37,6 +37,8 @@ class Fields {
 
 // The members of an entry (a flight recorder entry, or a timeline line) into e.
 void read_entry(const Fields& f, const JsonValue& object, Entry& e);
+// The members of a timeline file's step line into s.
+void read_step(const Fields& f, const JsonValue& object, Step& s);
 
 // "FILE:LINE: " (LINE left out when 0).
 std::string file_line(const std::string& file, int line);

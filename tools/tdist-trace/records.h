@@ -16,6 +16,8 @@ inline constexpr int64_t kMaxTime = int64_t{1} << 62;  // microseconds, and size
 // cannot overflow.
 inline constexpr int64_t kMaxClockOffset = int64_t{1} << 60;
 inline constexpr size_t kMaxShapeDims = 32;
+// A step line's seq is its operation's seq modulo this (the tags that carry it have 20 bits).
+inline constexpr int64_t kStepSeqModulus = int64_t{1} << 20;
 
 enum class State { kQueued, kStarted, kCompleted, kFailed };
 const char* state_name(State s);
@@ -46,6 +48,23 @@ struct Entry {
 
   // When the rank began to take part: started_us, or queued_us before that.
   int64_t entered_us() const { return started_us != 0 ? started_us : queued_us; }
+};
+
+// One step of an operation that the hierarchical engine ran in parts: a timeline file's step line.
+struct Step {
+  std::string where;  // "inside host", "among hosts"
+  std::string group;
+  int64_t seq = 0;  // the operation's seq modulo kStepSeqModulus
+  int64_t part = 0;
+  std::string op;  // the collective the step ran, which may differ from the operation's
+  std::string engine;
+  int64_t bytes = 0;
+  int64_t thread = 0;  // the process's own numbering of its threads that ran steps
+  std::string state;   // "completed", "failed", or "" (not said)
+  int64_t started_us = 0;
+  int64_t ended_us = 0;
+  std::string error;
+  int line = 0;
 };
 
 struct GroupRecord {

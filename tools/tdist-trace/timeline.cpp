@@ -1,18 +1,15 @@
 #include "timeline.h"
 
 #include <algorithm>
-#include <map>
 #include <set>
 
 #include "json_write.h"
 #include "text.h"
+#include "timeline_lanes.h"
 
 namespace ttrace {
 
 namespace {
-
-// Thread ids: three per group (its collectives, its point-to-point operations, its queue).
-enum Lane { kCollectives = 0, kP2p = 1, kQueue = 2 };
 
 class EventWriter {
  public:
@@ -48,7 +45,7 @@ std::string str(const std::string& s) {
   return out;
 }
 
-std::string metadata(const char* name, int pid, int tid, const std::string& arg_name, const std::string& arg_json) {
+std::string metadata(const char* name, int pid, int64_t tid, const std::string& arg_name, const std::string& arg_json) {
   std::string e = "{\"name\":\"" + std::string(name) + "\",\"ph\":\"M\",\"pid\":" + std::to_string(pid);
   if (tid >= 0) e += ",\"tid\":" + std::to_string(tid);
   return e + ",\"args\":{\"" + arg_name + "\":" + arg_json + "}}";
@@ -74,7 +71,16 @@ std::string args_of(const Entry& e, bool unfinished) {
   return a + "}";
 }
 
-std::string slice(const std::string& name, const char* cat, int pid, int tid, int64_t ts, int64_t dur,
+std::string step_args(const Step& s) {
+  std::string a = "{\"seq\":" + std::to_string(s.seq) + ",\"part\":" + std::to_string(s.part) +
+                  ",\"bytes\":" + std::to_string(s.bytes);
+  if (!s.engine.empty()) a += ",\"engine\":" + str(s.engine);
+  if (!s.state.empty()) a += ",\"state\":" + str(s.state);
+  if (!s.error.empty()) a += ",\"error\":" + str(s.error);
+  return a + "}";
+}
+
+std::string slice(const std::string& name, const char* cat, int pid, int64_t tid, int64_t ts, int64_t dur,
                   const std::string& args, const char* cname) {
   std::string e = "{\"name\":" + str(name) + ",\"cat\":\"" + cat + "\",\"ph\":\"X\",\"pid\":" + std::to_string(pid) +
                   ",\"tid\":" + std::to_string(tid) + ",\"ts\":" + std::to_string(ts) +
@@ -88,20 +94,26 @@ std::string slice(const std::string& name, const char* cat, int pid, int tid, in
 TimelineStats write_timeline(std::vector<std::unique_ptr<TimelineSource>>& sources, std::FILE* out,
                              const TimelineOptions& options) {
   TimelineStats stats;
-  // Pass 1: the earliest time on rank 0's clock, and the groups in order of appearance.
+  // Pass 1: the earliest time on rank 0's clock, and the lanes in order of appearance.
   int64_t origin = INT64_MAX;
-  std::map<std::string, int> group_index;
-  std::vector<std::string> group_names;
+  LaneLayout lanes;
   for (auto& src : sources) {
     const int64_t offset = src->info().clock_offset_us;
-    src->for_each([&](const TimelineOp& op) {
-      const Entry& e = *op.entry;
-      const int64_t t = options.queued_slices && e.queued_us != 0 ? e.queued_us : e.entered_us();
-      if (t != 0) origin = std::min(origin, t - offset);
-      if (group_index.emplace(*op.group, static_cast<int>(group_names.size())).second) group_names.push_back(*op.group);
-    });
+    src->for_each(
+        [&](const TimelineOp& op) {
+          const Entry& e = *op.entry;
+          const int64_t t = options.queued_slices && e.queued_us != 0 ? e.queued_us : e.entered_us();
+          if (t != 0) origin = std::min(origin, t - offset);
+          lanes.note_group(*op.group);
+        },
+        [&](const Step& s) {
+          if (s.started_us == 0) return;  // not drawn
+          origin = std::min(origin, s.started_us - offset);
+          lanes.note_step_thread(s.group, s.thread);
+        });
   }
   if (origin == INT64_MAX) origin = 0;
+  lanes.number();
   stats.time_origin_us = origin;
 
   // Pass 2: the events.
@@ -119,23 +131,20 @@ TimelineStats write_timeline(std::vector<std::unique_ptr<TimelineSource>>& sourc
       w.event(metadata("process_name", pid, -1, "name", str(name)));
       w.event(metadata("process_sort_index", pid, -1, "sort_index", std::to_string(info.rank)));
     }
-    std::set<int> threads;
-    auto lane = [&](const std::string& group, Lane l) {
-      auto it = group_index.find(group);
-      if (it == group_index.end()) {  // appeared since the first pass (the file grew)
-        it = group_index.emplace(group, static_cast<int>(group_names.size())).first;
-        group_names.push_back(group);
-      }
-      const int tid = it->second * 3 + l + 1;
+    std::set<int64_t> threads;
+    auto named = [&](int64_t tid, const std::string& name) {
       if (threads.insert(tid).second) {
-        const char* suffix = l == kCollectives ? "" : l == kP2p ? " p2p" : " queue";
-        w.event(metadata("thread_name", pid, tid, "name", str(group + suffix)));
+        w.event(metadata("thread_name", pid, tid, "name", str(name)));
         w.event(metadata("thread_sort_index", pid, tid, "sort_index", std::to_string(tid)));
       }
       return tid;
     };
+    auto lane = [&](const std::string& group, OpLane l) {
+      const char* suffix = l == OpLane::kCollectives ? "" : l == OpLane::kP2p ? " p2p" : " queue";
+      return named(lanes.op_lane(group, l), group + suffix);
+    };
     const int64_t offset = info.clock_offset_us;
-    src->for_each([&](const TimelineOp& op) {
+    auto on_op = [&](const TimelineOp& op) {
       const Entry& e = *op.entry;
       // The operation's own slice: from its start (a failed one that never started: from its
       // issue) to its end, or to the dump for one still running then.
@@ -157,19 +166,33 @@ TimelineStats write_timeline(std::vector<std::unique_ptr<TimelineSource>>& sourc
           cname = "terrible";
         }
         const int64_t end = op.end_us != 0 ? op.end_us : start;
-        w.event(slice(name, e.p2p ? "p2p" : "collective", pid, lane(*op.group, e.p2p ? kP2p : kCollectives),
-                      start - offset - origin, end - start, args_of(e, op.unfinished), cname));
+        const int64_t tid = lane(*op.group, e.p2p ? OpLane::kP2p : OpLane::kCollectives);
+        w.event(slice(name, e.p2p ? "p2p" : "collective", pid, tid, start - offset - origin, end - start,
+                      args_of(e, op.unfinished), cname));
       }
       if (queue_slice)
-        w.event(slice(label + " queued", "queued", pid, lane(*op.group, kQueue), e.queued_us - offset - origin,
+        w.event(slice(label + " queued", "queued", pid, lane(*op.group, OpLane::kQueue), e.queued_us - offset - origin,
                       queue_end - e.queued_us, "{\"seq\":" + std::to_string(e.seq) + "}", nullptr));
-    });
+    };
+    auto on_step = [&](const Step& s) {
+      if (s.started_us == 0) return;
+      ++stats.steps;
+      const std::string lane_name =
+          s.group + " steps" + (s.thread == 0 ? std::string() : " (thread " + std::to_string(s.thread) + ")");
+      const int64_t tid = named(lanes.step_lane(s.group, s.thread), lane_name);
+      const bool failed = s.state == "failed";
+      const std::string name = (s.op.empty() ? s.where : s.op + ", " + s.where) + (failed ? " (failed)" : "");
+      const int64_t end = s.ended_us != 0 ? s.ended_us : s.started_us;
+      w.event(slice(name, "step", pid, tid, s.started_us - offset - origin, end - s.started_us, step_args(s),
+                    failed ? "terrible" : nullptr));
+    };
+    src->for_each(on_op, on_step);
     stats.skipped_lines += src->skipped_count();
   }
   w.raw("\n]}\n");
   w.flush();
   stats.ranks = ranks_seen.size();
-  stats.groups = group_names.size();
+  stats.groups = lanes.groups();
   stats.events = w.count();
   return stats;
 }

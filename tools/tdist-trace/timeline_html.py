@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Draws a merged tdist-trace timeline (Chrome trace JSON) as one static HTML page (inline SVG):
-one band per rank, one row per group thread in it, a box per operation. For a look without
-Perfetto's UI (which needs the network), e.g. a screenshot in headless Chromium:
+one band per rank, one row per thread in it (a group's operations, then its steps), a box per
+operation or step. For a look without Perfetto's UI (which needs the network), e.g. a screenshot
+in headless Chromium:
 
     python3 tools/tdist-trace/timeline_html.py merged.json merged.html [--from-ms A --to-ms B]
     chromium --headless --no-sandbox --screenshot=merged.png --window-size=1400,700 merged.html
@@ -12,6 +13,7 @@ import argparse
 import hashlib
 import html
 import json
+import math
 import sys
 
 ROW_H, GAP, LABEL_W, WIDTH, TOP = 22, 10, 230, 1400, 40
@@ -37,12 +39,14 @@ def main():
     with open(a.trace, encoding="utf-8") as f:
         trace = json.load(f)
     events = trace["traceEvents"] if isinstance(trace, dict) else trace
-    procs, threads, slices = {}, {}, []
+    procs, threads, order, slices = {}, {}, {}, []
     for e in events:
         if e.get("ph") == "M" and e.get("name") == "process_name":
             procs[e["pid"]] = e["args"]["name"]
         elif e.get("ph") == "M" and e.get("name") == "thread_name":
             threads[(e["pid"], e["tid"])] = e["args"]["name"]
+        elif e.get("ph") == "M" and e.get("name") == "thread_sort_index":
+            order[(e["pid"], e["tid"])] = e["args"]["sort_index"]
         elif e.get("ph") == "X":
             slices.append(e)
             threads.setdefault((e["pid"], e["tid"]), str(e["tid"]))
@@ -56,7 +60,7 @@ def main():
     out = []
     for pid in sorted({p for p, _ in threads}):
         band_top = y
-        for key in sorted(k for k in threads if k[0] == pid):
+        for key in sorted((k for k in threads if k[0] == pid), key=lambda k: (order.get(k, k[1]), k[1])):
             rows[key] = y
             out.append(f'<text x="{LABEL_W - 8}" y="{y + 15}" text-anchor="end" class="t">{html.escape(threads[key])}</text>')
             y += ROW_H
@@ -72,18 +76,23 @@ def main():
         tip = html.escape(f'{e["name"]}  {e.get("dur", 0)} us  {json.dumps(e.get("args", {}))}')
         out.append(f'<rect x="{x:.1f}" y="{rows[(e["pid"], e["tid"])] + 2}" width="{w:.1f}" height="{ROW_H - 4}" '
                    f'fill="{color(e["name"], e.get("cname"))}"><title>{tip}</title></rect>')
-    for i in range(11):  # time axis, ms from the trace's start
+    # Time axis, ms from the trace's start, with enough digits to tell ticks apart when zoomed in
+    # to steps of a few microseconds.
+    digits = max(1, min(3, -math.floor(math.log10(max(t1 - t0, 1) / 10000))))
+    for i in range(11):
         t = t0 + (t1 - t0) * i / 10
         x = LABEL_W + (t - t0) * scale
         out.append(f'<line x1="{x:.1f}" y1="{TOP - 8}" x2="{x:.1f}" y2="{y}" stroke="#ccc"/>')
-        out.append(f'<text x="{x:.1f}" y="{TOP - 12}" text-anchor="middle" class="t">{t / 1000:.1f} ms</text>')
+        out.append(f'<text x="{x:.1f}" y="{TOP - 12}" text-anchor="middle" class="t">{t / 1000:.{digits}f} ms</text>')
     svg = "\n".join(out)
     with open(a.html, "w", encoding="utf-8") as f:
         f.write(f"""<!doctype html><meta charset="utf-8"><title>{html.escape(a.trace)}</title>
 <style>body{{margin:0;font-family:sans-serif}} .t{{font-size:12px}} .p{{font-size:13px;font-weight:bold}}</style>
 <svg width="{WIDTH}" height="{y + 10}" xmlns="http://www.w3.org/2000/svg">{svg}</svg>
 """)
-    print(f"{a.html}: {len(slices)} operations, {len({p for p, _ in threads})} ranks, {len(threads)} rows")
+    steps = sum(1 for e in slices if e.get("cat") == "step")
+    print(f"{a.html}: {len(slices) - steps} operations, {steps} steps, {len({p for p, _ in threads})} ranks, "
+          f"{len(threads)} rows")
 
 
 if __name__ == "__main__":

@@ -54,7 +54,8 @@ class TraceFile : public TimelineSource {
   const std::vector<std::string>& skipped() const override { return skipped_; }
   size_t skipped_count() const override { return skipped_count_; }
 
-  void for_each(const std::function<void(const TimelineOp&)>& fn) override {
+  void for_each(const std::function<void(const TimelineOp&)>& on_op,
+                const std::function<void(const Step&)>& on_step) override {
     skipped_.clear();
     skipped_count_ = 0;
     LineReader reader(path_, kMaxTraceLine);
@@ -63,6 +64,7 @@ class TraceFile : public TimelineSource {
     reader.next(line, too_long);  // the header, read by the constructor
     Entry entry;
     std::string group;
+    Step step;
     while (reader.next(line, too_long)) {
       const int n = reader.line_number();
       if (too_long) {
@@ -70,13 +72,21 @@ class TraceFile : public TimelineSource {
         continue;
       }
       if (blank(line)) continue;
+      bool is_step = false;
       try {
         const JsonValue v = parse_json(line, line_limits(), n);
-        const Fields f(v, path_, "the operation");
-        group = f.text("group");
-        if (group.empty()) f.fail("'group' is empty");
-        entry = Entry{};
-        read_entry(f, v, entry);
+        // A step line carries an "op" too: "step" alone tells it from an operation line.
+        is_step = v.is_object() && v.find("step") != nullptr && !v.find("step")->is_null();
+        const Fields f(v, path_, is_step ? "the step" : "the operation");
+        if (is_step) {
+          step = Step{};
+          read_step(f, v, step);
+        } else {
+          group = f.text("group");
+          if (group.empty()) f.fail("'group' is empty");
+          entry = Entry{};
+          read_entry(f, v, entry);
+        }
       } catch (const JsonError& e) {
         skip(n, std::string(reader.last_unterminated() ? "the last line is cut short: " : "") + e.what());
         continue;
@@ -85,11 +95,15 @@ class TraceFile : public TimelineSource {
         if (skipped_.size() < kSkippedShown) skipped_.push_back(e.what());
         continue;
       }
+      if (is_step) {
+        if (on_step) on_step(step);
+        continue;
+      }
       TimelineOp op;
       op.group = &group;
       op.entry = &entry;
       op.end_us = entry.ended_us;
-      fn(op);
+      on_op(op);
     }
   }
 
@@ -113,7 +127,8 @@ class DumpFile : public TimelineSource {
   const std::vector<std::string>& skipped() const override { return none_; }
   size_t skipped_count() const override { return 0; }
 
-  void for_each(const std::function<void(const TimelineOp&)>& fn) override {
+  void for_each(const std::function<void(const TimelineOp&)>& on_op,
+                const std::function<void(const Step&)>& /*on_step*/) override {
     for (const GroupRecord& g : dump_.groups) {
       for (const Entry& e : g.entries) {
         TimelineOp op;
@@ -124,7 +139,7 @@ class DumpFile : public TimelineSource {
           op.unfinished = true;
           op.end_us = dump_.dump_time_us;
         }
-        fn(op);
+        on_op(op);
       }
     }
   }

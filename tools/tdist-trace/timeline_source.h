@@ -1,5 +1,5 @@
-// Where the timeline's operations come from: a rank's timeline file (tdist_trace_<rank>.jsonl),
-// or a rank's flight recorder dump. Each can be walked more than once.
+// Where the timeline's operations (and their steps) come from: a rank's timeline file
+// (tdist_trace_<rank>.jsonl), or a rank's flight recorder dump. Each can be walked more than once.
 #pragma once
 
 #include <functional>
@@ -25,8 +25,10 @@ class TimelineSource {
   virtual ~TimelineSource() = default;
   virtual const RankInfo& info() const = 0;
   virtual const std::string& path() const = 0;
-  // Calls fn for every operation, in the file's order.
-  virtual void for_each(const std::function<void(const TimelineOp&)>& fn) = 0;
+  // Calls on_op for every operation and on_step (when set) for every step line, in the file's
+  // order. A dump has no steps.
+  virtual void for_each(const std::function<void(const TimelineOp&)>& on_op,
+                        const std::function<void(const Step&)>& on_step) = 0;
   // Lines skipped as unparsable on the last walk ("FILE:LINE: why"), and how many.
   virtual const std::vector<std::string>& skipped() const = 0;
   virtual size_t skipped_count() const = 0;
