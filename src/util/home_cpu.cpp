@@ -3,7 +3,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <mutex>
 #include <vector>
 
 #include "util/settings.h"
@@ -14,32 +16,68 @@ namespace {
 
 constexpr std::chrono::milliseconds kRetryAfter{10};
 
-int decide_home() {
-  if (!settings::get<"TDIST_HOME_CPU">()) return -1;
-  std::optional<long long> local_rank, local_size;
-  try {
-    local_rank = settings::get<"LOCAL_RANK">();
-    local_size = settings::get<"LOCAL_WORLD_SIZE">();
-  } catch (...) {
-    return -1;  // garbage in these variables is the launcher's business, not a reason to fail here
-  }
-  if (!local_rank || !local_size || *local_rank < 0 || *local_size < 1 || *local_rank >= *local_size) return -1;
-  cpu_set_t mask;
-  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return -1;
+constexpr int kUndecided = -2;
+std::atomic<int> g_home{kUndecided};
+std::once_flag g_decided;
+std::atomic<bool> g_placed{false};
+
+std::vector<int> allowed_cpus() {
   std::vector<int> cpus;
+  cpu_set_t mask;
+  if (sched_getaffinity(0, sizeof(mask), &mask) != 0) return cpus;
   for (int c = 0; c < CPU_SETSIZE; ++c)
     if (CPU_ISSET(c, &mask)) cpus.push_back(c);
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (cpus.empty() || static_cast<long>(cpus.size()) < online) return -1;  // placed by someone: leave it
-  if (*local_size > static_cast<long long>(cpus.size())) return -1;        // no core per rank
-  return cpus[static_cast<size_t>(*local_rank)];
+  return cpus;
+}
+
+// Whether this process may have a home at all, and as which local rank.
+bool launcher_placed(long long& local_rank, long long& local_size) {
+  if (!settings::get<"TDIST_HOME_CPU">()) return false;
+  std::optional<long long> r, n;
+  try {
+    r = settings::get<"LOCAL_RANK">();
+    n = settings::get<"LOCAL_WORLD_SIZE">();
+  } catch (...) {
+    return false;  // garbage in these variables is the launcher's business, not a reason to fail here
+  }
+  if (!r || !n || *r < 0 || *n < 1 || *r >= *n) return false;
+  local_rank = *r;
+  local_size = *n;
+  return true;
+}
+
+void decide_once() {
+  std::call_once(g_decided, [] {
+    long long rank = 0, size = 0;
+    const int home = launcher_placed(rank, size)
+                         ? pick_home(rank, size, allowed_cpus(), sysconf(_SC_NPROCESSORS_ONLN))
+                         : -1;
+    int undecided = kUndecided;
+    g_home.compare_exchange_strong(undecided, home);  // place_on_machine may have come first
+  });
 }
 
 }  // namespace
 
+int pick_home(long long index, long long count, const std::vector<int>& allowed, long online) {
+  if (allowed.empty() || static_cast<long>(allowed.size()) < online) return -1;  // placed by someone: leave it
+  if (index < 0 || count < 1 || index >= count) return -1;
+  if (count > static_cast<long long>(allowed.size())) return -1;  // no core per rank
+  return allowed[static_cast<size_t>(index)];
+}
+
 int home_cpu() {
-  static const int home = decide_home();
-  return home;
+  int home = g_home.load(std::memory_order_relaxed);
+  if (home != kUndecided) return home;
+  decide_once();
+  return g_home.load(std::memory_order_relaxed);
+}
+
+void place_on_machine(int index, int count) {
+  if (g_placed.exchange(true)) return;
+  long long rank = 0, size = 0;
+  if (!launcher_placed(rank, size)) return;
+  g_home.store(pick_home(index, count, allowed_cpus(), sysconf(_SC_NPROCESSORS_ONLN)), std::memory_order_relaxed);
 }
 
 void return_home() {

@@ -35,4 +35,12 @@ const std::string& host_id() {
   return id;
 }
 
+std::string machine_of(const std::string& id) {
+  // hostname/boot/netns, where a hostname has no '/'.
+  const size_t first = id.find('/');
+  const size_t second = first == std::string::npos ? first : id.find('/', first + 1);
+  if (id.rfind("id:", 0) == 0 || second == std::string::npos) return id;
+  return id.substr(first + 1, second - first - 1);
+}
+
 }  // namespace tdist

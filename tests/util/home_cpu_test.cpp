@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/harness.h"
+#include "util/host_id.h"
 
 namespace tdist::testing {
 namespace {
@@ -82,6 +83,58 @@ TEST(HomeCpu, NoHomeWhenSomeoneRestrictedTheProcess) {
     expect(sched_setaffinity(0, sizeof(one), &one) == 0, "restricting the test process");
     expect(home_cpu() == -1, "a process placed on fewer CPUs than the machine has gets no home");
   });
+}
+
+TEST(HomeCpu, PickHomeGivesEachRankItsOwnAllowedCpu) {
+  const std::vector<int> four = {0, 1, 2, 3}, odd = {1, 3, 5, 7};
+  EXPECT_EQ(pick_home(0, 4, four, 4), 0);
+  EXPECT_EQ(pick_home(3, 4, four, 4), 3);
+  EXPECT_EQ(pick_home(2, 4, odd, 4), 5);   // counted among the allowed CPUs
+  EXPECT_EQ(pick_home(0, 5, four, 4), -1);  // more ranks than CPUs
+  EXPECT_EQ(pick_home(4, 4, four, 4), -1);  // index past the count
+  EXPECT_EQ(pick_home(-1, 4, four, 4), -1);
+  EXPECT_EQ(pick_home(0, 0, four, 4), -1);
+  EXPECT_EQ(pick_home(0, 2, four, 8), -1);  // given 4 of 8 CPUs: someone placed the process
+  EXPECT_EQ(pick_home(0, 1, {}, 1), -1);
+}
+
+TEST(HomeCpu, HostsInNamespacesOfOneMachineShareItsBootId) {
+  EXPECT_EQ(machine_of("node-h0/2b1f-77/net:[4026532]"), "2b1f-77");
+  EXPECT_EQ(machine_of("node-h1/2b1f-77/net:[4026599]"), machine_of("node-h0/2b1f-77/net:[4026532]"));
+  EXPECT_NE(machine_of("node-h1/9c00-01/net:[4026599]"), machine_of("node-h0/2b1f-77/net:[4026532]"));
+  EXPECT_EQ(machine_of("id:host0"), "id:host0");  // TDIST_HOST_ID: a machine of its own
+  EXPECT_EQ(machine_of("id:a/b/c"), "id:a/b/c");
+  EXPECT_EQ(machine_of("plain"), "plain");
+  EXPECT_EQ(machine_of(host_id()), machine_of(host_id()));
+}
+
+// The machine's placement replaces the launcher's local rank, once; not where
+// the process may have no home at all.
+TEST(HomeCpu, PlacementOnTheMachineWinsOnce) {
+  const auto cpus = allowed_cpus();
+  if (cpus.size() < 2 || static_cast<long>(cpus.size()) < sysconf(_SC_NPROCESSORS_ONLN))
+    GTEST_SKIP() << "needs 2 CPUs and an unrestricted process";
+  in_fresh_process("0", "1", [&] {
+    expect(home_cpu() == cpus[0], "local rank 0 of 1 starts on the first CPU");
+    place_on_machine(1, 2);
+    expect(home_cpu() == cpus[1], "second of 2 ranks on the machine: the second CPU");
+    place_on_machine(0, 2);
+    expect(home_cpu() == cpus[1], "a later placement changes nothing");
+    return_home();
+    expect(sched_getcpu() == cpus[1], "return_home() goes to the new home");
+  });
+  in_fresh_process("0", "1", [&] {
+    place_on_machine(0, static_cast<int>(cpus.size()) + 1);
+    expect(home_cpu() == -1, "more ranks on the machine than CPUs: no home");
+  });
+  in_fresh_process(nullptr, nullptr, [&] {
+    place_on_machine(1, 2);
+    expect(home_cpu() == -1, "no launcher variables: no home, placed or not");
+  });
+  in_fresh_process("0", "1", [&] {
+    place_on_machine(1, 2);
+    expect(home_cpu() == cpus[1], "placed before anyone asked");
+  }, "1");
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "transport/tcp/tcp_silence.h"
 #include "transport/wire.h"
 #include "util/error_context.h"
+#include "util/home_cpu.h"
 #include "util/host_id.h"
 #include "util/settings.h"
 #include "util/logging.h"
@@ -81,6 +82,23 @@ TcpTransport::~TcpTransport() {
   if (acceptor_.joinable()) acceptor_.join();
 }
 
+// Where this machine holds ranks of several hosts (network namespaces,
+// containers), their local ranks would share home cores: place this rank
+// among all of the machine's ranks instead (home_cpu.h).
+void TcpTransport::place_on_this_machine() const {
+  const std::string machine = machine_of(host_id());
+  int index = 0, count = 1;
+  bool other_hosts = false;
+  for (int r = 0; r < size_; ++r) {
+    const Peer* p = peers_[r].get();
+    if (r == rank_ || !p || machine_of(p->host_id) != machine) continue;
+    ++count;
+    if (r < rank_) ++index;
+    other_hosts = other_hosts || p->host_id != host_id();
+  }
+  if (other_hosts) place_on_machine(index, count);
+}
+
 void TcpTransport::start() {
   epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
   bg_epoll_fd_ = Fd(epoll_create1(EPOLL_CLOEXEC));
@@ -95,6 +113,7 @@ void TcpTransport::start() {
   int local_ranks = 1;
   for (auto& p : peers_)
     if (p && p->host_id == host_id()) ++local_ranks;
+  place_on_this_machine();
   const SpinPolicy spin = spin_policy(local_ranks);
   spin_ = spin.spin;
   pause_only_ = std::min(spin.spin, spin.pause_only);

@@ -105,6 +105,7 @@ class TcpTransport final : public Mesh, private PathHost {
  private:
   TcpTransport(int rank, int size, TcpTransportOptions options);
   void start();
+  void place_on_this_machine() const;
   // Connections on first use (tcp_connect.cpp). connect_peer returns once the
   // pair is connected (nullptr), or the error that stopped it: the dial or
   // handshake failed, the peer did not dial back, or the transport stopped.
