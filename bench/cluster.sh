@@ -89,7 +89,9 @@ for ((h = 0; h < hosts; h++)); do echo "$("$cluster" addr "$name" $h) slots=$per
 
 # run PEER COLL SIZES ITERS WARMUP: rank 0's CSV on stdout.
 run() {
-  local peer=$1 coll=$2 szs=$3 it=$4 wu=$5 port=$((20000 + RANDOM % 20000)) h
+  # Below the kernel's ephemeral ports (32768 up): a port that an earlier connection
+  # of this host still holds as its local end cannot be listened on.
+  local peer=$1 coll=$2 szs=$3 it=$4 wu=$5 port=$((20000 + RANDOM % 12000)) h
   local place=out
   case $coll in all_reduce|broadcast|reduce) place=in ;; esac
   local args=(-t "$coll" --sizes "$szs" -n "$it" -w "$wu")

@@ -55,7 +55,9 @@ master=$("$repo/scripts/cluster.sh" addr "$name" 0)
 for n in $ranks; do
   if ((n % hosts != 0)); then echo "$n ranks do not split over $hosts hosts: skipped"; continue; fi
   echo "$hosts hosts x $((n / hosts)) ranks:"
-  port=$((20000 + RANDOM % 20000)) start=$(now_ms)
+  # Below the kernel's ephemeral ports (32768 up): a port that an earlier connection
+  # of this host still holds as its local end cannot be listened on.
+  port=$((20000 + RANDOM % 12000)) start=$(now_ms)
   for ((h = hosts - 1; h >= 0; h--)); do
     cmd=("$repo/scripts/cluster.sh" exec "$name" "$h" env SCALE_PROBE_START_MS="$start" TDIST_SOCKET_IFNAME=eth0
       "$build/bin/tdistrun" --no-python --nnodes "$hosts" --node-rank "$h" --nproc-per-node $((n / hosts))

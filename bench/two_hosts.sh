@@ -63,7 +63,9 @@ if [ -n "$cap" ]; then
     done
   done
 fi
-port=$((20000 + RANDOM % 20000))
+# Below the kernel's ephemeral ports (32768 up): a port that an earlier connection
+# of this host still holds as its local end cannot be listened on.
+port=$((20000 + RANDOM % 12000))
 run() {
   ip netns exec tdist-h$1 env TDIST_SOCKET_IFNAME=tdist-v$1 ${envs[@]+"${envs[@]}"} "$bin/tdistrun" --no-python --nnodes 2 \
     --node-rank "$1" --nproc-per-node "$per_host" --master-addr 10.77.0.1 --master-port $port --no-prefix "$bin/tdist-bench" "${@:2}"

@@ -34,7 +34,9 @@ for stale in $(ip netns list | awk '{print $1}' | sed -n 's/^tdc-c\([0-9]*\)-sw$
   kill -0 "$stale" 2>/dev/null || "$cluster" down "c$stale"
 done
 name=c$$
-port=$((20000 + RANDOM % 20000))
+# Below the kernel's ephemeral ports (32768 up): a port that an earlier connection
+# of this host still holds as its local end cannot be listened on.
+port=$((20000 + RANDOM % 12000))
 work=$(mktemp -d /tmp/tdist-cluster.XXXXXX)
 cleanup() {
   for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done

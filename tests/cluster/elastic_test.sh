@@ -25,7 +25,9 @@ tdistrun=$1 worker=$2 scenario=$3
 why=$("$cluster" check) || { echo "SKIPPED: $why"; exit 77; }
 
 name=e$$
-port=$((20000 + RANDOM % 20000))
+# Below the kernel's ephemeral ports (32768 up): a port that an earlier connection
+# of this host still holds as its local end cannot be listened on.
+port=$((20000 + RANDOM % 12000))
 work=$(mktemp -d /tmp/tdist-elastic.XXXXXX)
 cleanup() {
   for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
