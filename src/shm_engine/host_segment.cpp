@@ -11,6 +11,7 @@
 #include "tdist/errors.h"
 #include "util/settings.h"
 #include "util/futex.h"
+#include "util/home_cpu.h"
 #include "util/logging.h"
 #include "util/peer_memory.h"
 #include "util/process_identity.h"
@@ -223,7 +224,9 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   // the waiter yields between polling bursts (rounds.cpp) from the start, which
   // hands the core over and keeps the same overall budget worthwhile
   // (docs/tuning_log.md: Shared-memory engine).
-  const bool oversubscribed = static_cast<unsigned>(size_) > std::max(1u, std::thread::hardware_concurrency());
+  // Counted over the machine: other hosts' ranks (namespaces, containers) share its cores.
+  const int ranks = std::max(size_, ranks_on_machine());
+  const bool oversubscribed = static_cast<unsigned>(ranks) > std::max(1u, std::thread::hardware_concurrency());
   oversubscribed_ = oversubscribed;
   poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
   spin_ = settings::get<"TDIST_SHM_SPIN_US">();

@@ -20,6 +20,7 @@ constexpr int kUndecided = -2;
 std::atomic<int> g_home{kUndecided};
 std::once_flag g_decided;
 std::atomic<bool> g_placed{false};
+std::atomic<int> g_machine_ranks{0};
 
 std::vector<int> allowed_cpus() {
   std::vector<int> cpus;
@@ -73,8 +74,11 @@ int home_cpu() {
   return g_home.load(std::memory_order_relaxed);
 }
 
+int ranks_on_machine() { return g_machine_ranks.load(std::memory_order_relaxed); }
+
 void place_on_machine(int index, int count) {
   if (g_placed.exchange(true)) return;
+  g_machine_ranks.store(count, std::memory_order_relaxed);
   long long rank = 0, size = 0;
   if (!launcher_placed(rank, size)) return;
   g_home.store(pick_home(index, count, allowed_cpus(), sysconf(_SC_NPROCESSORS_ONLN)), std::memory_order_relaxed);

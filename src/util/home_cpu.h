@@ -42,6 +42,12 @@ int home_cpu();
 // (the default group's transport, made first, sees the most ranks).
 void place_on_machine(int index, int count);
 
+// The count place_on_machine was given (whether or not it gave a home), else
+// 0: the ranks that share this machine's cores, for the waits that spin only
+// while every rank can have a core (with 2 emulated hosts of 2 ranks on 2
+// cores, each host alone would count 2).
+int ranks_on_machine();
+
 // The rule both follow: the `index`-th of `allowed` CPUs for a rank among
 // `count`, or -1 where the ranks outnumber them or the process was given
 // fewer than the `online` CPUs (someone placed it).

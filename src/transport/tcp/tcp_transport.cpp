@@ -44,6 +44,7 @@ constexpr size_t kWriteChunkBytes = 256 * 1024;
 // slower. The measurements: docs/tuning_log.md, Transport.
 SpinPolicy spin_policy(int local_ranks) {
   if (auto lws = settings::get<"LOCAL_WORLD_SIZE">()) local_ranks = std::max(local_ranks, static_cast<int>(*lws));
+  local_ranks = std::max(local_ranks, ranks_on_machine());  // other hosts' ranks on these cores too
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
   SpinPolicy policy{settings::get<"TDIST_SPIN_US">(),
