@@ -164,6 +164,10 @@ class HierarchicalEngine final : public Engine {
       transport_engine().all_gather(ctx, outputs, input);
       return;
     }
+    if (input.nbytes() * outputs.size() <= kOneHostStepBytes) {
+      all_gather_in_one_host_step(ctx, outputs, input);
+      return;
+    }
     const int me = s_.local->rank();
     const size_t hosts = s_.hosts.size();
     const int segments = segments_for(input.nbytes() * outputs.size(), static_cast<size_t>(input.numel()));
@@ -391,6 +395,11 @@ class HierarchicalEngine final : public Engine {
   // Steps in segments pipeline segments of this size (of the whole buffer),
   // at most this many.
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
+  // all_gather: up to this many bytes in all, the host's steps run as one
+  // (all_gather_in_one_host_step); above, the copies in and out of the packed
+  // blocks cost more than the waits they save (4x2 on 2 cores: 64 KiB 274-342
+  // µs instead of 321-490, 128 KiB 456-609 instead of 401-445).
+  static constexpr size_t kOneHostStepBytes = 64 * 1024;
 
   // How many segments a buffer of `bytes` goes in, with at least one element
   // of the `count` that are cut in each.
@@ -429,6 +438,39 @@ class HierarchicalEngine final : public Engine {
         if (s > 0 && after) after(s - 1, first(s - 1));
       }
     });
+  }
+
+  // For few bytes, each step inside the host after the network is a wait for
+  // the host's ranks that costs more than the data it moves (a rank that slept
+  // must be woken: tens of µs with more ranks than cores, docs/algorithms.md,
+  // across hosts): the H steps that share each host's blocks run as one, over
+  // this rank's blocks packed together. Rank i of a host holds, after the step
+  // among hosts, the blocks of local index i of every host: region i of
+  // `packed` (H blocks, by host).
+  void all_gather_in_one_host_step(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
+    const int me = s_.local->rank(), local_n = s_.local->size();
+    const size_t hosts = s_.hosts.size(), block = input.nbytes();
+    Scratch packed(static_cast<size_t>(local_n) * hosts * block);
+    const std::vector<Tensor> regions = region_views(packed.get(), input, hosts, local_n);
+    auto among = cross(ctx, 0);
+    s_.cross_engine->all_gather(among, blocks_of_region(regions[me], input, hosts), input);
+    auto share = local(ctx, 1, true);
+    s_.local_engine->all_gather(share, regions, regions[me]);
+    for (int i = 0; i < local_n; ++i) {
+      const std::vector<Tensor> got = blocks_of_region(regions[i], input, hosts);
+      for (size_t h = 0; h < hosts; ++h) bulk_copy(outputs[s_.hosts[h][i]].data(), got[h].data(), block);
+    }
+  }
+  // `local_n` regions of `hosts` blocks shaped like `like`, one after another in `base`.
+  static std::vector<Tensor> region_views(char* base, const Tensor& like, size_t hosts, int local_n) {
+    const int64_t per = like.numel() * static_cast<int64_t>(hosts);
+    std::vector<Tensor> regions;
+    for (int i = 0; i < local_n; ++i)
+      regions.emplace_back(base + static_cast<size_t>(i) * hosts * like.nbytes(), like.dtype(), std::vector<int64_t>{per});
+    return regions;
+  }
+  static std::vector<Tensor> blocks_of_region(const Tensor& region, const Tensor& like, size_t hosts) {
+    return pieces(static_cast<char*>(region.data()), like, hosts);
   }
 
   // Whether `op` can run in steps: AVG only as an average of equal-sized
