@@ -397,8 +397,8 @@ class HierarchicalEngine final : public Engine {
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
   // all_gather: up to this many bytes in all, the host's steps run as one
   // (all_gather_in_one_host_step); above, the copies in and out of the packed
-  // blocks cost more than the waits they save (4x2 on 2 cores: 64 KiB 274-342
-  // µs instead of 321-490, 128 KiB 456-609 instead of 401-445).
+  // blocks cost more than the waits they save (docs/algorithms.md: Across
+  // hosts, where the time went).
   static constexpr size_t kOneHostStepBytes = 64 * 1024;
 
   // How many segments a buffer of `bytes` goes in, with at least one element

@@ -20,8 +20,8 @@
 //
 // Hosts as the ranks see them may share one machine (network namespaces,
 // containers): each host's local rank 0 would then call the same core home,
-// and two ranks that could each have a core would share one (2 emulated
-// hosts of 1 rank on 2 cores: TCP all_reduce of 8 B 31 µs instead of 11). A
+// and two ranks that could each have a core would share one, at about three
+// times the time per small call (docs/tuning_log.md: Placement). A
 // transport that finds the job's ranks on this machine spread over several
 // hosts places this rank among all of them instead (place_on_machine).
 #pragma once
