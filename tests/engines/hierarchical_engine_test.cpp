@@ -198,9 +198,11 @@ TEST(HierarchicalEngine, StepsOnTheTimeline) {
   // The tool draws them: 2 + 9 steps on each of the 4 ranks.
   const trace_test::ToolResult merged = trace_test::run_tool({"--timeline", dir.path(), "-o", dir.file("t.json")});
   ASSERT_EQ(merged.exit_code, 0) << merged.all();
+  const ttrace::JsonValue doc = trace_test::parse(trace_test::read_text(dir.file("t.json")));
+  const ttrace::JsonValue* events = doc.find("traceEvents");
+  ASSERT_NE(events, nullptr) << merged.all();
   size_t steps = 0;
-  for (const auto& e : trace_test::parse(trace_test::read_text(dir.file("t.json"))).find("traceEvents")->items())
-    steps += text_of(e, "cat") == "step";
+  for (const auto& e : events->items()) steps += text_of(e, "cat") == "step";
   EXPECT_EQ(steps, 4u * 11u) << merged.all();
 }
 #endif
