@@ -149,7 +149,8 @@ inline constexpr std::array kSettingTable{
                            "TDIST_FLIGHT_RECORDER_DIR)."},
     SettingInfo{.name = "TDIST_TRACE", .type = SettingType::Path, .group = "trace",
                 .meaning = "Folder where each rank writes its timeline, tdist_trace_<rank>.jsonl, one line per "
-                           "finished operation (merge with tdist-trace --timeline); made (0700) at init if missing."},
+                           "finished operation and per step of a hierarchical one (inside a host, among hosts) "
+                           "(merge with tdist-trace --timeline); made (0700) at init if missing."},
     SettingInfo{.name = "TMPDIR", .type = SettingType::Path, .group = "trace",
                 .meaning = "The system's folder for temporary files: a SIGUSR1 dump without "
                            "TDIST_FLIGHT_RECORDER_DIR goes to its tdist-flight-recorder-<uid> (made 0700), and "
