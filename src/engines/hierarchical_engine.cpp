@@ -451,26 +451,18 @@ class HierarchicalEngine final : public Engine {
     const int me = s_.local->rank(), local_n = s_.local->size();
     const size_t hosts = s_.hosts.size(), block = input.nbytes();
     Scratch packed(static_cast<size_t>(local_n) * hosts * block);
-    const std::vector<Tensor> regions = region_views(packed.get(), input, hosts, local_n);
+    // A region is H blocks; region i's block h is rank s_.hosts[h][i]'s.
+    const Tensor region_like(packed.get(), input.dtype(), {input.numel() * static_cast<int64_t>(hosts)});
+    const std::vector<Tensor> regions = pieces(packed.get(), region_like, static_cast<size_t>(local_n));
+    auto blocks_in = [&](int i) { return pieces(static_cast<char*>(regions[i].data()), input, hosts); };
     auto among = cross(ctx, 0);
-    s_.cross_engine->all_gather(among, blocks_of_region(regions[me], input, hosts), input);
+    s_.cross_engine->all_gather(among, blocks_in(me), input);
     auto share = local(ctx, 1, true);
     s_.local_engine->all_gather(share, regions, regions[me]);
     for (int i = 0; i < local_n; ++i) {
-      const std::vector<Tensor> got = blocks_of_region(regions[i], input, hosts);
+      const std::vector<Tensor> got = blocks_in(i);
       for (size_t h = 0; h < hosts; ++h) bulk_copy(outputs[s_.hosts[h][i]].data(), got[h].data(), block);
     }
-  }
-  // `local_n` regions of `hosts` blocks shaped like `like`, one after another in `base`.
-  static std::vector<Tensor> region_views(char* base, const Tensor& like, size_t hosts, int local_n) {
-    const int64_t per = like.numel() * static_cast<int64_t>(hosts);
-    std::vector<Tensor> regions;
-    for (int i = 0; i < local_n; ++i)
-      regions.emplace_back(base + static_cast<size_t>(i) * hosts * like.nbytes(), like.dtype(), std::vector<int64_t>{per});
-    return regions;
-  }
-  static std::vector<Tensor> blocks_of_region(const Tensor& region, const Tensor& like, size_t hosts) {
-    return pieces(static_cast<char*>(region.data()), like, hosts);
   }
 
   // Whether `op` can run in steps: AVG only as an average of equal-sized

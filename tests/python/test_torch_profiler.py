@@ -79,7 +79,7 @@ def async_span_covers_the_operation(rank, world):
             # have completed before. (The sleep only keeps the marker from being a zero-length
             # point, where a span that ended at issue would tie with it.)
             with record_function("marker:issued"):
-                time.sleep(0.002)
+                time.sleep(0.01)
             store.set("profiler_test_go", "1")
             work.wait()
             with record_function("marker:waited"):
@@ -92,9 +92,10 @@ def async_span_covers_the_operation(rank, world):
     if rank == 0:
         issued, waited = one(events, "marker:issued"), one(events, "marker:waited")
         # The span's times are tdist's (the cycle counter, converted to the system clock), the
-        # markers' torch's own: they may disagree by a few µs (3 seen), far below the marker's
-        # 2 ms. A wait that ran the operation itself ends its span just before it returns.
-        slack = 100
+        # markers' torch's own: on a VM they may disagree by tens of µs (3 and 40 seen), far
+        # below the marker's 10 ms. A wait that ran the operation itself ends its span just
+        # before it returns.
+        slack = 1000
         assert span.start_us <= issued.start_us + slack, (span, issued)  # opened when issued
         assert span.end_us >= issued.end_us - slack, (span, issued)  # open until the peer could join
         assert span.end_us <= waited.start_us + slack, (span, waited)  # closed by the time wait returned
