@@ -284,7 +284,7 @@ inline constexpr std::array kSettingTable{
     // Collectives.
     SettingInfo{.name = "TDIST_SHM_SLOT_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.",
-                .default_number = 256 * kKiB, .min = 1},
+                .default_number = 512 * kKiB, .min = 1},
     SettingInfo{.name = "TDIST_SHM_SPIN_US", .type = SettingType::Micros, .group = "engines",
                 .meaning = "How long a rank polls for the others in a shared-memory round before it sleeps.",
                 .default_number = 50, .min = 0},

@@ -109,7 +109,7 @@ TEST(Settings, TheDocumentationShowsTypedDefaultsAndRanges) {
 
 TEST(Settings, ReadersGetTypedValuesAndTheDefaultWhereUnset) {
   ScopedEnv slot("TDIST_SHM_SLOT_BYTES", nullptr), spin("TDIST_SPIN_US", nullptr), shm("TDIST_SHM", nullptr);
-  EXPECT_EQ(settings::get<"TDIST_SHM_SLOT_BYTES">(), 256 * 1024);
+  EXPECT_EQ(settings::get<"TDIST_SHM_SLOT_BYTES">(), 512 * 1024);
   EXPECT_EQ(settings::get<"TDIST_SPIN_US">(), std::chrono::microseconds(250));
   EXPECT_TRUE(settings::get<"TDIST_SHM">());
   ScopedEnv slot_set("TDIST_SHM_SLOT_BYTES", "+4096"), spin_set("TDIST_SPIN_US", "7"), shm_off("TDIST_SHM", "off");
