@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstring>
 
+#include "util/bulk_copy.h"
+
 namespace tdist::shm_engine {
 
 inline size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -19,6 +21,21 @@ inline size_t piece_len(size_t total, size_t at, size_t piece) {
 
 inline void copy(void* dst, const void* src, size_t n) {
   if (n > 0 && dst != src) std::memcpy(dst, src, n);
+}
+
+// A piece that is all of an operation's data and crosses to the other cores
+// in one round: from 16 KiB and below 512 KiB it goes into the segment with
+// streaming stores. On the 2-core VM measured, a core reads lines that another
+// core's cache holds modified at 6-11 GB/s and reads them from memory faster:
+// broadcast of 64 KiB on 2 ranks 8.1-10.5 -> 4.9-5.5 µs. Pieces of pipelined
+// operations, and larger ones, then wait on memory instead and lose
+// (docs/tuning_log.md: Streaming a lone piece).
+inline bool streams(size_t piece_bytes) { return piece_bytes >= (16u << 10) && piece_bytes < (512u << 10); }
+inline void publish(void* dst, const void* src, size_t n, bool stream) {
+  if (stream && n > 0)
+    stream_copy(dst, src, n);
+  else
+    copy(dst, src, n);
 }
 
 // A per-destination part of a slot (reduce_scatter, all_to_all, scatter):

@@ -59,10 +59,11 @@ void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root
   // the readers' copies out overlap piece by piece, and the root leaves
   // without waiting, so a loop of broadcasts overlaps too; reading the root's
   // tensor in place took twice as long on 2 ranks (docs/tuning_log.md).
-  for (size_t j = 0, rounds = rounds_for(bytes, piece); j < rounds; ++j) {
+  const size_t rounds = rounds_for(bytes, piece);
+  for (size_t j = 0; j < rounds; ++j) {
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
-    if (is_root && len > 0) copy(a.slots(r), bytes_of(t) + at, len);
+    if (is_root) publish(a.slots(r), bytes_of(t) + at, len, rounds == 1 && streams(len));
     enter(a, ctx, j, sig, /*leave=*/is_root && j + 1 == rounds);
     if (!is_root && len > 0) copy(bytes_of(t) + at, a.slots(r), len);
   }

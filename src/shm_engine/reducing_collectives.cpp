@@ -65,6 +65,8 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
   const size_t chunks = ceil_div(count, chunk);
   const size_t unit = std::max<size_t>(1, 64 / es);  // shares of whole cache lines
   const bool wants_result = dest < 0 || dest == me;
+  // One piece to one reader (reduce) streams (chunking.h: publish); for all_reduce it did not pay.
+  const bool stream = dest >= 0 && chunks == 1 && streams(count * es);
   char* data = static_cast<char*>(t.data());
   for (size_t j = 0; j <= chunks; ++j) {
     const uint32_t r = a.next_round(ctx);
@@ -73,8 +75,8 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
     const size_t off = s.begin * es;
     char* in = len > 0 ? data + j * chunk * es : nullptr;
     if (len > 0) {
-      copy(a.slot(r, me), in, off);
-      copy(a.slot(r, me) + s.end * es, in + s.end * es, (len - s.end) * es);
+      publish(a.slot(r, me), in, off, stream);
+      publish(a.slot(r, me) + s.end * es, in + s.end * es, (len - s.end) * es, stream);
     }
     if (j == 0)
       a.start(ctx, sig);

@@ -77,6 +77,21 @@ size_t bulk_copy_threshold() {
   return threshold;
 }
 
+void stream_copy(void* dst, const void* src, size_t n) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+#if defined(__x86_64__)
+  size_t head = std::min(n, (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64);
+  std::memcpy(d, s, head);
+  size_t lines = (n - head) / 64;
+  stream_lines(d + head, s + head, lines);
+  size_t done = head + lines * 64;
+  std::memcpy(d + done, s + done, n - done);
+#else
+  std::memcpy(d, s, n);
+#endif
+}
+
 void bulk_copy(void* dst, const void* src, size_t n) {
   if (n == 0 || dst == src) return;
   auto* d = static_cast<char*>(dst);
@@ -85,18 +100,10 @@ void bulk_copy(void* dst, const void* src, size_t n) {
     std::memmove(d, s, n);
     return;
   }
-#if defined(__x86_64__)
-  if (n >= bulk_copy_threshold()) {
-    size_t head = std::min(n, (64 - reinterpret_cast<uintptr_t>(d) % 64) % 64);
-    std::memcpy(d, s, head);
-    size_t lines = (n - head) / 64;
-    stream_lines(d + head, s + head, lines);
-    size_t done = head + lines * 64;
-    std::memcpy(d + done, s + done, n - done);
-    return;
-  }
-#endif
-  std::memcpy(d, s, n);
+  if (n >= bulk_copy_threshold())
+    stream_copy(d, s, n);
+  else
+    std::memcpy(d, s, n);
 }
 
 }  // namespace tdist

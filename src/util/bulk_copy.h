@@ -26,4 +26,8 @@ void bulk_copy(void* dst, const void* src, size_t n);
 // next, and then ordinary stores win (docs/tuning_log.md: Copies).
 size_t bulk_copy_threshold();
 
+// Streaming stores whatever the size, for ranges that do not overlap (x86-64;
+// elsewhere memcpy): the lines go to memory, not into this core's cache.
+void stream_copy(void* dst, const void* src, size_t n);
+
 }  // namespace tdist

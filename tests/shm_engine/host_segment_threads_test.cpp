@@ -90,6 +90,29 @@ TEST_P(ArenaThreads, BroadcastEveryRootAndSize) {
   });
 }
 
+// With the default slots, a broadcast or reduce of a middle size is one piece
+// that its writers stream into the segment (chunking.h: publish): every root,
+// sizes whose ends are not whole cache lines, against the local result.
+TEST_P(ArenaThreads, LoneMiddlePiecesStreamedEveryRoot) {
+  ScopedEnv default_slots("TDIST_SHM_SLOT_BYTES", nullptr);
+  const int n = GetParam();
+  with_thread_world(n, [&](ProcessGroup& pg) {
+    const int me = pg.rank();
+    const DType dt = DType::Float32;
+    for (size_t count : {size_t{4099}, size_t{50001}})  // 16 KiB and 12 bytes; 195 KiB and 4 bytes
+      for (int root = 0; root < n; ++root) {
+        Buffer b = rank_buffer(dt, count, me == root ? root : 99);
+        blocking(pg.broadcast(b.tensor(), {.root = root, .async_op = false}));
+        EXPECT_EQ(compare_exact(b, rank_buffer(dt, count, root)), "")
+            << "broadcast from " << root << " of " << where(dt, count, me);
+        Buffer v = rank_buffer(dt, count, me);
+        blocking(pg.reduce(v.tensor(), {.root = root, .op = ReduceOp::SUM, .async_op = false}));
+        Buffer want = me == root ? expected_reduction(dt, ReduceOp::SUM, count, n) : rank_buffer(dt, count, me);
+        EXPECT_EQ(compare_exact(v, want), "") << "reduce to " << root << " of " << where(dt, count, me);
+      }
+  });
+}
+
 void all_gather_cases(int n) {
   with_thread_world(n, [&](ProcessGroup& pg) {
     const int me = pg.rank();
