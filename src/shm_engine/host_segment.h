@@ -78,6 +78,8 @@ class HostSegment {
   size_t slot_bytes() const { return layout_.slot_bytes; }
   // Up to this size a reduction folds everything in one round (TDIST_SHM_ONE_ROUND_BYTES).
   size_t one_round_bytes() const { return one_round_bytes_; }
+  // More ranks on this machine than it has cores (the same answer on every rank of a host).
+  bool oversubscribed() const { return oversubscribed_; }
 
   // One copy. Whether blocks of `block_bytes` go straight from the owner's
   // memory to the reader's (TDIST_SHM_SINGLE_COPY_BYTES, the same on every

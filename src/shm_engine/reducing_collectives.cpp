@@ -65,8 +65,10 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
   const size_t chunks = ceil_div(count, chunk);
   const size_t unit = std::max<size_t>(1, 64 / es);  // shares of whole cache lines
   const bool wants_result = dest < 0 || dest == me;
-  // One piece to one reader (reduce) streams (chunking.h: publish); for all_reduce it did not pay.
-  const bool stream = dest >= 0 && chunks == 1 && streams(count * es);
+  // One piece to one reader (reduce) streams (chunking.h: publish), unless
+  // ranks share cores: then the root reads some pieces from its own core's
+  // cache. For all_reduce it did not pay (docs/tuning_log.md).
+  const bool stream = dest >= 0 && !a.oversubscribed() && chunks == 1 && streams(count * es);
   char* data = static_cast<char*>(t.data());
   for (size_t j = 0; j <= chunks; ++j) {
     const uint32_t r = a.next_round(ctx);
