@@ -96,7 +96,7 @@ def interrupt_rank0(flavor, role, extra_env=None, call="all_reduce"):
     port = _free_port()
     extra_env = dict(extra_env or {}, TDIST_JOB_TOKEN=secrets.token_hex(16))  # a closed job, as tdistrun's
     r0 = Rank(flavor, role, 0, port, extra_env, call)
-    r1 = Rank(flavor, "peer", 1, port, extra_env)
+    r1 = Rank(flavor, "peer", 1, port, extra_env, call)
     try:
         assert r1.read_until("ready", START_S) is not None, "rank 1 did not start"
         assert r0.read_until("calling", START_S) is not None, "rank 0 did not start"
@@ -127,7 +127,8 @@ def interrupt_rank0(flavor, role, extra_env=None, call="all_reduce"):
 # point-to-point calls are not numbered; the plugin's, an isend/irecv and a wait, are).
 LATER_WORDS = {"all_reduce": ("all_reduce #2", "all_reduce #1 was interrupted"),
                "wait": ("all_reduce #2", "all_reduce #1 was interrupted"),
-               "recv": ("all_reduce #1", "recv", "was interrupted")}
+               "recv": ("all_reduce #1", "recv", "was interrupted"),
+               "after_calls": ("all_reduce #4", "all_reduce #3 was interrupted")}
 
 
 def check_interrupted(flavor, call="all_reduce"):

@@ -8,7 +8,8 @@ interrupts rank 0 there. Each rank prints what it saw as "key: value" lines.
 ROLE: "caught" (rank 0 catches KeyboardInterrupt, then calls all_reduce again), "uncaught" (rank 0
 lets it end the process), "peer" (rank 1).
 CALL: "all_reduce" (blocking, the default), "wait" (an async all_reduce's Work.wait()), "recv"
-(a blocking receive from rank 1).
+(a blocking receive from rank 1), "after_calls" (a blocking all_reduce after two blocking barriers
+that both ranks complete: the watch set up by an earlier call, which stays set between calls).
 """
 import datetime
 import os
@@ -42,6 +43,10 @@ else:
 def say(key, value=""):
     print(f"{key}: {value}", flush=True)
 
+
+if call == "after_calls":
+    dist.barrier()
+    dist.barrier()
 
 if role == "peer":
     say("ready")
