@@ -3,10 +3,14 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
+#include <thread>
 
 #include "common/scoped_env.h"
 #include "tdist/errors.h"
@@ -71,6 +75,35 @@ TEST(JobToken, HmacDependsOnKeyPartsAndTheirBoundaries) {
   EXPECT_FALSE(auth::equal(base, auth::hmac("kez", {"label", "ab", "c"})));
   EXPECT_FALSE(auth::equal(base, auth::hmac("key", {"label", "a", "bc"})));
   EXPECT_FALSE(auth::equal(base, auth::hmac("key", {"other", "ab", "c"})));
+}
+
+// exit() while other threads are inside OpenSSL (a connection's HMAC, a
+// thread's random state freed as it ends) must not crash in OpenSSL's own exit
+// handler: children that exit so, each with three threads that keep starting
+// short-lived threads that use OpenSSL, all end with their exit status.
+TEST(JobToken, ExitWhileOtherThreadsUseOpenSslEndsCleanly) {
+  constexpr int kChildren = 20;
+  int clean = 0;
+  for (int k = 0; k < kChildren; ++k) {
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      auth::random_nonce();  // initialized before the threads, as init_process_group does
+      for (int t = 0; t < 3; ++t)
+        std::thread([] {
+          for (;;)
+            std::thread([] {
+              for (int i = 0; i < 20; ++i) (void)auth::hmac("key", {auth::generate_token()});
+            }).join();
+        }).detach();
+      std::this_thread::sleep_for(std::chrono::milliseconds(3));
+      std::exit(3);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 3) ++clean;
+  }
+  EXPECT_EQ(clean, kChildren) << "children that crashed at exit instead of exiting with 3";
 }
 
 }  // namespace
