@@ -99,7 +99,7 @@ TEST_P(ArenaThreads, LoneMiddlePiecesStreamedEveryRoot) {
   with_thread_world(n, [&](ProcessGroup& pg) {
     const int me = pg.rank();
     const DType dt = DType::Float32;
-    for (size_t count : {size_t{4099}, size_t{50001}})  // 16 KiB and 12 bytes; 195 KiB and 4 bytes
+    for (size_t count : {size_t{4099}, size_t{50001}})  // 16396 and 200004 bytes: 12 and 4 past whole lines
       for (int root = 0; root < n; ++root) {
         Buffer b = rank_buffer(dt, count, me == root ? root : 99);
         blocking(pg.broadcast(b.tensor(), {.root = root, .async_op = false}));
