@@ -1,6 +1,7 @@
 #include "util/tick_clock.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <ctime>
 #include <iterator>
 #include <mutex>
@@ -28,8 +29,25 @@ struct Triple {
   int64_t steady_ns;
   int64_t realtime_ns;
 };
-// The counter and the clocks read back to back: off by a read or two (tens of ns).
-Triple read_triple() { return {now_ticks(), clock_ns(CLOCK_MONOTONIC), clock_ns(CLOCK_REALTIME)}; }
+// The counter and the clocks read back to back: off by a read or two (tens of
+// ns). A thread preempted between the reads would pair them wrongly by the
+// whole preemption, milliseconds on a loaded machine, and every time converted
+// with that anchor would be off as much: the clock reads are bracketed by two
+// counter reads, and the tightest of a few tries is kept.
+Triple read_triple() {
+  Triple best{};
+  uint64_t best_span = UINT64_MAX;
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t before = now_ticks();
+    const int64_t steady = clock_ns(CLOCK_MONOTONIC), real = clock_ns(CLOCK_REALTIME);
+    const uint64_t span = now_ticks() - before;
+    if (span < best_span) {
+      best_span = span;
+      best = {before + span / 2, steady, real};
+    }
+  }
+  return best;
+}
 
 // Taken when the library loads: the longer the interval to an anchor, the
 // better the rate it measures.
