@@ -24,7 +24,14 @@ class Work {
   Work(const Work&) = delete;
   Work& operator=(const Work&) = delete;
 
+  // Whether the operation has completed. Asking also starts an operation
+  // whose start its backend deferred (the tdist backend's small async
+  // collectives wait for a waiter or for the group's thread): a program that
+  // polls need not wait for that.
   virtual bool is_completed() const = 0;
+  // The same answer, starting nothing: for bookkeeping that looks at works it
+  // does not wait for (a list of those in flight).
+  virtual bool completed_now() const { return is_completed(); }
   // Completed without error.
   virtual bool is_success() const = 0;
   // The error the operation ended with, or nullptr.

@@ -90,7 +90,7 @@ bool wait_interruptibly(tdist::Work& work, std::chrono::milliseconds timeout, On
     } catch (const tdist::DistError&) {
       // The operation's error, or this slice's timeout; it may have completed
       // since the latter was thrown.
-      completed = work.is_completed();
+      completed = work.completed_now();
     }
     if (completed) {
       work.wait();  // returns, or throws the operation's own error
@@ -106,7 +106,7 @@ bool wait_interruptibly(tdist::Work& work, std::chrono::milliseconds timeout, On
       error = std::make_unique<py::error_already_set>();  // takes the handler's exception
       raised = py::str(error->type().attr("__name__")).cast<std::string>();
     }
-    if (!work.is_completed()) {
+    if (!work.completed_now()) {
       try {
         on_interrupt(raised);
       } catch (...) {

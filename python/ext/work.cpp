@@ -188,7 +188,7 @@ PyWork::~PyWork() {
 
 void prune_parked() {
   auto& list = parked();
-  std::erase_if(list, [](const auto& entry) { return entry.first->is_completed(); });
+  std::erase_if(list, [](const auto& entry) { return entry.first->completed_now(); });
 }
 
 void clear_parked() { parked().clear(); }
@@ -196,10 +196,12 @@ void clear_parked() { parked().clear(); }
 void wait_for(const std::shared_ptr<tdist::Work>& work, const tdist::Group& group, const Keep* keep,
               std::chrono::milliseconds timeout) {
   if (!work) return;
-  if (timeout == tdist::kNoTimeout && !work->is_completed()) {
+  if (timeout == tdist::kNoTimeout) {
     // Unbounded: the operation may run on this thread if it has not started
     // (PendingWork::wait), or drive the transport here (point-to-point), with
-    // Ctrl-C watched as for a blocking call.
+    // Ctrl-C watched as for a blocking call. Not asked is_completed() first:
+    // that would start a deferred operation on the group's thread, which this
+    // thread is about to run itself (work_queue.h: Deferred starts).
     InlineCall watched(group, *work);
     if (watched.runs_inline()) {
       watched.run([&] { return work->wait(); });
@@ -303,7 +305,7 @@ void bind_work(py::module_& m) {
            "COMM_ERROR (any other failure). Collectives only, as get_future.")
       .def("__repr__", [](PyWork& self) {
         return "<tdist.Work " + self.work()->op_name() + " #" + std::to_string(self.work()->sequence_number()) +
-               (self.work()->is_completed() ? " completed>" : " pending>");
+               (self.work()->completed_now() ? " completed>" : " pending>");
       });
 }
 

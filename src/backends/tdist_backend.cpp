@@ -57,6 +57,9 @@ class P2PWork final : public PendingWork {
     note_end();
     return true;
   }
+  // The request says it, not PendingWork's state (never finished here): the
+  // plugin's list of works in flight asks this after every call.
+  bool completed_now() const override { return is_completed(); }
   bool is_success() const override { return request_.done() && !request_.error(); }
   std::exception_ptr exception() const override {
     if (!request_.done() || !request_.error()) return nullptr;
@@ -276,6 +279,7 @@ TdistBackend::TdistBackend(const std::shared_ptr<Store>& store, int rank, int si
   state_->engines = EngineBuilder::build(shape);
   engines_ = state_->engines.get();
   debug_detail_ = settings::debug_level() == settings::Debug::Detail;
+  async_defer_bytes_ = static_cast<size_t>(settings::get<"TDIST_ASYNC_DEFER_BYTES">());
 }
 
 TdistBackend::~TdistBackend() { shutdown(); }
@@ -338,6 +342,12 @@ std::vector<int> TdistBackend::ranks_proven_dead(const std::vector<int>& ranks) 
 }
 
 namespace {
+
+size_t result_bytes(std::span<const Tensor> result) {
+  size_t total = 0;
+  for (const Tensor& t : result) total += t.nbytes();
+  return total;
+}
 
 // Starts `mark` and makes the operation's deadline with one clock read: the
 // counter where the entry wants a precise time or ran from the queue, else
@@ -415,6 +425,9 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const Operation
   const char* op = operation.name();
   const Millis timeout = timeout_of(operation.timeout);
   const bool blocking = !operation.async_op;
+  // A rank blocked here may be what a peer needs for an operation this
+  // process deferred in another group (work_queue.h: Deferred starts).
+  if (blocking) WorkQueue::start_deferred_elsewhere(queue_.get());
   std::unique_lock<SpinLock> issue(issue_mu_);
   const uint64_t seq = seq_ + 1;
   seq_ += static_cast<uint64_t>(seqs);
@@ -441,7 +454,7 @@ std::shared_ptr<Work> TdistBackend::enqueue(CollectiveCall code, const Operation
                        body, saved = std::make_tuple(args...), mark, recorder = mark.hold(), decision] {
       auto call = [&](CollectiveContext& ctx) { std::apply([&](const auto&... a) { body(ctx, a...); }, saved); };
       run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark, decision);
-    });
+    }, /*any_thread=*/true, /*deferrable=*/!blocking && result_bytes(result) <= async_defer_bytes_);
   }
   return work;
 }
@@ -536,6 +549,8 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
 
 uint64_t TdistBackend::start_point_to_point(bool is_send) {
   const char* op = is_send ? "send" : "recv";
+  // The peer may wait for an operation this process deferred (as enqueue).
+  WorkQueue::start_deferred_elsewhere(nullptr);
   uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (auto failed = state_->failure_of(op)) std::rethrow_exception(failed);
   return seq;

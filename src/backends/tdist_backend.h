@@ -145,6 +145,8 @@ class TdistBackend final : public Backend {
   BackendOptions options_;
   std::shared_ptr<State> state_;
   bool debug_detail_ = false;  // TDIST_DEBUG=DETAIL: check every collective's signature first
+  // TDIST_ASYNC_DEFER_BYTES: async collectives up to this size do not wake the queue's thread.
+  size_t async_defer_bytes_ = 0;
   const GroupEngines* engines_ = nullptr;  // state_->engines: see engine_for()
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued

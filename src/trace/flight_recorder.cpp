@@ -93,7 +93,7 @@ void FlightScope::returned(const Work& work, const std::string& backend) {
   if (const EngineKind kind = engine_kind_of(backend); kind != EngineKind::Unknown) mark_.engine(kind);
   // A backend that does not mark its operations: what the work says now is
   // all there is (a blocking call is over; an async one stays queued).
-  if (work.is_completed()) mark_.ended(work.exception());
+  if (work.completed_now()) mark_.ended(work.exception());
 }
 
 // --- the recorder ------------------------------------------------------------

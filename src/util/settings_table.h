@@ -281,6 +281,18 @@ inline constexpr std::array kSettingTable{
                            "stream after it (the watchdog still fails operations at their timeout).",
                 .default_number = 0, .torch_name = "TORCH_NCCL_BLOCKING_WAIT"},
 
+    SettingInfo{.name = "TDIST_ASYNC_DEFER_BYTES", .type = SettingType::Bytes, .group = "backends",
+                .meaning = "An async collective on CPU tensors of at most this size does not wake its group's "
+                           "progress thread: waiting for it runs it on the waiting thread, and the progress thread "
+                           "starts it within TDIST_ASYNC_DEFER_US if nothing else does first (polling it, a "
+                           "blocking call, a larger async call). 0: every async collective wakes the thread.",
+                .default_number = 256 * kKiB, .min = 0},
+    SettingInfo{.name = "TDIST_ASYNC_DEFER_US", .type = SettingType::Micros, .group = "backends",
+                .meaning = "The longest an async collective deferred by TDIST_ASYNC_DEFER_BYTES waits before the "
+                           "group's progress thread starts it; the thread then looks at its queue this often, for "
+                           "20 such periods after the last deferred call. 0: nothing is deferred.",
+                .default_number = 500, .min = 0, .max = 60000000},
+
     // Collectives.
     SettingInfo{.name = "TDIST_SHM_SLOT_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Each rank's slot in a group's shared-memory segment; larger data goes in chunks.",

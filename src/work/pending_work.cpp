@@ -18,7 +18,11 @@ PendingWork::PendingWork(std::string op, uint64_t sequence_number, std::shared_p
 
 // error_ is written before state_ turns kDone (release) and never after, so a
 // reader that saw kDone (acquire) reads it without the mutex.
-bool PendingWork::is_completed() const { return done(); }
+bool PendingWork::is_completed() const {
+  if (done()) return true;
+  start_soon();  // a caller that polls may never wait
+  return false;
+}
 
 bool PendingWork::is_success() const { return done() && !error_; }
 
@@ -28,8 +32,8 @@ bool PendingWork::wait(std::chrono::milliseconds timeout) {
   // Operations carry their own deadline (the group timeout), so a wait
   // without a timeout ends too.
   const Deadline deadline = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
-  if (deadline.is_never() && !done()) {
-    if (auto runner = runner_.lock()) runner->run_through(*this);
+  if (!done()) {
+    if (auto runner = runner_.lock()) deadline.is_never() ? runner->run_through(*this) : runner->start_soon(*this);
   }
   for (;;) {
     uint32_t s = state_.load(std::memory_order_acquire);
@@ -109,6 +113,7 @@ std::shared_ptr<Future> PendingWork::get_future() {
     future_ = future = std::make_shared<Future>();
     finished = done();
   }
+  if (!finished) start_soon();  // whoever holds the future may never wait
   // finish() ran before the future existed: complete it here (kDone never reverts).
   if (finished) complete_future(*future);
   return future;

@@ -26,6 +26,10 @@ class WorkRunner {
   // including `work`, unless the queue's own thread is running an item (or
   // `work` is not queued, or must run on that thread): then returns at once.
   virtual void run_through(const PendingWork& work) = 0;
+  // `work` is polled, waited for with a bound, or given a future: if its
+  // start was deferred (WorkQueue: Deferred starts), it starts now on the
+  // queue's thread.
+  virtual void start_soon(const PendingWork& work) = 0;
 };
 
 class PendingWork : public Work {
@@ -35,7 +39,9 @@ class PendingWork : public Work {
   // The same, sharing the label with the other works of its group (no copy per operation).
   PendingWork(std::string op, uint64_t sequence_number, std::shared_ptr<const std::string> label);
 
+  // A work not yet completed starts now if its start was deferred (WorkRunner::start_soon).
   bool is_completed() const override;
+  bool completed_now() const override { return done(); }
   bool is_success() const override;
   std::exception_ptr exception() const override;
   // Without a timeout, a work still queued runs on the calling thread
@@ -63,6 +69,9 @@ class PendingWork : public Work {
 
  private:
   void complete_future(Future& future);
+  void start_soon() const {
+    if (auto runner = runner_.lock()) runner->start_soon(*this);
+  }
   bool done() const { return state_.load(std::memory_order_acquire) == kDone; }
 
   std::string op_;

@@ -1,10 +1,14 @@
 // WorkQueue: a group's operations run one at a time and in issue order,
 // whether its thread runs them or a thread that waits for one of them
 // (run_through); a bounded wait and an item that must stay on the queue's
-// thread (a device operation) are never run by the waiter.
+// thread (a device operation) are never run by the waiter. A deferred item
+// (one pushed without waking the thread) starts on its own within a nap, or
+// at once when polled, waited for, or when a call elsewhere is about to block.
 #include "backends/work_queue.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
@@ -21,7 +25,8 @@ namespace {
 thread_local bool is_waiter = false;
 
 TEST(WorkQueue, ItemsRunOnceInIssueOrderWhoeverRunsThem) {
-  auto queue = std::make_shared<WorkQueue>();
+  // Naps of 50 µs: the thread also takes deferred items on its own, racing the waiters.
+  auto queue = std::make_shared<WorkQueue>(std::chrono::microseconds(50));
   constexpr int kItems = 400, kWaiters = 4;
   std::vector<std::shared_ptr<PendingWork>> works(kItems);
   std::atomic<int> published{0};
@@ -53,7 +58,7 @@ TEST(WorkQueue, ItemsRunOnceInIssueOrderWhoeverRunsThem) {
       if (i % 7 == 0) std::this_thread::yield();  // let others try to take the next one meanwhile
       running.fetch_sub(1);
       work->finish();
-    });
+    }, /*any_thread=*/true, /*deferrable=*/i % 3 != 0);
     published.store(i + 1, std::memory_order_release);
     if (i % 16 == 0) std::this_thread::yield();
   }
@@ -134,6 +139,157 @@ TEST(WorkQueue, WaitersOfAStoppedQueueGetItsError) {
     EXPECT_NE(std::string(e.what()).find("destroyed"), std::string::npos) << e.what();
   }
   EXPECT_FALSE(ran.load());
+}
+
+// A nap that no test outlives: what starts a deferred item here is what the test does.
+constexpr std::chrono::microseconds kNoNap = std::chrono::hours(1);
+
+// Pushes a deferrable item that sets `ran` and finishes `work`.
+void push_deferrable(WorkQueue& queue, const std::shared_ptr<PendingWork>& work, std::atomic<bool>& ran) {
+  queue.push(work, [&ran, work] {
+    ran = true;
+    work->finish();
+  }, /*any_thread=*/true, /*deferrable=*/true);
+}
+
+// Runs one deferrable item through `queue` and waits for it: the thread was
+// woken for it (it slept) and naps from then on (20 naps), so the next one is
+// deferred once it has got back to its queue. Whether it was seen napping:
+// with short naps a loaded machine may let them all pass first.
+bool start_napping(WorkQueue& queue) {
+  auto first = std::make_shared<PendingWork>("all_reduce", 1);
+  std::atomic<bool> ran{false};
+  push_deferrable(queue, first, ran);
+  first->wait();
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!queue.napping() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return queue.napping();
+}
+
+// Whether `ran` turns true within a bound no loaded machine reaches.
+bool becomes_true(const std::atomic<bool>& ran) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!ran.load() && std::chrono::steady_clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return ran.load();
+}
+
+TEST(WorkQueue, ADeferredItemNobodyWaitsForStartsWithinANap) {
+  auto queue = std::make_shared<WorkQueue>(std::chrono::microseconds(500));
+  (void)start_napping(*queue);  // if the naps are over, the push wakes the thread: the item still runs
+  auto work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  push_deferrable(*queue, work, ran);
+  // Looked at without starting anything: only the napping thread can run it.
+  EXPECT_TRUE(becomes_true(ran)) << "a deferred item never started without a waiter";
+  EXPECT_TRUE(work->completed_now());
+  queue->stop(nullptr);
+}
+
+TEST(WorkQueue, PollingADeferredItemStartsIt) {
+  auto queue = std::make_shared<WorkQueue>(kNoNap);
+  ASSERT_TRUE(start_napping(*queue));
+  auto work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  push_deferrable(*queue, work, ran);
+  EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 1);
+  // The thread naps for an hour: the poll is what starts the item.
+  (void)work->is_completed();
+  EXPECT_TRUE(becomes_true(ran)) << "is_completed() did not start a deferred item";
+  EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 0);
+  queue->stop(nullptr);
+}
+
+TEST(WorkQueue, ABoundedWaitStartsADeferredItem) {
+  auto queue = std::make_shared<WorkQueue>(kNoNap);
+  ASSERT_TRUE(start_napping(*queue));
+  auto work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  push_deferrable(*queue, work, ran);
+  // A bounded wait never runs the item itself; it wakes the thread, which does.
+  EXPECT_TRUE(work->wait(std::chrono::seconds(60)));
+  EXPECT_TRUE(ran.load());
+  queue->stop(nullptr);
+}
+
+TEST(WorkQueue, ACallAboutToBlockElsewhereStartsDeferredItems) {
+  auto deferred_in = std::make_shared<WorkQueue>(kNoNap);
+  auto other = std::make_shared<WorkQueue>(kNoNap);
+  ASSERT_TRUE(start_napping(*deferred_in));
+  auto work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  push_deferrable(*deferred_in, work, ran);
+  // As a blocking call in the other queue's group: the peer it waits for may
+  // be waiting for this rank's deferred item.
+  WorkQueue::start_deferred_elsewhere(other.get());
+  EXPECT_TRUE(becomes_true(ran)) << "a blocking call elsewhere did not start a deferred item";
+  deferred_in->stop(nullptr);
+  other->stop(nullptr);
+}
+
+TEST(WorkQueue, AnItemThatIsNotDeferrableWakesTheThreadForTheDeferredOnesBeforeIt) {
+  auto queue = std::make_shared<WorkQueue>(kNoNap);
+  ASSERT_TRUE(start_napping(*queue));
+  auto deferred = std::make_shared<PendingWork>("all_reduce", 2);
+  auto large = std::make_shared<PendingWork>("all_reduce", 3);
+  std::atomic<bool> deferred_ran{false}, large_ran{false};
+  push_deferrable(*queue, deferred, deferred_ran);
+  queue->push(large, [&, large] {
+    large_ran = true;
+    large->finish();
+  });
+  EXPECT_TRUE(becomes_true(large_ran));
+  EXPECT_TRUE(deferred_ran.load()) << "issue order";
+  EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 0);
+  queue->stop(nullptr);
+}
+
+TEST(WorkQueue, StoppingFailsDeferredItemsAndForgetsThem) {
+  auto queue = std::make_shared<WorkQueue>(kNoNap);
+  ASSERT_TRUE(start_napping(*queue));
+  auto work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  push_deferrable(*queue, work, ran);
+  EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 1);
+  queue->stop(std::make_exception_ptr(DistBackendError("the process group was destroyed")));
+  EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 0);
+  EXPECT_THROW(work->wait(), DistBackendError);
+  EXPECT_FALSE(ran.load());
+}
+
+// A forked child has none of its parent's threads: it counts none of the
+// parent's deferred items, and its own queues defer and start as usual.
+TEST(WorkQueue, AForkedChildStartsFromNoDeferredItems) {
+  auto parents = std::make_shared<WorkQueue>(kNoNap);
+  ASSERT_TRUE(start_napping(*parents));
+  auto work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  push_deferrable(*parents, work, ran);
+  ASSERT_EQ(WorkQueue::queues_with_unwoken_items(), 1);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 0;
+    if (WorkQueue::queues_with_unwoken_items() != 0) code = 1;
+    auto own = std::make_shared<WorkQueue>(kNoNap);
+    auto mine = std::make_shared<PendingWork>("all_reduce", 1);
+    std::atomic<bool> mine_ran{false};
+    if (code == 0 && !start_napping(*own)) code = 2;
+    push_deferrable(*own, mine, mine_ran);
+    if (code == 0 && WorkQueue::queues_with_unwoken_items() != 1) code = 3;
+    WorkQueue::start_deferred_elsewhere(nullptr);  // the parent's queue is not looked at
+    if (code == 0 && !becomes_true(mine_ran)) code = 4;
+    std::_Exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the child counted the parent's item; 2: its queue did not nap; "
+                                       "3: its own item was not counted; 4: it never ran";
+  (void)work->is_completed();
+  EXPECT_TRUE(becomes_true(ran));
+  parents->stop(nullptr);
 }
 
 }  // namespace

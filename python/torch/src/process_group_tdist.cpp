@@ -109,9 +109,9 @@ c10::intrusive_ptr<WorkTdist> ProcessGroupTdist::track(c10d::OpType type, const 
   auto work = c10::make_intrusive<WorkTdist>(rank_, type, op, std::move(works), std::move(outputs), std::move(inputs),
                                              std::move(span), pg_);
   std::lock_guard<std::mutex> lock(mu_);
-  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](auto& w) { return w->isCompleted(); }),
+  in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(), [](auto& w) { return w->settled(); }),
                    in_flight_.end());
-  if (!work->isCompleted()) in_flight_.push_back(work);
+  if (!work->settled()) in_flight_.push_back(work);
   if (!c10d::isP2POp(type)) ++collectives_;
   return work;
 }

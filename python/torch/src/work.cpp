@@ -117,7 +117,7 @@ WorkTdist::WorkTdist(int rank, c10d::OpType type, std::string op, std::vector<st
 
 bool WorkTdist::all_completed() const {
   for (auto& w : works_)
-    if (!w->is_completed()) return false;
+    if (!w->completed_now()) return false;
   return true;
 }
 
@@ -126,7 +126,8 @@ void WorkTdist::close_span_if_completed() {
 }
 
 bool WorkTdist::isCompleted() {
-  if (!all_completed()) return false;
+  for (auto& w : works_)
+    if (!w->is_completed()) return false;
   if (span_) span_->close();
   return true;
 }
@@ -172,7 +173,7 @@ bool WorkTdist::wait(std::chrono::milliseconds timeout) {
     const bool bounded = timeout > std::chrono::milliseconds(0);
     const auto deadline = clock::now() + (bounded ? timeout : std::chrono::milliseconds(0));
     for (auto& w : works_) {
-      if (!bounded && !w->is_completed()) {
+      if (!bounded && !w->completed_now()) {
         if (auto group = group_.lock(); group && wait_watched(group, *w)) continue;
       }
       auto left = bounded ? std::max(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()),

@@ -55,7 +55,13 @@ class WorkTdist final : public c10d::Work {
             std::vector<at::Tensor> outputs, std::vector<at::Tensor> inputs = {},
             std::shared_ptr<ProfilerSpan> span = nullptr, std::weak_ptr<tdist::ProcessGroup> group = {});
 
+  // torch's poll: also starts an operation whose start tdist deferred (tdist::Work::is_completed).
   bool isCompleted() override;
+  // The same answer, starting nothing: for the group's list of works in flight.
+  bool settled() {
+    close_span_if_completed();
+    return all_completed();
+  }
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
   int sourceRank() const override;
@@ -85,7 +91,7 @@ class WorkTdist final : public c10d::Work {
 
  private:
   bool is_point_to_point() const;
-  bool all_completed() const;
+  bool all_completed() const;  // starts nothing (tdist::Work::completed_now)
   void close_span_if_completed();
   const std::string op_;
   const std::vector<std::shared_ptr<tdist::Work>> works_;
