@@ -136,6 +136,14 @@ FlightMark FlightRecorder::begin_any(const OpInfo& info, std::span<const Tensor>
   if (inputs.size() == 1 && outputs.empty()) {
     layout = pack_dims(inputs[0].shape(), dims);
     ndim = static_cast<uint8_t>(inputs[0].shape().size());
+  } else if (inputs.size() == 1 && outputs.size() == 1 && inputs[0].shape().size() <= 1 &&
+             outputs[0].shape().size() <= 1) {
+    layout = DimsLayout::Pair;
+    const auto& in = inputs[0].shape();
+    const auto& out = outputs[0].shape();
+    dims[0] = in.empty() ? 1 : static_cast<uint64_t>(in[0]);
+    dims[1] = out.empty() ? 1 : static_cast<uint64_t>(out[0]);
+    ndim = static_cast<uint8_t>(in.size() | out.size() << 4);
   } else if (!inputs.empty() || !outputs.empty()) {
     layout = DimsLayout::Long;
   }
@@ -243,6 +251,13 @@ bool FlightRecorder::read(const Ring& ring, uint64_t position, OpEvent& e, const
     for (int64_t d : shape) count *= static_cast<uint64_t>(d);
     e.shapes.push_back(std::move(shape));
     if (dtype != 0xff) e.bytes = count * dtype_size(static_cast<DType>(dtype));
+  } else if (layout == DimsLayout::Pair) {
+    auto shape_of = [](uint64_t length, int dimensions) {
+      return dimensions == 0 ? std::vector<int64_t>{} : std::vector<int64_t>{static_cast<int64_t>(length)};
+    };
+    e.shapes.push_back(shape_of(dims[0], ndim & 0xf));
+    e.out_shapes.push_back(shape_of(dims[1], ndim >> 4));
+    if (dtype != 0xff) e.bytes = dims[0] * dtype_size(static_cast<DType>(dtype));
   }
 
   // The backend's fields, if its stamp says they are this entry's.

@@ -99,8 +99,13 @@ struct alignas(64) FlightSlot {
 };
 static_assert(sizeof(FlightSlot) == 64);
 
-// How a slot holds the shapes.
-enum class DimsLayout : uint8_t { None, Wide, Packed, Long };
+// How a slot holds the shapes. Wide: one input of up to 2 dimensions, one
+// in each word; Packed: up to 8 of 16 bits; Pair: one input and one output
+// of at most one dimension each (all_gather_into_tensor, reduce_scatter_tensor,
+// all_to_all_single), the input's length in dims[0] and the output's in
+// dims[1], their numbers of dimensions in ndim's two halves; Long: in the
+// ring's cold part, under its lock (a copy of every shape: allocations).
+enum class DimsLayout : uint8_t { None, Wide, Packed, Long, Pair };
 
 class FlightRecorder;
 

@@ -175,6 +175,16 @@ bool becomes_true(const std::atomic<bool>& ran) {
   return ran.load();
 }
 
+// A queue whose thread naps for an hour, holding one deferred item (`work`,
+// which sets `ran`): what starts it is what the test does.
+struct OneDeferred {
+  std::shared_ptr<WorkQueue> queue = std::make_shared<WorkQueue>(kNoNap);
+  std::shared_ptr<PendingWork> work = std::make_shared<PendingWork>("all_reduce", 2);
+  std::atomic<bool> ran{false};
+  bool napped = start_napping(*queue);  // before the push: else the push wakes the thread
+  OneDeferred() { push_deferrable(*queue, work, ran); }
+};
+
 TEST(WorkQueue, ADeferredItemNobodyWaitsForStartsWithinANap) {
   auto queue = std::make_shared<WorkQueue>(std::chrono::microseconds(500));
   (void)start_napping(*queue);  // if the naps are over, the push wakes the thread: the item still runs
@@ -188,11 +198,9 @@ TEST(WorkQueue, ADeferredItemNobodyWaitsForStartsWithinANap) {
 }
 
 TEST(WorkQueue, PollingADeferredItemStartsIt) {
-  auto queue = std::make_shared<WorkQueue>(kNoNap);
-  ASSERT_TRUE(start_napping(*queue));
-  auto work = std::make_shared<PendingWork>("all_reduce", 2);
-  std::atomic<bool> ran{false};
-  push_deferrable(*queue, work, ran);
+  OneDeferred d;
+  ASSERT_TRUE(d.napped);
+  auto& [queue, work, ran, napped] = d;
   EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 1);
   // The thread naps for an hour: the poll is what starts the item.
   (void)work->is_completed();
@@ -202,11 +210,9 @@ TEST(WorkQueue, PollingADeferredItemStartsIt) {
 }
 
 TEST(WorkQueue, ABoundedWaitStartsADeferredItem) {
-  auto queue = std::make_shared<WorkQueue>(kNoNap);
-  ASSERT_TRUE(start_napping(*queue));
-  auto work = std::make_shared<PendingWork>("all_reduce", 2);
-  std::atomic<bool> ran{false};
-  push_deferrable(*queue, work, ran);
+  OneDeferred d;
+  ASSERT_TRUE(d.napped);
+  auto& [queue, work, ran, napped] = d;
   // A bounded wait never runs the item itself; it wakes the thread, which does.
   EXPECT_TRUE(work->wait(std::chrono::seconds(60)));
   EXPECT_TRUE(ran.load());
@@ -214,27 +220,23 @@ TEST(WorkQueue, ABoundedWaitStartsADeferredItem) {
 }
 
 TEST(WorkQueue, ACallAboutToBlockElsewhereStartsDeferredItems) {
-  auto deferred_in = std::make_shared<WorkQueue>(kNoNap);
+  OneDeferred d;
+  ASSERT_TRUE(d.napped);
   auto other = std::make_shared<WorkQueue>(kNoNap);
-  ASSERT_TRUE(start_napping(*deferred_in));
-  auto work = std::make_shared<PendingWork>("all_reduce", 2);
-  std::atomic<bool> ran{false};
-  push_deferrable(*deferred_in, work, ran);
   // As a blocking call in the other queue's group: the peer it waits for may
   // be waiting for this rank's deferred item.
   WorkQueue::start_deferred_elsewhere(other.get());
-  EXPECT_TRUE(becomes_true(ran)) << "a blocking call elsewhere did not start a deferred item";
-  deferred_in->stop(nullptr);
+  EXPECT_TRUE(becomes_true(d.ran)) << "a blocking call elsewhere did not start a deferred item";
+  d.queue->stop(nullptr);
   other->stop(nullptr);
 }
 
 TEST(WorkQueue, AnItemThatIsNotDeferrableWakesTheThreadForTheDeferredOnesBeforeIt) {
-  auto queue = std::make_shared<WorkQueue>(kNoNap);
-  ASSERT_TRUE(start_napping(*queue));
-  auto deferred = std::make_shared<PendingWork>("all_reduce", 2);
+  OneDeferred d;
+  ASSERT_TRUE(d.napped);
+  auto& [queue, deferred, deferred_ran, napped] = d;
   auto large = std::make_shared<PendingWork>("all_reduce", 3);
-  std::atomic<bool> deferred_ran{false}, large_ran{false};
-  push_deferrable(*queue, deferred, deferred_ran);
+  std::atomic<bool> large_ran{false};
   queue->push(large, [&, large] {
     large_ran = true;
     large->finish();
@@ -246,11 +248,9 @@ TEST(WorkQueue, AnItemThatIsNotDeferrableWakesTheThreadForTheDeferredOnesBeforeI
 }
 
 TEST(WorkQueue, StoppingFailsDeferredItemsAndForgetsThem) {
-  auto queue = std::make_shared<WorkQueue>(kNoNap);
-  ASSERT_TRUE(start_napping(*queue));
-  auto work = std::make_shared<PendingWork>("all_reduce", 2);
-  std::atomic<bool> ran{false};
-  push_deferrable(*queue, work, ran);
+  OneDeferred d;
+  ASSERT_TRUE(d.napped);
+  auto& [queue, work, ran, napped] = d;
   EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 1);
   queue->stop(std::make_exception_ptr(DistBackendError("the process group was destroyed")));
   EXPECT_EQ(WorkQueue::queues_with_unwoken_items(), 0);

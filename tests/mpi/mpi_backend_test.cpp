@@ -94,6 +94,21 @@ TEST(MpiBackend, ReduceAndReduceScatterEveryDtypeAndOp) {
         for (size_t i = 0; i < count; ++i)
           matrix::require(out.value(i) == want.value(me * count + i),
                           "reduce_scatter_tensor " + what + ": element " + std::to_string(i) + " is " + out.at(i));
+        // In place (the output is this rank's block of the input), blocking and async: the other
+        // blocks stay as they were.
+        for (bool async_op : {false, true}) {
+          Buffer both(dtype, count * n, [&](size_t i) { return input_value(op, me, i); });
+          const Tensor block(static_cast<char*>(both.data()) + me * count * dtype_size(dtype), dtype,
+                             {static_cast<int64_t>(count)});
+          reduce_scatter_tensor(block, both.tensor(), op, nullptr, async_op)->wait();
+          const Buffer before(dtype, count * n, [&](size_t i) { return input_value(op, me, i); });
+          for (size_t i = 0; i < count * n; ++i) {
+            const bool mine_block = i / count == static_cast<size_t>(me);
+            matrix::require(both.value(i) == (mine_block ? want.value(i) : before.value(i)),
+                            "in-place reduce_scatter_tensor " + what + (async_op ? " (async)" : "") +
+                                ": element " + std::to_string(i) + " is " + both.at(i));
+          }
+        }
         const int root = n - 1;
         Buffer mine(dtype, count * n, [&](size_t i) { return input_value(op, me, i); });
         const Buffer before(dtype, count * n, [&](size_t i) { return input_value(op, me, i); });

@@ -116,6 +116,38 @@ TEST(FlightRecorder, RecordsEveryOperationWithItsArguments) {
   }
 }
 
+// An operation with one input and one output keeps both shapes in its slot
+// when each has at most one dimension (no allocation per call); any other
+// shape goes to the ring's cold part. The dump reads them alike.
+TEST(FlightRecorder, InputAndOutputShapesWhereverTheSlotKeepsThem) {
+  TempDir dir;
+  ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());
+  run_world(2, [&](int me) {
+    std::vector<int32_t> in(4, me), out(8);
+    tdist::all_gather_into_tensor(Tensor(out.data(), DType::Int32, {8}), Tensor(in.data(), DType::Int32, {4}));
+    tdist::all_gather_into_tensor(Tensor(out.data(), DType::Int32, {4, 2}), Tensor(in.data(), DType::Int32, {2, 2}));
+    std::vector<double> parts(2, me + 1.0);
+    double mine = 0;
+    tdist::reduce_scatter_tensor(Tensor(&mine, DType::Float64, {}), Tensor(parts.data(), DType::Float64, {2}));
+    require(mine == 3.0, "reduce_scatter_tensor");
+    tdist::dump_flight_recorder();
+  });
+  const ttrace::Dump d = read_rank(dir, 1);
+  const auto& e = default_group(d).entries;
+  ASSERT_EQ(e.size(), 3u);
+  EXPECT_EQ(e[0].shapes, (std::vector<ttrace::Shape>{{4}}));
+  EXPECT_EQ(e[0].out_shapes, (std::vector<ttrace::Shape>{{8}}));
+  EXPECT_EQ(e[0].bytes, 16);
+  EXPECT_EQ(e[1].shapes, (std::vector<ttrace::Shape>{{2, 2}}));
+  EXPECT_EQ(e[1].out_shapes, (std::vector<ttrace::Shape>{{4, 2}}));
+  EXPECT_EQ(e[1].bytes, 16);
+  EXPECT_EQ(e[2].op, "reduce_scatter_tensor");
+  EXPECT_EQ(e[2].dtype, "float64");
+  EXPECT_EQ(e[2].shapes, (std::vector<ttrace::Shape>{{2}}));
+  EXPECT_EQ(e[2].out_shapes, (std::vector<ttrace::Shape>{ttrace::Shape{}}));
+  EXPECT_EQ(e[2].bytes, 16);
+}
+
 TEST(FlightRecorder, KeepsTheLastEntriesAndCountsTheDropped) {
   TempDir dir;
   ScopedEnv where("TDIST_FLIGHT_RECORDER_DIR", dir.path());

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "tdist/errors.h"
 #include "backends/mpi/mpi_layout.h"
@@ -568,26 +570,38 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter(const Operation& operation) {
       finalizer(operation.reduce_op, output, size()), in);
 }
 
-// The flat form straight to MPI_Reduce_scatter_block, unless the output lies
-// inside the input (MPI reads the input while it writes the output).
+// The flat form straight to MPI_Reduce_scatter_block. Where the output lies
+// inside the input (in place: the rank's block), MPI may not write it while
+// it reads the input: the result goes to a buffer of the output's size and is
+// copied into the output after (a copy of one block, not of the input).
 std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Operation& operation) {
   const Tensor& output = operation.output();
   const Tensor& input = operation.tensor();
   const char* in_begin = static_cast<const char*>(input.data());
   const char* out_begin = static_cast<const char*>(output.data());
-  if (output.nbytes() > 0 && out_begin < in_begin + input.nbytes() && in_begin < out_begin + output.nbytes())
-    return Backend::reduce_scatter_tensor(operation);
+  const bool overlaps =
+      output.nbytes() > 0 && out_begin < in_begin + input.nbytes() && in_begin < out_begin + output.nbytes();
   const MPI_Datatype type = datatype_of(output.dtype());
   const MPI_Op mop = op_of(operation.reduce_op, output.dtype());
   const int count = element_count(output, "reduce_scatter_tensor", state_->label);
   element_count(input, "reduce_scatter_tensor", state_->label);
+  std::function<void()> finish = finalizer(operation.reduce_op, output, size());
+  std::shared_ptr<std::vector<std::byte>> result;
   void* recv = output.data();
+  if (overlaps) {
+    result = std::make_shared<std::vector<std::byte>>(output.nbytes());
+    recv = result->data();
+    finish = [result, output, then = std::move(finish)] {
+      std::memcpy(output.data(), result->data(), result->size());
+      if (then) then();
+    };
+  }
   const void* send = input.data();
   return run(
       "reduce_scatter_tensor", "MPI_Reduce_scatter_block", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
       [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm, r); },
-      finalizer(operation.reduce_op, output, size()));
+      std::move(finish), result);
 }
 
 std::shared_ptr<Work> MpiBackend::all_to_all(const Operation& operation) {
