@@ -190,15 +190,21 @@ void TdistBackend::State::record_failure(std::exception_ptr e) {
   }
   // The cause the other groups report when the connections fail with it.
   if (links && (links->transport.get() == transport.get() || links->transport->stopped())) links->note_failure(e);
+  // Make the peers see it now rather than at their own deadline, in words
+  // that name this rank once (most causes already start with its label).
+  std::string why = error_message(e);
+  if (why.rfind(label + ":", 0) != 0) why = label + ": " + why;
+  // This host's ranks first, through the shared memory (no connection
+  // closes): say_alive below may wait up to its bound for a store across a
+  // link that is down, and a host-mate waiting for this rank would time out
+  // meanwhile, naming no cause (a step among hosts ends that much before the
+  // operation's deadline so that they learn it: hierarchical_engine.cpp).
+  if (engines) engines->abort_segments(why);
   // Before the peers can see this rank's connections fail: it lives
   // (failure_agreement.h). Not for a group that fails alone over connections
   // that stay up (a communicator's own abort): no rank is in question then.
   if (agreement && (!links || links->transport.get() == transport.get() || links->transport->stopped()))
     agreement->say_alive();
-  // Make the peers see it now rather than at their own deadline, in words
-  // that name this rank once (most causes already start with its label).
-  std::string why = error_message(e);
-  if (why.rfind(label + ":", 0) != 0) why = label + ": " + why;
   if (engines) engines->abort(why);
   transport->abort(e);
 }

@@ -17,9 +17,13 @@ bool GroupEngines::process_gone(int r) const {
   return false;
 }
 
-void GroupEngines::abort(const std::string& why) {
+void GroupEngines::abort_segments(const std::string& why) {
   if (segment_) segment_->abort(why);
   if (host_segment_) host_segment_->abort(why);
+}
+
+void GroupEngines::abort(const std::string& why) {
+  abort_segments(why);  // a second abort of a segment changes nothing: the first reason stays
   // The hierarchical engine's communicators fail with the group (alone, as
   // it does), so that a step of it under way ends too.
   if (local_ || cross_) {

@@ -71,6 +71,9 @@ class GroupEngines {
   // The group failed: every segment's waiters fail now, saying `why`, and
   // the hierarchical engine's communicators abort.
   void abort(const std::string& why);
+  // Only the first part: the segments' waiters (this host's ranks) fail now,
+  // saying `why`. Nothing goes over a connection.
+  void abort_segments(const std::string& why);
   // Wakes the waiters of every segment (they re-check the group's state).
   void wake_all();
   // The group is being destroyed: closes the hierarchical engine's
