@@ -59,8 +59,9 @@ class WorkTdist final : public c10d::Work {
   bool isCompleted() override;
   // The same answer, starting nothing: for the group's list of works in flight.
   bool settled() {
-    close_span_if_completed();
-    return all_completed();
+    const bool done = all_completed();
+    if (done && span_) span_->close();
+    return done;
   }
   bool isSuccess() const override;
   std::exception_ptr exception() const override;
