@@ -8,6 +8,7 @@
 #include <tdist/errors.h>
 
 #include "args.h"
+#include "fast_entry.h"
 #include "inline_call.h"
 #include "tensors.h"
 #include "work.h"
@@ -25,14 +26,14 @@ struct Args {
   Keep keep;
   TensorArg one(py::handle obj, std::string_view what, bool writable, bool output) {
     TensorArg t = to_tensor(obj, what, writable);
-    keep.owners.append(t.owner);
-    if (output) keep.outputs.append(obj);
+    keep.own(t.owner);
+    if (output) keep.output(obj);
     return t;
   }
   std::vector<tdist::Tensor> list(py::handle seq, std::string_view what, bool writable, bool output) {
     std::vector<TensorArg> ts = to_tensors(seq, what, writable);
-    for (const auto& t : ts) keep.owners.append(t.owner);
-    if (output && !seq.is_none()) keep.outputs.append(seq);
+    for (const auto& t : ts) keep.own(t.owner);
+    if (output && !seq.is_none()) keep.output(seq);
     return views(ts);
   }
 };
@@ -68,30 +69,65 @@ py::object issue(const char* op, tdist::Device device, bool async_op, Keep keep,
   return finish(std::move(w), async_op, std::move(keep), group);
 }
 
+py::object py_broadcast(py::handle tensor, std::optional<int> src, const GroupArg& group, bool async_op,
+                        std::optional<int> group_src) {
+  auto root = peer_rank(src, group_src, "broadcast", "src", "group_src", false);
+  Args a;
+  auto t = a.one(tensor, "broadcast: tensor", true, true);
+  if (group.non_member) return not_in_group("broadcast");
+  return issue("broadcast", t.tensor.device(), async_op, std::move(a.keep), group,
+               [&](bool async) { return tdist::broadcast(t.tensor, root, group, async); });
+}
+
+py::object py_all_reduce(py::handle tensor, const ReduceOp& op, const GroupArg& group, bool async_op) {
+  Args a;
+  auto t = a.one(tensor, "all_reduce: tensor", true, true);
+  if (group.non_member) return not_in_group("all_reduce");
+  return issue("all_reduce", t.tensor.device(), async_op, std::move(a.keep), group,
+               [&](bool async) { return tdist::all_reduce(t.tensor, op, group, async); });
+}
+
+py::object py_reduce(py::handle tensor, std::optional<int> dst, const ReduceOp& op, const GroupArg& group,
+                     bool async_op, std::optional<int> group_dst) {
+  auto root = peer_rank(dst, group_dst, "reduce", "dst", "group_dst", false);
+  Args a;
+  auto t = a.one(tensor, "reduce: tensor", true, true);
+  if (group.non_member) return not_in_group("reduce");
+  return issue("reduce", t.tensor.device(), async_op, std::move(a.keep), group,
+               [&](bool async) { return tdist::reduce(t.tensor, root, op, group, async); });
+}
+
+py::object py_all_gather_into_tensor(py::handle output_tensor, py::handle input_tensor, const GroupArg& group,
+                                     bool async_op) {
+  Args a;
+  auto out = a.one(output_tensor, "all_gather_into_tensor: output_tensor", true, true);
+  auto in = a.one(input_tensor, "all_gather_into_tensor: input_tensor", false, false);
+  if (group.non_member) return not_in_group("all_gather_into_tensor");
+  return issue("all_gather_into_tensor", in.tensor.device(), async_op, std::move(a.keep), group,
+               [&](bool async) { return tdist::all_gather_into_tensor(out.tensor, in.tensor, group, async); });
+}
+
+py::object py_reduce_scatter_tensor(py::handle output, py::handle input, const ReduceOp& op, const GroupArg& group,
+                                    bool async_op) {
+  Args a;
+  auto out = a.one(output, "reduce_scatter_tensor: output", true, true);
+  auto in = a.one(input, "reduce_scatter_tensor: input", false, false);
+  if (group.non_member) return not_in_group("reduce_scatter_tensor");
+  return issue("reduce_scatter_tensor", in.tensor.device(), async_op, std::move(a.keep), group,
+               [&](bool async) { return tdist::reduce_scatter_tensor(out.tensor, in.tensor, op, group, async); });
+}
+
 }  // namespace
 
 void bind_collectives(py::module_& m) {
   m.def("broadcast",
-        [](py::handle tensor, std::optional<int> src, const GroupArg& group, bool async_op, std::optional<int> group_src) {
-          auto root = peer_rank(src, group_src, "broadcast", "src", "group_src", false);
-          Args a;
-          auto t = a.one(tensor, "broadcast: tensor", true, true);
-          if (group.non_member) return not_in_group("broadcast");
-          return issue("broadcast", t.tensor.device(), async_op, std::move(a.keep), group,
-                       [&](bool async) { return tdist::broadcast(t.tensor, root, group, async); });
-        },
+        &py_broadcast,
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("async_op") = false,
         py::arg("group_src") = py::none(),
         "Copies tensor of global rank src (or group_src) into tensor on every rank of group.");
 
   m.def("all_reduce",
-        [](py::handle tensor, const ReduceOp& op, const GroupArg& group, bool async_op) {
-          Args a;
-          auto t = a.one(tensor, "all_reduce: tensor", true, true);
-          if (group.non_member) return not_in_group("all_reduce");
-          return issue("all_reduce", t.tensor.device(), async_op, std::move(a.keep), group,
-                       [&](bool async) { return tdist::all_reduce(t.tensor, op, group, async); });
-        },
+        &py_all_reduce,
         py::arg("tensor"), py::arg("op") = ReduceOp(ReduceOp::SUM), py::arg("group") = py::none(),
         py::arg("async_op") = false,
         "Reduces tensor over every rank of group with op; every rank gets the result in tensor.");
@@ -108,13 +144,13 @@ void bind_collectives(py::module_& m) {
           Keep keep;
           std::vector<tdist::Tensor> ts;
           for (auto& t : args) {
-            keep.owners.append(t.owner);
+            keep.own(t.owner);
             ts.push_back(t.tensor);
           }
           if (one)
-            keep.outputs.append(tensors);
+            keep.output(tensors);
           else
-            for (py::handle item : tensors) keep.outputs.append(item);
+            for (py::handle item : tensors) keep.output(item);
           if (group.non_member) {
             // torch checks the dtypes before it looks at the group.
             for (size_t i = 1; i < ts.size(); ++i)
@@ -140,15 +176,7 @@ void bind_collectives(py::module_& m) {
         "tensors share a dtype (DistValueError otherwise) and may differ in size.");
 
   m.def("reduce",
-        [](py::handle tensor, std::optional<int> dst, const ReduceOp& op, const GroupArg& group, bool async_op,
-           std::optional<int> group_dst) {
-          auto root = peer_rank(dst, group_dst, "reduce", "dst", "group_dst", false);
-          Args a;
-          auto t = a.one(tensor, "reduce: tensor", true, true);
-          if (group.non_member) return not_in_group("reduce");
-          return issue("reduce", t.tensor.device(), async_op, std::move(a.keep), group,
-                       [&](bool async) { return tdist::reduce(t.tensor, root, op, group, async); });
-        },
+        &py_reduce,
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false, py::arg("group_dst") = py::none(),
         "Reduces tensor over group with op; only rank dst gets the result (in tensor).");
@@ -189,14 +217,7 @@ void bind_collectives(py::module_& m) {
         "all_gather does, as one operation; with async_op (as torch) its Work's future.");
 
   m.def("all_gather_into_tensor",
-        [](py::handle output_tensor, py::handle input_tensor, const GroupArg& group, bool async_op) {
-          Args a;
-          auto out = a.one(output_tensor, "all_gather_into_tensor: output_tensor", true, true);
-          auto in = a.one(input_tensor, "all_gather_into_tensor: input_tensor", false, false);
-          if (group.non_member) return not_in_group("all_gather_into_tensor");
-          return issue("all_gather_into_tensor", in.tensor.device(), async_op, std::move(a.keep), group,
-                       [&](bool async) { return tdist::all_gather_into_tensor(out.tensor, in.tensor, group, async); });
-        },
+        &py_all_gather_into_tensor,
         py::arg("output_tensor"), py::arg("input_tensor"), py::arg("group") = py::none(),
         py::arg("async_op") = false,
         "Gathers every rank's input_tensor into output_tensor: world_size x input, concatenated along the "
@@ -248,14 +269,7 @@ void bind_collectives(py::module_& m) {
         "Rank i receives the reduction over every rank of input_list[i] into output.");
 
   m.def("reduce_scatter_tensor",
-        [](py::handle output, py::handle input, const ReduceOp& op, const GroupArg& group, bool async_op) {
-          Args a;
-          auto out = a.one(output, "reduce_scatter_tensor: output", true, true);
-          auto in = a.one(input, "reduce_scatter_tensor: input", false, false);
-          if (group.non_member) return not_in_group("reduce_scatter_tensor");
-          return issue("reduce_scatter_tensor", in.tensor.device(), async_op, std::move(a.keep), group,
-                       [&](bool async) { return tdist::reduce_scatter_tensor(out.tensor, in.tensor, op, group, async); });
-        },
+        &py_reduce_scatter_tensor,
         py::arg("output"), py::arg("input"), py::arg("op") = ReduceOp(ReduceOp::SUM),
         py::arg("group") = py::none(), py::arg("async_op") = false,
         "input is world_size x output (concatenated or stacked); rank i receives the reduction of block i.");
@@ -317,6 +331,57 @@ void bind_collectives(py::module_& m) {
         py::arg("group") = py::none(), py::arg("timeout") = py::none(), py::arg("wait_all_ranks") = false,
         "A barrier whose rank 0 waits up to timeout (default: the group's) for every rank and raises "
         "DistError naming the ranks that did not arrive (all of them with wait_all_ranks).");
+
+  // The calls a training loop makes, entered past pybind11's dispatcher
+  // where their arguments have the common shapes (fast_entry.h).
+  speed_up(m, "broadcast", {"tensor", "src", "group", "async_op", "group_src"}, [](const FastArgs& a) -> PyObject* {
+    std::optional<int> src, group_src;
+    GroupArg group;
+    bool async_op = false;
+    if (a.values[0] == nullptr || !fast_optional_int(a.values[1], src) || !fast_group(a.values[2], group) ||
+        !fast_bool(a.values[3], async_op) || !fast_optional_int(a.values[4], group_src))
+      return nullptr;
+    return give(py_broadcast(a.values[0], src, group, async_op, group_src));
+  });
+  speed_up(m, "all_reduce", {"tensor", "op", "group", "async_op"}, [](const FastArgs& a) -> PyObject* {
+    ReduceOp op(ReduceOp::SUM);
+    GroupArg group;
+    bool async_op = false;
+    if (a.values[0] == nullptr || !fast_reduce_op(a.values[1], op) || !fast_group(a.values[2], group) ||
+        !fast_bool(a.values[3], async_op))
+      return nullptr;
+    return give(py_all_reduce(a.values[0], op, group, async_op));
+  });
+  speed_up(m, "reduce", {"tensor", "dst", "op", "group", "async_op", "group_dst"}, [](const FastArgs& a) -> PyObject* {
+    std::optional<int> dst, group_dst;
+    ReduceOp op(ReduceOp::SUM);
+    GroupArg group;
+    bool async_op = false;
+    if (a.values[0] == nullptr || !fast_optional_int(a.values[1], dst) || !fast_reduce_op(a.values[2], op) ||
+        !fast_group(a.values[3], group) || !fast_bool(a.values[4], async_op) ||
+        !fast_optional_int(a.values[5], group_dst))
+      return nullptr;
+    return give(py_reduce(a.values[0], dst, op, group, async_op, group_dst));
+  });
+  speed_up(m, "all_gather_into_tensor", {"output_tensor", "input_tensor", "group", "async_op"},
+           [](const FastArgs& a) -> PyObject* {
+             GroupArg group;
+             bool async_op = false;
+             if (a.values[0] == nullptr || a.values[1] == nullptr || !fast_group(a.values[2], group) ||
+                 !fast_bool(a.values[3], async_op))
+               return nullptr;
+             return give(py_all_gather_into_tensor(a.values[0], a.values[1], group, async_op));
+           });
+  speed_up(m, "reduce_scatter_tensor", {"output", "input", "op", "group", "async_op"},
+           [](const FastArgs& a) -> PyObject* {
+             ReduceOp op(ReduceOp::SUM);
+             GroupArg group;
+             bool async_op = false;
+             if (a.values[0] == nullptr || a.values[1] == nullptr || !fast_reduce_op(a.values[2], op) ||
+                 !fast_group(a.values[3], group) || !fast_bool(a.values[4], async_op))
+               return nullptr;
+             return give(py_reduce_scatter_tensor(a.values[0], a.values[1], op, group, async_op));
+           });
 }
 
 }  // namespace tdist_py

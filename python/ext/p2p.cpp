@@ -7,6 +7,7 @@
 #include <tdist/distributed.h>
 
 #include "args.h"
+#include "fast_entry.h"
 #include "inline_call.h"
 #include "tensors.h"
 #include "work.h"
@@ -19,98 +20,108 @@ namespace {
 
 Keep keep_of(const TensorArg& t) {
   Keep k;
-  k.owners.append(t.owner);
+  k.own(t.owner);
   return k;
+}
+
+void py_send(py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag, std::optional<int> group_dst) {
+  auto peer = peer_rank(dst, group_dst, "send", "dst", "group_dst", false);
+  TensorArg t = to_tensor(tensor, "send: tensor", false);
+  if (group.non_member) {
+    not_in_group("send");
+    return;
+  }
+  prune_parked();
+  InlineCall blocking(group, "send", t.tensor.device(), /*point_to_point=*/true);
+  if (blocking.runs_inline()) {
+    blocking.run([&] {
+      tdist::send(t.tensor, peer, group, tag);
+      return 0;
+    });
+    return;
+  }
+  // Where that watch cannot be set: isend + wait, in slices so that Ctrl-C ends the wait.
+  std::shared_ptr<tdist::Work> work;
+  {
+    py::gil_scoped_release nogil;
+    work = tdist::isend(t.tensor, peer, group, tag);
+  }
+  const Keep keep = keep_of(t);
+  wait_for(work, group, &keep);
+}
+
+int py_recv(py::handle tensor, std::optional<int> src, const GroupArg& group, int tag, std::optional<int> group_src) {
+  auto peer = peer_rank(src, group_src, "recv", "src", "group_src", true);
+  TensorArg t = to_tensor(tensor, "recv: tensor", true);
+  if (group.non_member) {
+    not_in_group("recv");
+    return -1;  // as torch
+  }
+  prune_parked();
+  InlineCall blocking(group, "recv", t.tensor.device(), /*point_to_point=*/true);
+  if (blocking.runs_inline())  // tdist::recv returns the sender's global rank
+    return blocking.run([&] { return tdist::recv(t.tensor, peer, group, tag); });
+  std::shared_ptr<tdist::Work> work;
+  {
+    py::gil_scoped_release nogil;
+    work = tdist::irecv(t.tensor, peer, group, tag);
+  }
+  const Keep keep = keep_of(t);
+  wait_for(work, group, &keep);
+  const tdist::Group g = group.group ? group.group : tdist::group_world();
+  return g->global_rank(work->source_rank());
+}
+
+py::object py_isend(py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag,
+                    std::optional<int> group_dst) {
+  auto peer = peer_rank(dst, group_dst, "isend", "dst", "group_dst", false);
+  TensorArg t = to_tensor(tensor, "isend: tensor", false);
+  if (group.non_member) return not_in_group("isend");
+  std::shared_ptr<tdist::Work> work;
+  {
+    py::gil_scoped_release nogil;
+    work = tdist::isend(t.tensor, peer, group, tag);
+  }
+  return finish(std::move(work), true, keep_of(t), group);
+}
+
+py::object py_irecv(py::handle tensor, std::optional<int> src, const GroupArg& group, int tag,
+                    std::optional<int> group_src) {
+  auto peer = peer_rank(src, group_src, "irecv", "src", "group_src", true);
+  TensorArg t = to_tensor(tensor, "irecv: tensor", true);
+  if (group.non_member) return not_in_group("irecv");
+  std::shared_ptr<tdist::Work> work;
+  {
+    py::gil_scoped_release nogil;
+    work = tdist::irecv(t.tensor, peer, group, tag);
+  }
+  return finish(std::move(work), true, keep_of(t), group);
 }
 
 }  // namespace
 
 void bind_p2p(py::module_& m) {
   m.def("send",
-        [](py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag, std::optional<int> group_dst) {
-          auto peer = peer_rank(dst, group_dst, "send", "dst", "group_dst", false);
-          TensorArg t = to_tensor(tensor, "send: tensor", false);
-          if (group.non_member) {
-            not_in_group("send");
-            return;
-          }
-          prune_parked();
-          InlineCall blocking(group, "send", t.tensor.device(), /*point_to_point=*/true);
-          if (blocking.runs_inline()) {
-            blocking.run([&] {
-              tdist::send(t.tensor, peer, group, tag);
-              return 0;
-            });
-            return;
-          }
-          // Where that watch cannot be set: isend + wait, in slices so that Ctrl-C ends the wait.
-          std::shared_ptr<tdist::Work> work;
-          {
-            py::gil_scoped_release nogil;
-            work = tdist::isend(t.tensor, peer, group, tag);
-          }
-          const Keep keep = keep_of(t);
-          wait_for(work, group, &keep);
-        },
+        &py_send,
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_dst") = py::none(),
         "Sends tensor to global rank dst (or group_dst, a rank in group); blocks until it is sent.");
 
   m.def("recv",
-        [](py::handle tensor, std::optional<int> src, const GroupArg& group, int tag, std::optional<int> group_src) {
-          auto peer = peer_rank(src, group_src, "recv", "src", "group_src", true);
-          TensorArg t = to_tensor(tensor, "recv: tensor", true);
-          if (group.non_member) {
-            not_in_group("recv");
-            return -1;  // as torch
-          }
-          prune_parked();
-          InlineCall blocking(group, "recv", t.tensor.device(), /*point_to_point=*/true);
-          if (blocking.runs_inline())  // tdist::recv returns the sender's global rank
-            return blocking.run([&] { return tdist::recv(t.tensor, peer, group, tag); });
-          std::shared_ptr<tdist::Work> work;
-          {
-            py::gil_scoped_release nogil;
-            work = tdist::irecv(t.tensor, peer, group, tag);
-          }
-          const Keep keep = keep_of(t);
-          wait_for(work, group, &keep);
-          const tdist::Group g = group.group ? group.group : tdist::group_world();
-          return g->global_rank(work->source_rank());
-        },
+        &py_recv,
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_src") = py::none(),
         "Receives into tensor from global rank src (None: any rank); blocks (GIL released) until it has "
         "arrived and returns the sender's global rank.");
 
   m.def("isend",
-        [](py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag, std::optional<int> group_dst) {
-          auto peer = peer_rank(dst, group_dst, "isend", "dst", "group_dst", false);
-          TensorArg t = to_tensor(tensor, "isend: tensor", false);
-          if (group.non_member) return not_in_group("isend");
-          std::shared_ptr<tdist::Work> work;
-          {
-            py::gil_scoped_release nogil;
-            work = tdist::isend(t.tensor, peer, group, tag);
-          }
-          return finish(std::move(work), true, keep_of(t), group);
-        },
+        &py_isend,
         py::arg("tensor"), py::arg("dst") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_dst") = py::none(),
         "Starts sending tensor to dst and returns a Work; do not modify tensor before work.wait().");
 
   m.def("irecv",
-        [](py::handle tensor, std::optional<int> src, const GroupArg& group, int tag, std::optional<int> group_src) {
-          auto peer = peer_rank(src, group_src, "irecv", "src", "group_src", true);
-          TensorArg t = to_tensor(tensor, "irecv: tensor", true);
-          if (group.non_member) return not_in_group("irecv");
-          std::shared_ptr<tdist::Work> work;
-          {
-            py::gil_scoped_release nogil;
-            work = tdist::irecv(t.tensor, peer, group, tag);
-          }
-          return finish(std::move(work), true, keep_of(t), group);
-        },
+        &py_irecv,
         py::arg("tensor"), py::arg("src") = py::none(), py::arg("group") = py::none(), py::arg("tag") = 0,
         py::arg("group_src") = py::none(),
         "Starts receiving into tensor from src (None: any rank) and returns a Work; read tensor only after "
@@ -146,6 +157,37 @@ void bind_p2p(py::module_& m) {
     py::list out;
     for (size_t k = 0; k < works.size(); ++k) out.append(finish(works[k], true, keep_of(args[k]), cpp[k].group));
     return out;
+  });
+  // Past pybind11's dispatcher where the arguments have the common shapes (fast_entry.h).
+  struct Peer {  // tensor, dst/src, group, tag, group_dst/group_src
+    std::optional<int> peer, group_peer;
+    GroupArg group;
+    int tag = 0;
+    bool load(const FastArgs& a) {
+      return a.values[0] != nullptr && fast_optional_int(a.values[1], peer) && fast_group(a.values[2], group) &&
+             fast_int(a.values[3], tag) && fast_optional_int(a.values[4], group_peer);
+    }
+  };
+  speed_up(m, "send", {"tensor", "dst", "group", "tag", "group_dst"}, [](const FastArgs& a) -> PyObject* {
+    Peer p;
+    if (!p.load(a)) return nullptr;
+    py_send(a.values[0], p.peer, p.group, p.tag, p.group_peer);
+    return give(py::none());
+  });
+  speed_up(m, "recv", {"tensor", "src", "group", "tag", "group_src"}, [](const FastArgs& a) -> PyObject* {
+    Peer p;
+    if (!p.load(a)) return nullptr;
+    return PyLong_FromLong(py_recv(a.values[0], p.peer, p.group, p.tag, p.group_peer));
+  });
+  speed_up(m, "isend", {"tensor", "dst", "group", "tag", "group_dst"}, [](const FastArgs& a) -> PyObject* {
+    Peer p;
+    if (!p.load(a)) return nullptr;
+    return give(py_isend(a.values[0], p.peer, p.group, p.tag, p.group_peer));
+  });
+  speed_up(m, "irecv", {"tensor", "src", "group", "tag", "group_src"}, [](const FastArgs& a) -> PyObject* {
+    Peer p;
+    if (!p.load(a)) return nullptr;
+    return give(py_irecv(a.values[0], p.peer, p.group, p.tag, p.group_peer));
   });
 }
 

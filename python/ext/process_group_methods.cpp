@@ -33,14 +33,14 @@ struct Call {
       return one(seq[0], what + "[0]", writable, output);
     }
     TensorArg t = to_tensor(obj, what, writable);
-    keep.owners.append(t.owner);
-    if (output) keep.outputs.append(obj);
+    keep.own(t.owner);
+    if (output) keep.output(obj);
     return t.tensor;
   }
   std::vector<tdist::Tensor> list(py::handle seq, const std::string& what, bool writable, bool output) {
     std::vector<TensorArg> ts = to_tensors(seq, what, writable);
-    for (const auto& t : ts) keep.owners.append(t.owner);
-    if (output) keep.outputs.append(seq);
+    for (const auto& t : ts) keep.own(t.owner);
+    if (output) keep.output(seq);
     return views(ts);
   }
   // torch's list of lists (one list per device): one list here.

@@ -13,10 +13,43 @@
 
 namespace tdist_py {
 
-// What an operation needs from Python while it runs, and what its future yields.
-struct Keep {
-  py::list owners;   // objects whose memory the operation uses
-  py::list outputs;  // the value of work.get_future() / work.result()
+// What an operation needs from Python while it runs (the objects whose memory
+// it uses) and what its future yields (work.get_future() / work.result(): its
+// outputs, in order). The first two of each are held in place and lists made
+// only when asked for: most calls have one or two arrays, and two lists made
+// and freed per call cost a small call 5-8% of its time (docs/performance.md).
+class Keep {
+ public:
+  void own(py::object owner) { add(owners_, more_owners_, owned_, std::move(owner)); }
+  void output(py::handle value) {
+    add(outputs_, more_outputs_, output_count_, py::reinterpret_borrow<py::object>(value));
+  }
+  bool owns_nothing() const { return owned_ == 0; }
+  py::list owners() const { return as_list(owners_, more_owners_, owned_); }
+  py::list outputs() const { return as_list(outputs_, more_outputs_, output_count_); }
+
+ private:
+  static constexpr int kInPlace = 2;
+  using InPlace = py::object[kInPlace];
+  static void add(InPlace& first, py::object& more, int& count, py::object o) {
+    if (count < kInPlace) {
+      first[count] = std::move(o);
+    } else {
+      if (!more) more = py::list();
+      py::reinterpret_borrow<py::list>(more).append(std::move(o));
+    }
+    ++count;
+  }
+  static py::list as_list(const InPlace& first, const py::object& more, int count) {
+    py::list out;
+    for (int i = 0; i < count && i < kInPlace; ++i) out.append(first[i]);
+    if (more)
+      for (py::handle h : more) out.append(h);
+    return out;
+  }
+  InPlace owners_, outputs_;
+  py::object more_owners_, more_outputs_;  // null, or a list of those past the first two
+  int owned_ = 0, output_count_ = 0;
 };
 
 class PyWork {
