@@ -29,7 +29,7 @@ namespace {
 constexpr std::chrono::seconds kPendingLimit{1};
 }  // namespace
 
-bool HostSegment::claim_abort(uint32_t round, const std::string& reason, Claim how) {
+bool HostSegment::claim_abort(uint32_t round, const std::string& reason, Claim how, int only) {
   auto last_arrived = [this](int q) { return lines_[q].round.load(std::memory_order_seq_cst); };
   for (;;) {
     uint64_t seen = abort_->state.load(std::memory_order_seq_cst);
@@ -41,8 +41,14 @@ bool HostSegment::claim_abort(uint32_t round, const std::string& reason, Claim h
                                                std::memory_order_seq_cst))
       continue;
     if (how == Claim::UnlessAllArrived) {
+      // A wait for one rank (a post round's root) completes once that rank
+      // arrived, or posted its entry for the round (post_and_await takes that
+      // for its arrival).
       bool everyone = true;
-      for (int q = 0; q < size_ && everyone; ++q) everyone = static_cast<int32_t>(last_arrived(q) - round) >= 0;
+      if (only >= 0)
+        everyone = static_cast<int32_t>(last_arrived(only) - round) >= 0 || post_for(only, round) != nullptr;
+      for (int q = 0; q < size_ && everyone && only < 0; ++q)
+        everyone = static_cast<int32_t>(last_arrived(q) - round) >= 0;
       if (everyone) {
         abort_->state.store(0, std::memory_order_seq_cst);
         return false;

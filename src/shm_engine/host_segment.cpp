@@ -45,6 +45,9 @@ ShmSegment create_segment(const Layout& layout) {
   new (base + Layout::abort_offset()) AbortBlock{};
   auto* lines = reinterpret_cast<RankLine*>(base + Layout::lines_offset());
   for (int r = 0; r < layout.ranks; ++r) new (lines + r) RankLine{};
+  auto* posts = reinterpret_cast<PostEntry*>(base + layout.posts_offset());
+  // Round 0, which no operation has: no entry holds a round yet.
+  for (size_t i = 0; i < static_cast<size_t>(layout.ranks) * kPostDepth; ++i) new (posts + i) PostEntry{};
   return seg;
 }
 
@@ -216,7 +219,8 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
       label_(std::move(label)),
       base_(static_cast<char*>(segment_.data())),
       abort_(reinterpret_cast<AbortBlock*>(base_ + Layout::abort_offset())),
-      lines_(reinterpret_cast<RankLine*>(base_ + Layout::lines_offset())) {
+      lines_(reinterpret_cast<RankLine*>(base_ + Layout::lines_offset())),
+      posts_(reinterpret_cast<PostEntry*>(base_ + layout.posts_offset())) {
   // Polling pays while the awaited rank is about to arrive: a futex wake-up
   // costs the waker a syscall and the sleeper several microseconds. Pure
   // polling only while every rank can have a core: with more ranks than cores
@@ -235,7 +239,8 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   test_read_fails_ = settings::get<"TDIST_TEST_SHM_SINGLE_COPY_FAIL">();
   // Before this rank's first arrival: a peer may read this process from its first operation on.
   if (single_copy_bytes_ != 0) allow_reads_by_peers();
-  round_ = lines_[rank_].round.load(std::memory_order_relaxed);
+  round_ = confirmed_ = lines_[rank_].round.load(std::memory_order_relaxed);
+  round64_ = round_;
   const ProcessIdentity me = this_process();
   lines_[rank_].started.store(me.started, std::memory_order_relaxed);
   lines_[rank_].pid_ns.store(me.pid_ns, std::memory_order_relaxed);

@@ -22,6 +22,25 @@
 // disagreement in the round it left from its next operation on the group, as
 // an MPI or Gloo broadcast root would.
 //
+// Posts. A broadcast, reduce or gather of at most a word per rank runs in a
+// post round instead (layout.h: PostEntry): each rank writes its signature
+// and word into its post entry for the round and arrives; a broadcast's
+// non-roots wait for the root alone and check its signature, a reduce's or
+// gather's root waits for everyone and checks all, and the others (the
+// broadcast's root, the contributors) leave at once. Entries are used by
+// round modulo kPostDepth, so a rank that leaves need only wait for the
+// round that last used its entry: a loop of small broadcasts runs its root
+// up to kPostDepth - 1 calls ahead, as an MPI root's eager sends do, where
+// the one-word slots of the rank's line let it run one ahead. Before it
+// writes a slot or its line again, a rank waits for every rank to arrive at
+// its last round, as after Leaving. Whoever reads a rank's signature or word
+// for a round takes its post entry when the entry is for that round.
+// Every pair of ranks still compares signatures in every round (each
+// broadcast non-root with the root, which every other rank checks against),
+// but a rank that waits for the root alone completes its round without
+// waiting for a third rank that called something else: that rank fails the
+// round, and this one its next operation, as a root that left does.
+//
 // Failure. A rank that cannot complete a round (deadline, lost peer, arguments
 // that differ between ranks) marks the shared abort block with that round and
 // wakes everyone; the others then fail at once, naming it. No rank completes
@@ -130,20 +149,32 @@ class HostSegment {
   char* slot(uint32_t round, int r) const { return slots(round) + static_cast<size_t>(r) * layout_.slot_bytes; }
   char* result(uint32_t round) const { return base_ + layout_.result_offset(round & 1); }
 
-  // The word of rank r for `round` (RankLine::word): a collective whose every
-  // rank's contribution is at most kWordBytes writes it instead of its slot
-  // before arriving, and reads the others' after the round's wait.
+  // The word of rank r for `round` (RankLine::word, or its post entry): a
+  // collective whose every rank's contribution is at most kWordBytes writes
+  // it instead of its slot before arriving, and reads the others' after the
+  // round's wait.
   static constexpr size_t kWordBytes = sizeof(uint64_t);
   void put_word(uint32_t round, const void* data, size_t n) {
-    uint64_t v = 0;
-    if (n > 0) std::memcpy(&v, data, n);  // an empty tensor may have no data
-    line(rank_).word[round & 1].store(v, std::memory_order_relaxed);
+    line(rank_).word[round & 1].store(word_of(data, n), std::memory_order_relaxed);
   }
-  uint64_t word(uint32_t round, int r) const { return line(r).word[round & 1].load(std::memory_order_relaxed); }
+  uint64_t word(uint32_t round, int r) const {
+    if (const PostEntry* e = posted_for(r, round)) return e->word.load(std::memory_order_relaxed);
+    return line(r).word[round & 1].load(std::memory_order_relaxed);
+  }
   void get_word(uint32_t round, int r, void* out, size_t n) const {
     const uint64_t v = word(round, r);
     if (n > 0) std::memcpy(out, &v, n);
   }
+
+  // Post rounds (Posts above). next_post_round() is next_round() for them:
+  // it waits only for the round that last used this rank's entry.
+  // post_and_leave() writes the entry (signature and word) and arrives
+  // (`awaited`: by ranks that wait for this one alone, a broadcast's root);
+  // post_and_await() writes it (signature), arrives, waits for `root` alone
+  // and checks its signature.
+  uint32_t next_post_round(CollectiveContext& ctx);
+  uint32_t post_and_leave(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
+  uint32_t post_and_await(CollectiveContext& ctx, Signature sig, int root);
 
   // The first round of an operation: publishes `sig`, arrives, waits for every
   // rank and checks that all called the same operation. Returns the round.
@@ -186,16 +217,45 @@ class HostSegment {
   bool arrived(int r, uint32_t round) const {
     return static_cast<int32_t>(lines_[r].round.load(std::memory_order_acquire) - round) >= 0;
   }
-  // The first rank from `from` on (wrapping) that has not arrived; -1 if none.
-  int first_missing(uint32_t round, int from) const;
-  int next_missing(uint32_t round, int q) const;
+  // The first rank from `from` on (wrapping) that has not arrived; -1 if
+  // none. `only` >= 0: a wait for that rank alone (a post round's root).
+  int first_missing(uint32_t round, int from, int only = -1) const;
+  int next_missing(uint32_t round, int q, int only = -1) const;
   void arrive(uint32_t round);
   // The first round of an operation: publishes its signature and arrives.
   uint32_t publish_and_arrive(CollectiveContext& ctx, Signature sig);
-  void wait_all(uint32_t round, CollectiveContext& ctx);
-  void wait_slow(uint32_t round, int missing, CollectiveContext& ctx);
+  void wait_all(uint32_t round, CollectiveContext& ctx, int only = -1);
+  void wait_slow(uint32_t round, int missing, CollectiveContext& ctx, int only);
+  // Rank q's signature (and the tag of its operation) for the operation that started at `first`.
+  struct Published {
+    Signature sig;
+    uint64_t tag;
+  };
+  Published published(int q, uint32_t first) const;
+  // `only` >= 0: rank `only`'s signature alone.
   void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
-                        uint64_t left = 0);
+                        uint64_t left = 0, int only = -1);
+  // Rank r's post entry for `round`, or null if its entry holds another round.
+  const PostEntry* post_for(int r, uint32_t round) const {
+    const PostEntry& e = posts_[static_cast<size_t>(r) * kPostDepth + round % kPostDepth];
+    return e.round.load(std::memory_order_seq_cst) == wide(round) ? &e : nullptr;
+  }
+  // The same after rank r arrived at `round`, looking at the entry only if r
+  // posted in that round or later (RankLine::posted, in the line the wait read).
+  const PostEntry* posted_for(int r, uint32_t round) const {
+    if (static_cast<int32_t>(line(r).posted.load(std::memory_order_relaxed) - round) < 0) return nullptr;
+    return post_for(r, round);
+  }
+  // `round` (within 2^31 of this rank's last) counted in 64 bits, which never wrap.
+  uint64_t wide(uint32_t round) const {
+    return round64_ + static_cast<uint64_t>(static_cast<int64_t>(static_cast<int32_t>(round - round_)));
+  }
+  static uint64_t word_of(const void* data, size_t n) {
+    uint64_t v = 0;
+    if (n > 0) std::memcpy(&v, data, n);  // an empty tensor may have no data
+    return v;
+  }
+  uint32_t post(CollectiveContext& ctx, Signature sig, uint64_t word, bool awaited);
   // After waiting for `round`: fails if another rank failed it (or earlier).
   void check_verdict(uint32_t round, CollectiveContext& ctx) {
     if (abort_->state.load(std::memory_order_seq_cst) != 0) check_verdict_slow(round, ctx);
@@ -206,23 +266,25 @@ class HostSegment {
   // withdrawn; otherwise a verdict is final (this one or an earlier one).
   enum class Claim {
     Final,             // this rank saw the round fail (arguments differ)
-    UnlessAllArrived,  // it waits at `round`: withdraw if everyone arrived after all
+    UnlessAllArrived,  // it waits at `round`: withdraw if everyone (or `only`) arrived after all
     AfterMyArrivals,   // from outside the segment: rounds this rank arrived at may complete
   };
-  bool claim_abort(uint32_t round, const std::string& reason, Claim how);
+  bool claim_abort(uint32_t round, const std::string& reason, Claim how, int only = -1);
   // The block's state once its owner has decided (0: nothing failed).
   uint64_t verdict() const;
   // fail() for a wait that cannot go on: returns instead of throwing if the
-  // round completed after all.
-  void give_up(CollectiveContext& ctx, const std::string& what);
+  // round completed after all (everyone, or `only`, arrived).
+  void give_up(CollectiveContext& ctx, const std::string& what, int only = -1);
   std::string failure_message(CollectiveContext& ctx, const std::string& what) const;
-  // Waits for the round this rank left, if any, and checks its signatures.
+  // Waits for every rank to arrive at this rank's last round, if it has not
+  // seen them there (it left it, or waited for a root alone), and checks
+  // their signatures of a round it left.
   void settle(CollectiveContext& ctx) {
-    if (left_) settle_left(ctx);
+    if (confirmed_ != round_) settle_slow(ctx);
   }
-  void settle_left(CollectiveContext& ctx);
+  void settle_slow(CollectiveContext& ctx);
   std::string aborted_by(uint64_t verdict) const;
-  std::string missing_ranks(uint32_t round) const;
+  std::string missing_ranks(uint32_t round, int only = -1) const;
 
   ShmSegment segment_;
   Layout layout_;
@@ -233,9 +295,11 @@ class HostSegment {
   char* base_;
   AbortBlock* abort_;
   RankLine* lines_;
-  uint32_t round_ = 0;  // the last round this rank arrived at
-  bool left_ = false;   // it left round_ without waiting for the others
-  bool left_checks_ = false;  // ... and must still check their signatures of it
+  PostEntry* posts_;       // kPostDepth per rank
+  uint32_t round_ = 0;     // the last round this rank arrived at
+  uint64_t round64_ = 0;   // the same, counted in 64 bits (post entries name their round so)
+  uint32_t confirmed_ = 0;  // the last round this rank saw every rank arrive at
+  bool left_checks_ = false;  // it left round_ and must still check the others' signatures of it
   Signature left_sig_{};
   uint64_t left_tag_ = 0;  // the tag (operation and number) of the operation left
   uint32_t cpu_ = 0;    // the CPU it arrived from

@@ -1,7 +1,7 @@
 // The shared-memory segment of one process group whose ranks all run on one
 // host: the layout of its segment.
 //
-//   Header | AbortBlock | RankLine x n | (pad to 4 KiB) | slots, parity 0: n x S |
+//   Header | AbortBlock | RankLine x n | PostEntry x n x kPostDepth | (pad to 4 KiB) | slots, parity 0: n x S |
 //   slots, parity 1: n x S | result, parity 0: S | result, parity 1: S
 //
 // Collectives advance in rounds that every rank counts alike (see host_segment.h):
@@ -23,7 +23,7 @@ namespace tdist::shm_engine {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 5;
+inline constexpr uint32_t kVersion = 6;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -86,6 +86,10 @@ struct alignas(kLine) RankLine {
   // Ranks blocked in futex_wait on `round`: the owner makes the wake syscall
   // only when this is non-zero.
   std::atomic<uint32_t> sleepers;
+  // The last round this rank posted in (PostEntry), written before it arrives
+  // there: a reader of round r looks at the post entry only when this is at
+  // least r, so that rounds without posts cost no look at a second line.
+  std::atomic<uint32_t> posted;
   // The owner's process (util/process_identity.h), written once when it maps
   // the segment: a waiter tells a rank that died from a slow one without a
   // socket to it. Read only on the slow path, past the first line.
@@ -100,8 +104,27 @@ struct alignas(kLine) RankLine {
   std::atomic<uint64_t> tag[2];
 };
 // Everything a waiter reads is in the first 64-byte line.
-static_assert(offsetof(RankLine, sleepers) + sizeof(uint32_t) <= 64);
+static_assert(offsetof(RankLine, posted) + sizeof(uint32_t) <= 64);
 static_assert(sizeof(RankLine) == kLine);
+
+// A rank's post for one round of a small rooted operation (a broadcast, reduce
+// or gather of at most 8 bytes per rank), where nobody waits for every rank
+// (HostSegment: Posts): its signature, its data and the round it is for.
+// Each rank has kPostDepth of them, used by round modulo kPostDepth, so that a
+// rank that waits for nobody (a broadcast's root, a reduce's contributors)
+// runs up to kPostDepth - 1 operations ahead of the slowest rank. One line
+// each: a reader's one miss brings everything of the round.
+inline constexpr uint32_t kPostDepth = 64;
+struct alignas(64) PostEntry {
+  // The round this entry holds, counted in 64 bits so that it never wraps
+  // (0: none); written before the owner arrives there.
+  std::atomic<uint64_t> round;
+  std::atomic<uint64_t> what;
+  std::atomic<uint64_t> size;
+  std::atomic<uint64_t> word;
+  std::atomic<uint64_t> tag;
+};
+static_assert(sizeof(PostEntry) == 64);
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "atomics in shared memory must be lock-free (address-free)");
@@ -126,8 +149,9 @@ struct Layout {
 
   static size_t abort_offset() { return sizeof(Header); }
   static size_t lines_offset() { return sizeof(Header) + sizeof(AbortBlock); }
+  size_t posts_offset() const { return lines_offset() + static_cast<size_t>(ranks) * sizeof(RankLine); }
   size_t data_offset() const {
-    size_t end = lines_offset() + static_cast<size_t>(ranks) * sizeof(RankLine);
+    size_t end = posts_offset() + static_cast<size_t>(ranks) * kPostDepth * sizeof(PostEntry);
     return (end + kPage - 1) / kPage * kPage;
   }
   size_t slots_offset(uint32_t parity) const { return data_offset() + parity * ranks * slot_bytes; }

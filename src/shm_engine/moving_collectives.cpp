@@ -45,13 +45,13 @@ void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root
   const Signature sig = signature(OpCode::Broadcast, static_cast<int>(t.dtype()), -1, root, bytes);
   const bool is_root = a.rank() == root;
   if (bytes <= HostSegment::kWordBytes) {
-    const uint32_t r = a.next_round(ctx);
+    // A post round (HostSegment: Posts): the root leaves, the others wait for it alone.
+    a.next_post_round(ctx);
     if (is_root) {
-      a.put_word(r, t.data(), bytes);
-      a.start_and_leave(ctx, sig);
+      a.post_and_leave(ctx, sig, t.data(), bytes, /*awaited=*/true);
       return;
     }
-    a.start(ctx, sig);
+    const uint32_t r = a.post_and_await(ctx, sig, root);
     a.get_word(r, root, t.data(), bytes);
     return;
   }
@@ -120,12 +120,13 @@ void gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& o
   const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
   if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
   if (bytes <= HostSegment::kWordBytes) {
-    const uint32_t r = a.next_round(ctx);
+    // A post round (HostSegment: Posts): the contributors leave, the root waits for them.
     if (me != root) {
-      a.put_word(r, input.data(), bytes);
-      a.start_and_leave(ctx, sig);
+      a.next_post_round(ctx);
+      a.post_and_leave(ctx, sig, input.data(), bytes, /*awaited=*/false);
       return;
     }
+    const uint32_t r = a.next_round(ctx);
     a.start(ctx, sig);
     for (int q = 0; q < n; ++q)
       if (q != root) a.get_word(r, q, outputs[q].data(), bytes);

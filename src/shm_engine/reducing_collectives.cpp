@@ -99,12 +99,14 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
 constexpr int kMaxWordRanks = 64;  // the words are copied to the stack
 
 void fold_words(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
-  const uint32_t r = a.next_round(ctx);
-  a.put_word(r, t.data(), t.nbytes());
   if (dest >= 0 && dest != a.rank()) {
-    a.start_and_leave(ctx, sig);
+    // A reduce's contributor: a post round (HostSegment: Posts), left at once.
+    a.next_post_round(ctx);
+    a.post_and_leave(ctx, sig, t.data(), t.nbytes(), /*awaited=*/false);
     return;
   }
+  const uint32_t r = a.next_round(ctx);
+  a.put_word(r, t.data(), t.nbytes());
   a.start(ctx, sig);
   uint64_t words[kMaxWordRanks];
   for (int q = 0; q < a.size(); ++q) words[q] = a.word(r, q);

@@ -74,6 +74,7 @@ uint32_t HostSegment::publish_and_arrive(CollectiveContext& ctx, Signature sig) 
 uint32_t HostSegment::start(CollectiveContext& ctx, Signature sig, bool sizes_may_differ) {
   const uint32_t r = publish_and_arrive(ctx, sig);
   wait_all(r, ctx);
+  confirmed_ = r;
   check_verdict(r, ctx);
   check_signatures(ctx, r, sig, sizes_may_differ);
   return r;
@@ -84,13 +85,13 @@ uint32_t HostSegment::sync(CollectiveContext& ctx) {
   const uint32_t r = round_ + 1;
   arrive(r);
   wait_all(r, ctx);
+  confirmed_ = r;
   check_verdict(r, ctx);
   return r;
 }
 
 uint32_t HostSegment::start_and_leave(CollectiveContext& ctx, Signature sig) {
   const uint32_t r = publish_and_arrive(ctx, sig);
-  left_ = true;
   left_checks_ = true;
   left_sig_ = sig;
   left_tag_ = ctx.tag;
@@ -101,27 +102,100 @@ uint32_t HostSegment::sync_and_leave(CollectiveContext& ctx) {
   settle(ctx);
   const uint32_t r = round_ + 1;
   arrive(r);
-  left_ = true;
   left_checks_ = false;
   return r;
 }
 
 // The others cannot have written the signatures of round_ over yet: they
-// write that parity again two rounds later, after waiting for this rank to
-// arrive at the round in between.
-void HostSegment::settle_left(CollectiveContext& ctx) {
-  left_ = false;
+// write that parity (or post entry) again two rounds (kPostDepth rounds)
+// later, after waiting for this rank to arrive at a round in between.
+void HostSegment::settle_slow(CollectiveContext& ctx) {
   wait_all(round_, ctx);
+  confirmed_ = round_;
   check_verdict(round_, ctx);
-  if (left_checks_) check_signatures(ctx, round_, left_sig_, false, left_tag_);
+  if (left_checks_) {
+    left_checks_ = false;
+    check_signatures(ctx, round_, left_sig_, false, left_tag_);
+  }
 }
 
-uint64_t HostSegment::size_of(int r, uint32_t first) const {
-  return line(r).size[first & 1].load(std::memory_order_relaxed);
+// The entry of round r last held round r - kPostDepth, which every rank has
+// read once it arrived at r - kPostDepth + 1. Early rounds wait for nothing:
+// the signed difference puts round 0 and below behind confirmed_. Once it
+// looks, it takes the last round everyone has reached, which usually covers
+// many rounds to come.
+uint32_t HostSegment::next_post_round(CollectiveContext& ctx) {
+  const uint32_t r = round_ + 1;
+  const uint32_t freed = r - (kPostDepth - 1);
+  if (static_cast<int32_t>(confirmed_ - freed) < 0) {
+    wait_all(freed, ctx);
+    uint32_t least = round_;
+    for (int q = 0; q < size_; ++q) {
+      const uint32_t at = lines_[q].round.load(std::memory_order_acquire);
+      if (static_cast<int32_t>(at - least) < 0) least = at;
+    }
+    confirmed_ = least;
+  }
+  // A round that failed anywhere fails every later one: this rank hears of
+  // it here, whether or not it waits for anyone in this operation.
+  check_verdict(r, ctx);
+  return r;
 }
+
+uint32_t HostSegment::post(CollectiveContext& ctx, Signature sig, uint64_t word, bool awaited) {
+  const uint32_t r = round_ + 1;
+  PostEntry& e = posts_[static_cast<size_t>(rank_) * kPostDepth + r % kPostDepth];
+  e.what.store(sig.what, std::memory_order_relaxed);
+  e.size.store(sig.size, std::memory_order_relaxed);
+  e.word.store(word, std::memory_order_relaxed);
+  e.tag.store(ctx.tag, std::memory_order_relaxed);
+  line(rank_).posted.store(r, std::memory_order_relaxed);
+  // For a rank that others await alone (a broadcast's root), the entry is an
+  // arrival in itself (post_and_await), ordered with the abort block as the
+  // counter is (abort_block.cpp); for the others the counter publishes it,
+  // and `posted` with it.
+  e.round.store(round64_ + 1, awaited ? std::memory_order_seq_cst : std::memory_order_relaxed);
+  arrive(r);
+  return r;
+}
+
+uint32_t HostSegment::post_and_leave(CollectiveContext& ctx, Signature sig, const void* data, size_t n,
+                                     bool awaited) {
+  const uint32_t r = post(ctx, sig, word_of(data, n), awaited);
+  left_checks_ = true;
+  left_sig_ = sig;
+  left_tag_ = ctx.tag;
+  return r;
+}
+
+uint32_t HostSegment::post_and_await(CollectiveContext& ctx, Signature sig, int root) {
+  const uint32_t r = post(ctx, sig, 0, false);
+  left_checks_ = false;
+  // The root's entry, once it is for r, says it arrived, and brings its
+  // signature and word in the same miss; its counter is a second line. Past a
+  // short poll, the wait goes by the counter (futex, liveness, deadline).
+  bool posted = false;
+  for (int i = 0; i < 256 && !(posted = post_for(root, r) != nullptr); ++i) cpu_relax();
+  if (!posted) wait_all(r, ctx, root);
+  check_verdict(r, ctx);
+  check_signatures(ctx, r, sig, false, 0, root);
+  return r;
+}
+
+HostSegment::Published HostSegment::published(int q, uint32_t first) const {
+  if (const PostEntry* e = posted_for(q, first))
+    return {{e->what.load(std::memory_order_relaxed), e->size.load(std::memory_order_relaxed)},
+            e->tag.load(std::memory_order_relaxed)};
+  const RankLine& l = line(q);
+  return {{l.what[first & 1].load(std::memory_order_relaxed), l.size[first & 1].load(std::memory_order_relaxed)},
+          l.tag[first & 1].load(std::memory_order_relaxed)};
+}
+
+uint64_t HostSegment::size_of(int r, uint32_t first) const { return published(r, first).sig.size; }
 
 void HostSegment::arrive(uint32_t round) {
   return_home();
+  round64_ += static_cast<uint32_t>(round - round_);
   round_ = round;
   RankLine& me = line(rank_);
   cpu_ = static_cast<uint32_t>(sched_getcpu());
@@ -130,7 +204,8 @@ void HostSegment::arrive(uint32_t round) {
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me.round);
 }
 
-int HostSegment::first_missing(uint32_t round, int from) const {
+int HostSegment::first_missing(uint32_t round, int from, int only) const {
+  if (only >= 0) return arrived(only, round) ? -1 : only;
   for (int q = from; q < size_; ++q)
     if (q != rank_ && !arrived(q, round)) return q;
   for (int q = 0; q < from; ++q)
@@ -139,19 +214,20 @@ int HostSegment::first_missing(uint32_t round, int from) const {
 }
 
 // The next rank after q (not wrapping) that has not arrived; -1 if none.
-int HostSegment::next_missing(uint32_t round, int q) const {
+int HostSegment::next_missing(uint32_t round, int q, int only) const {
+  if (only >= 0) return -1;
   for (int r = q + 1; r < size_; ++r)
     if (r != rank_ && !arrived(r, round)) return r;
   return -1;
 }
 
-void HostSegment::wait_all(uint32_t round, CollectiveContext& ctx) {
-  int q = first_missing(round, 0);
+void HostSegment::wait_all(uint32_t round, CollectiveContext& ctx, int only) {
+  int q = first_missing(round, 0, only);
   if (q < 0) return;
   auto poll = [&](int times) {
     for (int i = 0; i < times && q >= 0; ++i) {
       cpu_relax();
-      if (arrived(q, round)) q = first_missing(round, q);
+      if (arrived(q, round)) q = first_missing(round, q, only);
     }
   };
   // A peer that is about to arrive usually does within a few hundred polls:
@@ -178,16 +254,16 @@ void HostSegment::wait_all(uint32_t round, CollectiveContext& ctx) {
     sched_yield();
     poll(16);
   }
-  if (q >= 0) wait_slow(round, q, ctx);
+  if (q >= 0) wait_slow(round, q, ctx, only);
 }
 
-void HostSegment::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
+void HostSegment::wait_slow(uint32_t round, int q, CollectiveContext& ctx, int only) {
   for (;;) {
     // Once every rank has arrived the round completes, whatever happened
     // since: a rank that failed later (in its next round), or that finished
     // and left (its connection closed), did so after writing its data. So the
     // arrivals are checked before the abort block and the transport.
-    if ((q = first_missing(round, q)) < 0) return;
+    if ((q = first_missing(round, q, only)) < 0) return;
     // A verdict on a later round means its owner completed this one: every
     // rank arrived, and the next look will see it.
     if (abort_->state.load(std::memory_order_seq_cst) != 0)
@@ -195,16 +271,16 @@ void HostSegment::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
     // Only a missing rank's goodbye or lost connection dooms the round: a
     // rank that arrived may have left (Leaving, or destroyed its group) since.
     bool lost = false;
-    for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+    for (int m = first_missing(round, 0, only); m >= 0 && !lost; m = next_missing(round, m, only))
       if (has_left(m)) {
-        give_up(ctx, "waiting for " + missing_ranks(round) + ": " +
-                         peer_left_text(ctx.transport.describe_peer(m), kLeftByDestroy));
+        give_up(ctx, "waiting for " + missing_ranks(round, only) + ": " +
+                         peer_left_text(ctx.transport.describe_peer(m), kLeftByDestroy), only);
         lost = true;  // withdrawn: everyone arrived after all
       }
     if (lost) continue;
-    for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+    for (int m = first_missing(round, 0, only); m >= 0 && !lost; m = next_missing(round, m, only))
       if (auto cause = ctx.transport.peer_failure(m)) {
-        give_up(ctx, "waiting for " + missing_ranks(round) + ": " + error_message(cause));
+        give_up(ctx, "waiting for " + missing_ranks(round, only) + ": " + error_message(cause), only);
         lost = true;  // withdrawn: everyone arrived after all
       }
     if (lost) continue;
@@ -213,17 +289,17 @@ void HostSegment::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
     const auto now = Clock::now();
     if (now >= next_liveness_check_) {
       next_liveness_check_ = now + kLivenessEvery;
-      for (int m = first_missing(round, 0); m >= 0 && !lost; m = next_missing(round, m))
+      for (int m = first_missing(round, 0, only); m >= 0 && !lost; m = next_missing(round, m, only))
         if (process_gone(m)) {
-          give_up(ctx, "waiting for " + missing_ranks(round) + ": the process of " + describe_rank(m) +
-                           " has exited (it died or was killed)");
+          give_up(ctx, "waiting for " + missing_ranks(round, only) + ": the process of " + describe_rank(m) +
+                           " has exited (it died or was killed)", only);
           lost = true;
         }
       if (lost) continue;
     }
     if (!ctx.deadline.is_never() && now >= ctx.deadline.at()) {
-      give_up(ctx, "Timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round) +
-                       " did not arrive");
+      give_up(ctx, "Timed out after " + format_ms(ctx.deadline.timeout()) + ": " + missing_ranks(round, only) +
+                       " did not arrive", only);
       continue;
     }
     std::chrono::nanoseconds slice = kSlice;
@@ -240,20 +316,20 @@ void HostSegment::wait_slow(uint32_t round, int q, CollectiveContext& ctx) {
 // `left` is the tag of the operation this rank left early (0: the current
 // one): the error then names that operation too.
 void HostSegment::check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
-                             uint64_t left) {
+                                   uint64_t left, int only) {
   auto when = [left] {
     if (left == 0) return std::string();
     return "in " + std::string(op_code_name(left)) + " #" + std::to_string(sequence_of(left)) +
            ", which this rank left early: ";
   };
   const uint64_t my_tag = left != 0 ? left : ctx.tag;
-  for (int q = 0; q < size_; ++q) {
+  for (int q = only >= 0 ? only : 0; q < (only >= 0 ? only + 1 : size_); ++q) {
     if (q == rank_) continue;
-    Signature theirs{line(q).what[first & 1].load(std::memory_order_relaxed),
-                     line(q).size[first & 1].load(std::memory_order_relaxed)};
+    const Published p = published(q, first);
+    const Signature theirs = p.sig;
     const bool sizes_differ = !sizes_may_differ && theirs.size != mine.size;
     if (theirs.what == mine.what && !sizes_differ) continue;
-    const uint64_t their_tag = line(q).tag[first & 1].load(std::memory_order_relaxed);
+    const uint64_t their_tag = p.tag;
     // "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 (...)"
     const bool same_call =
         (theirs.what & 0xff) == (mine.what & 0xff) && operation_of(their_tag) == operation_of(my_tag);
@@ -279,9 +355,9 @@ void HostSegment::fail(CollectiveContext& ctx, const std::string& what) {
   throw DistBackendError(message);
 }
 
-void HostSegment::give_up(CollectiveContext& ctx, const std::string& what) {
+void HostSegment::give_up(CollectiveContext& ctx, const std::string& what, int only) {
   std::string message = failure_message(ctx, what);
-  if (claim_abort(round_, label_ + ": " + message, Claim::UnlessAllArrived)) throw DistBackendError(message);
+  if (claim_abort(round_, label_ + ": " + message, Claim::UnlessAllArrived, only)) throw DistBackendError(message);
 }
 
 void HostSegment::check_verdict_slow(uint32_t round, CollectiveContext& ctx) {
@@ -299,10 +375,10 @@ std::string HostSegment::describe_rank(int r) const {
   return out;
 }
 
-std::string HostSegment::missing_ranks(uint32_t round) const {
+std::string HostSegment::missing_ranks(uint32_t round, int only) const {
   std::vector<int> missing;
   for (int q = 0; q < size_; ++q)
-    if (q != rank_ && !arrived(q, round)) missing.push_back(q);
+    if (q != rank_ && (only < 0 || q == only) && !arrived(q, round)) missing.push_back(q);
   if (missing.size() == 1) return describe_rank(missing[0]);
   std::string global = "ranks [", group = " (group ranks [";
   bool remapped = false;
