@@ -226,12 +226,15 @@ class HostSegment {
   uint32_t publish_and_arrive(CollectiveContext& ctx, Signature sig);
   void wait_all(uint32_t round, CollectiveContext& ctx, int only = -1);
   void wait_slow(uint32_t round, int missing, CollectiveContext& ctx, int only);
-  // Rank q's signature (and the tag of its operation) for the operation that started at `first`.
-  struct Published {
-    Signature sig;
-    uint64_t tag;
-  };
-  Published published(int q, uint32_t first) const;
+  // Rank q's signature for the operation that started at `first`, and the
+  // tag (operation and number) of that operation, for errors.
+  Signature signature_of(int q, uint32_t first) const {
+    if (const PostEntry* e = posted_for(q, first))
+      return {e->what.load(std::memory_order_relaxed), e->size.load(std::memory_order_relaxed)};
+    const RankLine& l = line(q);
+    return {l.what[first & 1].load(std::memory_order_relaxed), l.size[first & 1].load(std::memory_order_relaxed)};
+  }
+  uint64_t tag_of(int q, uint32_t first) const;
   // `only` >= 0: rank `only`'s signature alone.
   void check_signatures(CollectiveContext& ctx, uint32_t first, Signature mine, bool sizes_may_differ,
                         uint64_t left = 0, int only = -1);

@@ -182,16 +182,12 @@ uint32_t HostSegment::post_and_await(CollectiveContext& ctx, Signature sig, int 
   return r;
 }
 
-HostSegment::Published HostSegment::published(int q, uint32_t first) const {
-  if (const PostEntry* e = posted_for(q, first))
-    return {{e->what.load(std::memory_order_relaxed), e->size.load(std::memory_order_relaxed)},
-            e->tag.load(std::memory_order_relaxed)};
-  const RankLine& l = line(q);
-  return {{l.what[first & 1].load(std::memory_order_relaxed), l.size[first & 1].load(std::memory_order_relaxed)},
-          l.tag[first & 1].load(std::memory_order_relaxed)};
+uint64_t HostSegment::tag_of(int q, uint32_t first) const {
+  if (const PostEntry* e = posted_for(q, first)) return e->tag.load(std::memory_order_relaxed);
+  return line(q).tag[first & 1].load(std::memory_order_relaxed);
 }
 
-uint64_t HostSegment::size_of(int r, uint32_t first) const { return published(r, first).sig.size; }
+uint64_t HostSegment::size_of(int r, uint32_t first) const { return signature_of(r, first).size; }
 
 void HostSegment::arrive(uint32_t round) {
   return_home();
@@ -323,13 +319,13 @@ void HostSegment::check_signatures(CollectiveContext& ctx, uint32_t first, Signa
            ", which this rank left early: ";
   };
   const uint64_t my_tag = left != 0 ? left : ctx.tag;
-  for (int q = only >= 0 ? only : 0; q < (only >= 0 ? only + 1 : size_); ++q) {
+  const int begin = only >= 0 ? only : 0, end = only >= 0 ? only + 1 : size_;
+  for (int q = begin; q < end; ++q) {
     if (q == rank_) continue;
-    const Published p = published(q, first);
-    const Signature theirs = p.sig;
+    const Signature theirs = signature_of(q, first);
     const bool sizes_differ = !sizes_may_differ && theirs.size != mine.size;
     if (theirs.what == mine.what && !sizes_differ) continue;
-    const uint64_t their_tag = p.tag;
+    const uint64_t their_tag = tag_of(q, first);
     // "rank 1 called all_reduce #2 on float32 (4096 elements, SUM) while rank 0 called it on int32 (...)"
     const bool same_call =
         (theirs.what & 0xff) == (mine.what & 0xff) && operation_of(their_tag) == operation_of(my_tag);
