@@ -15,22 +15,6 @@ using std::chrono::milliseconds;
 // As a blocking free function calls: on the caller's thread when the queue is idle.
 const AllReduceOptions kBlocking{.async_op = false};
 
-// The error of a call on every rank ("" where it succeeded).
-std::vector<std::string> errors_of(int n, const std::function<void(ProcessGroup&)>& call,
-                                   milliseconds timeout = std::chrono::seconds(20)) {
-  std::vector<std::string> errors(n);
-  with_thread_world(
-      n,
-      [&](ProcessGroup& pg) {
-        try {
-          call(pg);
-        } catch (const DistError& e) {
-          errors[pg.rank()] = e.what();
-        }
-      },
-      timeout);
-  return errors;
-}
 
 // all_reduce of 10 floats, 20 on the last rank.
 void disagreeing_all_reduce(ProcessGroup& pg) {

@@ -111,22 +111,6 @@ TEST(ArenaPosts, LongMixedLoopsWrapTheEntriesAndKeepEveryValue) {
   }
 }
 
-// The error of each rank's calls ("" where all succeeded).
-std::vector<std::string> errors_of(int n, const std::function<void(ProcessGroup&)>& calls) {
-  std::vector<std::string> errors(n);
-  with_thread_world(
-      n,
-      [&](ProcessGroup& pg) {
-        try {
-          calls(pg);
-        } catch (const DistError& e) {
-          errors[pg.rank()] = e.what();
-        }
-      },
-      std::chrono::seconds(20));
-  return errors;
-}
-
 // A non-root that broadcasts another dtype finds out in that call; the
 // root, which waits for nobody, in its next one (from its own look at the
 // round it left, or from the non-root's verdict).

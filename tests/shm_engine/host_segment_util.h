@@ -6,8 +6,10 @@
 #include <dirent.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -57,6 +59,23 @@ inline std::vector<std::string> arena_names_of(pid_t pid) {
     closedir(d);
   }
   return out;
+}
+
+// The error of each rank's calls on a world of threads ("" where they succeeded).
+inline std::vector<std::string> errors_of(int n, const std::function<void(ProcessGroup&)>& calls,
+                                          std::chrono::milliseconds timeout = std::chrono::seconds(20)) {
+  std::vector<std::string> errors(n);
+  with_thread_world(
+      n,
+      [&](ProcessGroup& pg) {
+        try {
+          calls(pg);
+        } catch (const DistError& e) {
+          errors[pg.rank()] = e.what();
+        }
+      },
+      timeout);
+  return errors;
 }
 
 // Reports the first differing element of `got` against `want`, or "".
