@@ -72,30 +72,29 @@ int py_recv(py::handle tensor, std::optional<int> src, const GroupArg& group, in
   return g->global_rank(work->source_rank());
 }
 
-py::object py_isend(py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag,
-                    std::optional<int> group_dst) {
-  auto peer = peer_rank(dst, group_dst, "isend", "dst", "group_dst", false);
-  TensorArg t = to_tensor(tensor, "isend: tensor", false);
-  if (group.non_member) return not_in_group("isend");
+// isend (`send`) or irecv: starts the transfer and returns its Work, which keeps the array.
+py::object start_p2p(bool send, py::handle tensor, std::optional<int> rank, const GroupArg& group, int tag,
+                     std::optional<int> group_rank) {
+  const char* op = send ? "isend" : "irecv";
+  auto peer = peer_rank(rank, group_rank, op, send ? "dst" : "src", send ? "group_dst" : "group_src", !send);
+  TensorArg t = to_tensor(tensor, send ? "isend: tensor" : "irecv: tensor", /*writable=*/!send);
+  if (group.non_member) return not_in_group(op);
   std::shared_ptr<tdist::Work> work;
   {
     py::gil_scoped_release nogil;
-    work = tdist::isend(t.tensor, peer, group, tag);
+    work = send ? tdist::isend(t.tensor, peer, group, tag) : tdist::irecv(t.tensor, peer, group, tag);
   }
   return finish(std::move(work), true, keep_of(t), group);
 }
 
+py::object py_isend(py::handle tensor, std::optional<int> dst, const GroupArg& group, int tag,
+                    std::optional<int> group_dst) {
+  return start_p2p(true, tensor, dst, group, tag, group_dst);
+}
+
 py::object py_irecv(py::handle tensor, std::optional<int> src, const GroupArg& group, int tag,
                     std::optional<int> group_src) {
-  auto peer = peer_rank(src, group_src, "irecv", "src", "group_src", true);
-  TensorArg t = to_tensor(tensor, "irecv: tensor", true);
-  if (group.non_member) return not_in_group("irecv");
-  std::shared_ptr<tdist::Work> work;
-  {
-    py::gil_scoped_release nogil;
-    work = tdist::irecv(t.tensor, peer, group, tag);
-  }
-  return finish(std::move(work), true, keep_of(t), group);
+  return start_p2p(false, tensor, src, group, tag, group_src);
 }
 
 }  // namespace
