@@ -42,7 +42,15 @@ float to_float(BFloat16 b);
 Half to_half(float f);
 BFloat16 to_bfloat16(float f);
 
-size_t dtype_size(DType t);
+// DistValueError naming a code that is no DType (dtype_size's error).
+[[noreturn]] void throw_invalid_dtype(DType t);
+// Bytes per element. Inline: every call asks it of its tensors.
+constexpr size_t dtype_size(DType t) {
+  constexpr uint8_t kSizes[kNumDTypes] = {1, 1, 1, 2, 4, 8, 2, 2, 4, 8, 8, 16};  // by DType, in its order
+  const auto i = static_cast<unsigned>(t);
+  if (i >= static_cast<unsigned>(kNumDTypes)) throw_invalid_dtype(t);
+  return kSizes[i];
+}
 std::string_view dtype_name(DType t);  // "float32", "bfloat16", ...
 bool is_floating(DType t);             // float16, bfloat16, float32, float64
 bool is_complex(DType t);

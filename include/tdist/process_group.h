@@ -81,7 +81,10 @@ class ProcessGroup {
   const std::shared_ptr<Store>& store() const { return store_; }
 
   // The backend serving tensors of this device; DistValueError when none does.
-  Backend& backend_for(Device device) const;
+  Backend& backend_for(Device device) const {
+    if (device.type == DeviceType::CPU && cpu_backend_) return *cpu_backend_;
+    return backend_found(device);
+  }
   // The backend for device-independent operations (barrier): the CPU one if any.
   Backend& any_backend() const;
 
@@ -209,7 +212,10 @@ class ProcessGroup {
   std::shared_ptr<trace::FlightRecorder> recorder_;
   std::vector<Backend*> distinct_backends() const;
   // A call's timeout: its own, else (kGroupTimeout) the group's.
-  std::chrono::milliseconds resolved(std::chrono::milliseconds timeout) const;
+  std::chrono::milliseconds resolved(std::chrono::milliseconds timeout) const {
+    return timeout == kGroupTimeout ? this->timeout() : timeout;
+  }
+  Backend& backend_found(Device device) const;  // backend_for past the CPU backend
   std::map<DeviceType, std::shared_ptr<Backend>> backends_;  // one instance may serve several devices
   Backend* cpu_backend_ = nullptr;  // backends_[CPU], found without a map lookup on every call
 };

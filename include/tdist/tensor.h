@@ -45,6 +45,16 @@ class Tensor {
   bool is_cpu() const { return device_.type == DeviceType::CPU; }
   // True for a view that keeps memory alive (an adopted DLPack tensor, from_dlpack).
   bool keeps_memory_alive() const { return owner_ != nullptr; }
+  // The same view as `other`: memory, dtype, shape, device and owner (a loop
+  // that passes one buffer call after call passes the same view).
+  bool same_view(const Tensor& other) const {
+    if (data_ != other.data_ || dtype_ != other.dtype_ || !(device_ == other.device_) || owner_ != other.owner_ ||
+        shape_.size() != other.shape_.size())
+      return false;
+    for (size_t d = 0; d < shape_.size(); ++d)  // a loop: a memcmp call would cost more than a shape of a few
+      if (shape_[d] != other.shape_[d]) return false;
+    return true;
+  }
 
   // A contiguous sub-range of elements [offset, offset+count) as a 1-D view.
   Tensor slice(int64_t offset, int64_t count) const;

@@ -163,7 +163,7 @@ std::exception_ptr TdistBackend::SharedLinks::cause() {
   return transport->aborted();
 }
 
-std::exception_ptr TdistBackend::State::failure_of(const char* op, uint64_t seq) {
+std::exception_ptr TdistBackend::State::failure_found(const char* op, uint64_t seq) {
   if (!failed.load(std::memory_order_acquire)) {
     // Another group sharing the connections failed: so does this one, with
     // its cause (a shared-memory collective would not notice by itself).

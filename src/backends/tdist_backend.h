@@ -104,8 +104,12 @@ class TdistBackend final : public Backend {
     std::exception_ptr failure;  // the first failure; later operations fail fast with it
     std::atomic<bool> failed{false};  // failure is set: lets the hot path skip the lock
     // The failure, with context, for operation `op` #seq (seq 0: none); null
-    // while the group is healthy (one atomic load).
-    std::exception_ptr failure_of(const char* op, uint64_t seq = 0);
+    // while the group is healthy (two loads, on the path of every call).
+    std::exception_ptr failure_of(const char* op, uint64_t seq = 0) {
+      if (!failed.load(std::memory_order_acquire) && (!links || !links->transport->stopped())) return nullptr;
+      return failure_found(op, seq);
+    }
+    std::exception_ptr failure_found(const char* op, uint64_t seq);  // failure_of's slow path
     void record_failure(std::exception_ptr e);
   };
 
@@ -151,7 +155,7 @@ class TdistBackend final : public Backend {
   uint64_t seq_ = 0;      // collectives issued
   std::atomic<uint64_t> p2p_seq_{0};  // point-to-point operations issued
   mutable SpinLock issue_mu_;  // issuing is thread-safe; order is the caller's
-  SpareWork spare_;  // the last blocking call's Work, reused; guarded by issue_mu_
+  SpareWork spare_;  // recent calls' Works, reused; guarded by issue_mu_
   // Streams, events and pinned scratch of device operations; shared with
   // their queued bodies and Works.
   std::shared_ptr<DevicePath> device_path_;

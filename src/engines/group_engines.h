@@ -44,6 +44,11 @@ class GroupEngines {
   // The one decision of a call: the engine and its algorithm (selector.h,
   // decide). The same on every rank: it reads only what all ranks share.
   Decision decide(OpCode code, CallSize call) const {
+    // What tdist::decide answers for a group on one host with its segment,
+    // unless an algorithm is forced: shared memory, whatever the size. Here,
+    // without building the shape: this is on the path of every small call.
+    if (shm_ != nullptr && placement_.hosts == 1 && forced_.of(code) == ForcedAlgorithms::kNone)
+      return Decision{.engine = EngineKind::SharedMemory};
     Shape s{call.bytes, call.count, size_, placement_.hosts, placement_.ranks_per_host, call.equal_blocks, uniform_};
     return tdist::decide(code, s, forced_, {shm_ != nullptr, hierarchical_ != nullptr});
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 
 #include "tdist/backend.h"
 #include "tdist/errors.h"
@@ -13,34 +14,63 @@
 
 namespace tdist {
 
-World& world() {
-  static World w;
-  return w;
-}
+namespace {
 
 // Every call on the default group resolves it, so this is on the path of
 // every small collective: each thread remembers the group it last found, by
 // the world's version, and takes the mutex only when the version moved on
 // (init, destroy). The memory is a weak reference, so a destroyed group is
 // not kept alive by threads that used it (its store server, for one, must go).
-Group resolve_group(const Group& group, const char* op) {
-  if (group) return group;
-  struct Remembered {
-    uint64_t version = 0;
-    std::weak_ptr<ProcessGroup> group;
-  };
-  thread_local Remembered remembered;
-  const uint64_t version = world().default_version.load(std::memory_order_acquire);
-  if (version != 0 && version == remembered.version)
-    if (Group g = remembered.group.lock()) return g;
-  std::lock_guard<std::mutex> lock(world().mu);
-  if (!world().default_group)
+// Trivially destructible, so that reading it is one thread-local access with
+// no guard: the weak reference is made in `storage` by the first lookup, which
+// also registers its destruction at the thread's exit (Forget).
+struct Remembered {
+  uint64_t version = 0;  // 0: nothing remembered yet
+  bool made = false;     // storage holds a weak_ptr
+  alignas(std::weak_ptr<ProcessGroup>) unsigned char storage[sizeof(std::weak_ptr<ProcessGroup>)] = {};
+  std::weak_ptr<ProcessGroup>& group() {
+    return *std::launder(reinterpret_cast<std::weak_ptr<ProcessGroup>*>(storage));
+  }
+};
+constinit thread_local Remembered t_remembered;  // constinit: no guard on access
+
+struct Forget {
+  ~Forget() {
+    if (t_remembered.made) t_remembered.group().~weak_ptr();
+    t_remembered = {};
+  }
+};
+
+// resolve_group's slow path: the first call of a thread, or after init or destroy.
+[[gnu::noinline]] Group remember_default_group(const char* op) {
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (!w.default_group)
     throw DistError(std::string(op) + ": the default process group is not initialized (call init_process_group first)");
-  remembered = {world().default_version.load(std::memory_order_relaxed), world().default_group};
-  return world().default_group;
+  Remembered& r = t_remembered;
+  if (!r.made) {
+    new (r.storage) std::weak_ptr<ProcessGroup>();
+    r.made = true;
+    thread_local Forget forget;  // destroys the weak reference when this thread exits
+    (void)forget;
+  }
+  r.group() = w.default_group;
+  r.version = w.default_version.load(std::memory_order_relaxed);
+  return w.default_group;
 }
 
-int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const char* what) {
+}  // namespace
+
+Group resolve_group(const Group& group, const char* op) {
+  if (group) return group;
+  Remembered& r = t_remembered;
+  const uint64_t version = world().default_version.load(std::memory_order_acquire);
+  if (version != 0 && version == r.version)
+    if (Group g = r.group().lock()) return g;
+  return remember_default_group(op);
+}
+
+int to_group_rank_searched(const ProcessGroup& g, PeerRank peer, const char* op, const char* what) {
   if (peer.group_relative) {
     if (peer.rank < 0 || peer.rank >= g.size())
       throw DistValueError(std::string(op) + ": group " + what + " rank " + std::to_string(peer.rank) +
@@ -54,8 +84,7 @@ int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const ch
   return r;
 }
 
-bool skip_non_member(const ProcessGroup& g, const char* op) {
-  if (g.is_member()) return false;
+bool warn_non_member(const ProcessGroup& g, const char* op) {
   TDIST_LOG(LogLevel::Warn, op << ": this process is not a member of group " << g.group_name()
                                << "; the call does nothing");
   return true;

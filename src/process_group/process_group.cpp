@@ -56,8 +56,9 @@ std::string spec_as_given(const std::string& spec) {
 
 std::span<const Tensor> one(const Tensor& t) { return {&t, 1}; }
 
-// What the flight recorder keeps of an operation when it is issued.
-trace::OpInfo info_of(const Operation& op) {
+// What the flight recorder keeps of an operation when it is issued (inline:
+// the kind is a constant where it is called, and the switch folds away).
+[[gnu::always_inline]] inline trace::OpInfo info_of(const Operation& op) {
   bool reducing = false;
   switch (op.kind) {
     case OpKind::AllReduce:
@@ -283,8 +284,7 @@ int ProcessGroup::group_rank(int global_rank) const {
   return -1;
 }
 
-Backend& ProcessGroup::backend_for(Device device) const {
-  if (device.type == DeviceType::CPU && cpu_backend_) return *cpu_backend_;
+Backend& ProcessGroup::backend_found(Device device) const {
   if (!is_member())
     throw DistValueError("this process (not a member of group " + options_.group_name + ") cannot use its backend");
   auto it = backends_.find(device.type);
@@ -299,7 +299,6 @@ Backend& ProcessGroup::backend_for(Device device) const {
   return *it->second;
 }
 
-std::chrono::milliseconds ProcessGroup::resolved(std::chrono::milliseconds timeout) const { return timeout == kGroupTimeout ? this->timeout() : timeout; }
 
 void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0)

@@ -56,7 +56,7 @@ void device_memory(const ProcessGroup& g, const Tensor& t, const char* op) {
 
 // Every tensor of one call is on the device of its first (the backend was
 // picked for that device), and has data unless it is empty.
-void tensor(const ProcessGroup& g, const Tensor& t, const char* op, Device device) {
+[[gnu::noinline]] void tensor_checked(const ProcessGroup& g, const Tensor& t, const char* op, Device device) {
   // Device tensors of one call are on one device too (a CPU index says nothing).
   const bool other_index = device.type != DeviceType::CPU && t.device().index >= 0 && device.index >= 0 &&
                            t.device().index != device.index;
@@ -65,11 +65,19 @@ void tensor(const ProcessGroup& g, const Tensor& t, const char* op, Device devic
   if (t.data() == nullptr && t.numel() > 0) invalid(g, op, "tensor " + t.str() + " has no data");
   if (t.device().type != DeviceType::CPU && t.numel() > 0) device_memory(g, t, op);
 }
+// tensor_checked, with the common case (a CPU tensor with data, in a CPU
+// call) decided where it is called: this is on the path of every call.
+[[gnu::always_inline]] inline void tensor(const ProcessGroup& g, const Tensor& t, const char* op, Device device) {
+  if (device.type == DeviceType::CPU && t.device().type == DeviceType::CPU && t.data() != nullptr) return;
+  tensor_checked(g, t, op, device);
+}
 
-void rank(const ProcessGroup& g, int r, const char* op, const char* what) {
-  if (r < 0 || r >= g.size())
-    invalid(g, op, std::string("invalid ") + what + " rank " + std::to_string(r) + " (group size " +
-                       std::to_string(g.size()) + ")");
+[[noreturn, gnu::noinline]] void rank_invalid(const ProcessGroup& g, int r, const char* op, const char* what) {
+  invalid(g, op, std::string("invalid ") + what + " rank " + std::to_string(r) + " (group size " +
+                     std::to_string(g.size()) + ")");
+}
+[[gnu::always_inline]] inline void rank(const ProcessGroup& g, int r, const char* op, const char* what) {
+  if (r < 0 || r >= g.size()) rank_invalid(g, r, op, what);
 }
 
 // Every tensor of `list`, of `dtype`; `count` of them unless count < 0.
@@ -130,7 +138,7 @@ void splits(const ProcessGroup& g, const Tensor& t, const std::vector<int64_t>& 
 }  // namespace
 
 void timeout(const ProcessGroup& g, const char* op, std::chrono::milliseconds timeout) {
-  if (timeout != kGroupTimeout && timeout.count() <= 0)
+  if (timeout != kGroupTimeout && timeout.count() <= 0) [[unlikely]]
     invalid(g, op, "timeout " + std::to_string(timeout.count()) + " ms: it must be positive (or kGroupTimeout)");
 }
 

@@ -44,7 +44,11 @@ struct World {
   std::chrono::milliseconds unclosed_grace{0};
 };
 
-World& world();
+// Inline: resolve_group reads it on every call on the default group.
+inline World& world() {
+  static World w;
+  return w;
+}
 // For init_process_group, before it connects anywhere: when this process left
 // the previous default group's TCPStore before rank 0 closed it (rank 0 was
 // still busy in its program), waits up to `timeout` (plus the grace destroy
@@ -55,10 +59,21 @@ void await_previous_store_close(std::chrono::milliseconds timeout);
 // `op` when the package is not initialized).
 Group resolve_group(const Group& group, const char* op);
 // A PeerRank as a rank of `g`; DistValueError naming `op` when not a member.
-int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const char* what);
+// Inline for the common cases, on the path of every rooted call: a group
+// rank, or a global rank that is its own group rank (every rank of the
+// default group).
+int to_group_rank_searched(const ProcessGroup& g, PeerRank peer, const char* op, const char* what);
+inline int to_group_rank(const ProcessGroup& g, PeerRank peer, const char* op, const char* what) {
+  if (peer.rank >= 0 && peer.rank < g.size() && (peer.group_relative || g.global_ranks()[peer.rank] == peer.rank))
+    return peer.rank;
+  return to_group_rank_searched(g, peer, op, what);
+}
 // Operations on a group this process is not in do nothing (torch warns); true
 // when the caller should return early.
-bool skip_non_member(const ProcessGroup& g, const char* op);
+bool warn_non_member(const ProcessGroup& g, const char* op);  // true
+inline bool skip_non_member(const ProcessGroup& g, const char* op) {
+  return !g.is_member() && warn_non_member(g, op);
+}
 // init_process_group's part for a process that joins a running job: waits in
 // `root` (the job's store) until the members admit it (admit_new_ranks), then
 // makes the group they formed its default group.

@@ -190,11 +190,11 @@ uint64_t HostSegment::tag_of(int q, uint32_t first) const {
 uint64_t HostSegment::size_of(int r, uint32_t first) const { return signature_of(r, first).size; }
 
 void HostSegment::arrive(uint32_t round) {
-  return_home();
+  const int cpu = return_home();
   round64_ += static_cast<uint32_t>(round - round_);
   round_ = round;
   RankLine& me = line(rank_);
-  cpu_ = static_cast<uint32_t>(sched_getcpu());
+  cpu_ = static_cast<uint32_t>(cpu);
   me.cpu.store(cpu_, std::memory_order_relaxed);
   me.round.store(round, std::memory_order_seq_cst);
   if (me.sleepers.load(std::memory_order_seq_cst) != 0) futex_wake(&me.round);

@@ -36,8 +36,15 @@ const DTypeInfo* info(DType t) {
 
 bool is_valid(DType t) { return info(t) != nullptr; }
 
-size_t dtype_size(DType t) {
-  if (const auto* i = info(t)) return i->size;
+// dtype_size (tdist/dtype.h) keeps the sizes of this table in a table of its own.
+constexpr bool sizes_agree() {
+  for (int d = 0; d < kNumDTypes; ++d)
+    if (dtype_size(static_cast<DType>(d)) != kInfo[d].size) return false;
+  return true;
+}
+static_assert(sizes_agree());
+
+void throw_invalid_dtype(DType t) {
   throw DistValueError("invalid dtype code " + std::to_string(static_cast<unsigned>(t)) + " (valid: 0.." +
                        std::to_string(kNumDTypes - 1) + ")");
 }

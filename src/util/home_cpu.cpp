@@ -84,20 +84,23 @@ void place_on_machine(int index, int count) {
   g_home.store(pick_home(index, count, allowed_cpus(), sysconf(_SC_NPROCESSORS_ONLN)), std::memory_order_relaxed);
 }
 
-void return_home() {
+int return_home() {
   const int home = home_cpu();
-  if (home < 0 || sched_getcpu() == home) return;
+  const int cpu = sched_getcpu();
+  if (home < 0 || cpu == home) return cpu;
   thread_local auto last_try = std::chrono::steady_clock::time_point{};
   const auto now = std::chrono::steady_clock::now();
-  if (now - last_try < kRetryAfter) return;
+  if (now - last_try < kRetryAfter) return cpu;
   last_try = now;
   cpu_set_t old, one;
-  if (sched_getaffinity(0, sizeof(old), &old) != 0 || !CPU_ISSET(home, &old)) return;
+  if (sched_getaffinity(0, sizeof(old), &old) != 0 || !CPU_ISSET(home, &old)) return cpu;
   CPU_ZERO(&one);
   CPU_SET(home, &one);
   // Setting the one-core mask moves the thread now; restoring the old mask
   // leaves it there but free to go anywhere later.
-  if (sched_setaffinity(0, sizeof(one), &one) == 0) sched_setaffinity(0, sizeof(old), &old);
+  if (sched_setaffinity(0, sizeof(one), &one) != 0) return cpu;
+  sched_setaffinity(0, sizeof(old), &old);
+  return sched_getcpu();
 }
 
 }  // namespace tdist

@@ -54,7 +54,8 @@ int ranks_on_machine();
 int pick_home(long long index, long long count, const std::vector<int>& allowed, long online);
 
 // Moves the calling thread to the home CPU if it is elsewhere (cheap when it
-// is home, or when there is no home).
-void return_home();
+// is home, or when there is no home). Returns the CPU the thread is on then,
+// as sched_getcpu() (a caller that wants it too asks once).
+int return_home();
 
 }  // namespace tdist

@@ -1,5 +1,6 @@
 #include "work/pending_work.h"
 
+#include <algorithm>
 #include <string_view>
 
 #include "tdist/errors.h"
@@ -29,6 +30,10 @@ bool PendingWork::is_success() const { return done() && !error_; }
 std::exception_ptr PendingWork::exception() const { return done() ? error_ : nullptr; }
 
 bool PendingWork::wait(std::chrono::milliseconds timeout) {
+  if (done()) {  // a blocking call's work, finished before it was returned
+    if (error_) std::rethrow_exception(error_);
+    return true;
+  }
   // Operations carry their own deadline (the group timeout), so a wait
   // without a timeout ends too.
   const Deadline deadline = timeout == kNoTimeout ? Deadline::never() : Deadline::after(timeout);
@@ -89,11 +94,15 @@ void PendingWork::reuse(const char* op, uint64_t seq, std::span<const Tensor> re
     op_literal_ = op;
   }
   seq_ = seq;
-  error_ = nullptr;
+  // Each reset only where there is something to reset: a blocking call in a
+  // loop finds all of them empty and its result the view it had.
+  if (error_) error_ = nullptr;
   source_rank_ = -1;
-  future_.reset();
+  if (future_) future_.reset();
   runner_.reset();
-  result_.assign(result.begin(), result.end());
+  if (!std::equal(result_.begin(), result_.end(), result.begin(), result.end(),
+                  [](const Tensor& a, const Tensor& b) { return a.same_view(b); }))
+    result_.assign(result.begin(), result.end());
   state_.store(kPending, std::memory_order_relaxed);
 }
 

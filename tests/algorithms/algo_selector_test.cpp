@@ -126,6 +126,21 @@ TEST(AlgorithmSelector, ForcedBruckAllToAllRefusesUnevenBlocks) {
 }
 
 
+// What GroupEngines::decide answers without asking decide() (a group on one
+// host with its segment, nothing forced): shared memory and no algorithm,
+// for every operation and size, as decide() itself says.
+TEST(EngineSelector, OneHostWithItsSegmentIsSharedMemoryForEveryOperation) {
+  const ForcedAlgorithms none;
+  for (uint8_t c = static_cast<uint8_t>(OpCode::Broadcast); c <= static_cast<uint8_t>(OpCode::HostStep); ++c)
+    for (size_t bytes : {size_t{0}, size_t{8}, 64 * KiB, 256 * MiB})
+      for (int ranks : {2, 3, 8}) {
+        const Decision d = decide(static_cast<OpCode>(c), on_one_host(bytes, ranks, bytes / 4), none, {true, false});
+        EXPECT_EQ(d.engine, EngineKind::SharedMemory) << int{c} << " " << bytes << " " << ranks;
+        EXPECT_EQ(d.algorithm, Decision::kUndecided) << int{c};
+        EXPECT_STREQ(d.algorithm_name, "") << int{c};
+      }
+}
+
 // One decision names the engine and its algorithm together, as the engine
 // choice and the algorithm's own pick would; a forced transport algorithm
 // decides both.

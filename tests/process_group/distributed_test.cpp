@@ -328,6 +328,10 @@ TEST(CollFreeFunctions, BlockingCallsKeepNoAdoptedTensorAlive) {
       *o->freed = true;
       delete o;
     };
+    // A blocking call first, so that the group has a Work to reuse: the
+    // adopted tensor's call must not be the one that reuses it.
+    auto warm = filled(2, me);
+    tdist::all_reduce(warm);
     {
       Tensor adopted = Tensor::from_dlpack(&owned->managed);
       tdist::all_reduce(adopted);  // blocking; the Work is dropped at once

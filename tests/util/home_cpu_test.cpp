@@ -48,8 +48,9 @@ TEST(HomeCpu, LocalRankPicksItsCoreAndReturningHomeKeepsTheAffinity) {
   in_fresh_process(last.c_str(), size.c_str(), [&] {
     expect(home_cpu() == cpus.back(), "local rank n-1 of n is at home on the last allowed CPU");
     for (int i = 0; i < 3; ++i) {
-      return_home();
+      const int said = return_home();
       expect(sched_getcpu() == cpus.back(), "return_home() moved the thread home");
+      expect(said == cpus.back(), "return_home() says the CPU it left the thread on");
     }
     expect(allowed_cpus() == cpus, "the affinity mask is the one the process had");
   });

@@ -44,8 +44,11 @@ struct MpiBackend::State {
     if (!failure) failure = e;
     failed.store(true, std::memory_order_release);
   }
-  std::exception_ptr failed_before(const char* op, uint64_t seq) {
+  [[gnu::always_inline]] std::exception_ptr failed_before(const char* op, uint64_t seq) {
     if (!failed.load(std::memory_order_acquire)) return nullptr;
+    return failure_for(op, seq);
+  }
+  [[gnu::noinline, gnu::cold]] std::exception_ptr failure_for(const char* op, uint64_t seq) {  // failed_before's slow path
     std::lock_guard<std::mutex> lock(mu);
     return with_context(failure, label + ": " + op + " #" + std::to_string(seq) +
                                      " not started: the group failed earlier: ");
@@ -188,7 +191,7 @@ MpiBackend::~MpiBackend() { shutdown(); }
 MPI_Comm MpiBackend::comm() const { return state_->comm; }
 
 void MpiBackend::shutdown() {
-  std::lock_guard<std::mutex> lock(issue_mu_);
+  std::lock_guard<SleepingLock> lock(issue_mu_);
   State& s = *state_;
   if (!s.runtime) return;
   s.record(std::make_exception_ptr(DistBackendError(s.label + ": the process group was destroyed")));
@@ -207,7 +210,7 @@ template <typename Blocking, typename Start>
 std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std::span<const Tensor> result,
                                       const Operation& operation, Blocking&& blocking, Start&& start, std::function<void()> after,
                                       std::shared_ptr<void> keep) {
-  std::lock_guard<std::mutex> lock(issue_mu_);
+  std::lock_guard<SleepingLock> lock(issue_mu_);
   const uint64_t seq = ++seq_;
   State* st = state_.get();
   const bool async_op = operation.async_op;
@@ -400,9 +403,12 @@ std::shared_ptr<Work> MpiBackend::broadcast(const Operation& operation) {
 
 namespace {
 // AVG's division and PREMUL_SUM's factor, after MPI summed.
-std::function<void()> finalizer(ReduceOp op, const Tensor& t, int contributors) {
-  if (!reduction::needs_finalize(op)) return nullptr;
+[[gnu::noinline]] std::function<void()> finalizer_of(ReduceOp op, const Tensor& t, int contributors) {
   return [op, t, contributors] { reduction::finalize(op, t, contributors); };
+}
+[[gnu::always_inline]] inline std::function<void()> finalizer(ReduceOp op, const Tensor& t, int contributors) {
+  if (!reduction::needs_finalize(op)) return nullptr;  // SUM and most others: decided without a call
+  return finalizer_of(op, t, contributors);
 }
 // Copies out of a staging buffer, where the parts went through one.
 std::function<void()> unstager(const std::shared_ptr<Layout>& l) {
@@ -682,7 +688,7 @@ std::shared_ptr<Work> MpiBackend::all_to_all_single(const Operation& operation) 
 // Rank 0 hears from every rank by the deadline, then releases them; a rank
 // that does not arrive is named (every such rank with wait_all_ranks).
 std::shared_ptr<Work> MpiBackend::monitored_barrier(const Operation& operation) {
-  std::unique_lock<std::mutex> lock(issue_mu_);
+  std::unique_lock<SleepingLock> lock(issue_mu_);
   const uint64_t seq = ++seq_;
   std::shared_ptr<State> st = state_;
   auto work = std::make_shared<PendingWork>("monitored_barrier", seq, st->shared_label);

@@ -24,6 +24,7 @@
 #include "tdist/backend.h"
 #include "backends/mpi/mpi_runtime.h"
 #include "util/deadline.h"
+#include "util/sleeping_lock.h"
 #include "work/pending_work.h"
 #include "work/spare_work.h"
 
@@ -74,9 +75,9 @@ class MpiBackend final : public Backend {
 
   BackendOptions options_;
   std::shared_ptr<State> state_;
-  std::mutex issue_mu_;  // issuing is thread-safe; the order is the callers'
-  uint64_t seq_ = 0;     // collectives issued, under issue_mu_
-  SpareWork spare_;      // the last blocking call's Work, reused; under issue_mu_
+  SleepingLock issue_mu_;  // issuing is thread-safe; the order is the callers'
+  uint64_t seq_ = 0;       // collectives issued, under issue_mu_
+  SpareWork spare_;        // recent calls' Works, reused; under issue_mu_
   std::atomic<uint64_t> p2p_seq_{0};
 };
 
