@@ -5,14 +5,13 @@
 
 #include <climits>
 #include <string>
-#include <vector>
 
 #include <tdist/process_group.h>
 
 namespace tdist_py {
 namespace {
 
-// One sped-up function or method. Never freed: CPython keeps pointers to
+// One sped-up function. Never freed: CPython keeps pointers to
 // `def` for as long as the function object lives, and the module is never
 // unloaded.
 struct Entry {
@@ -21,7 +20,7 @@ struct Entry {
   PyObject* params[kMaxFastParams] = {};  // interned names
   int count = 0;
   FastBody body = nullptr;
-  PyObject* slow = nullptr;  // pybind11's function (a method's takes self first)
+  PyObject* slow = nullptr;  // pybind11's function
 };
 
 // The parameter a keyword names, or -1. A keyword written in the call is
@@ -35,20 +34,9 @@ int param_of(const Entry& e, PyObject* name) {
   return -1;
 }
 
-// pybind11's translation of a C++ exception into the Python error it raises
-// (its dispatcher's, for the same exceptions).
-void translate_current_exception() {
-  auto& local = py::detail::get_local_internals().registered_exception_translators;
-  if (py::detail::apply_exception_translators(local)) return;
-  auto& global = py::detail::get_internals().registered_exception_translators;
-  if (py::detail::apply_exception_translators(global)) return;
-  PyErr_SetString(PyExc_SystemError, "Exception escaped from default exception translator!");
-}
-
 // The fast body's answer: a new reference, or null with an error set, or
 // null without one (declined).
-PyObject* try_fast(const Entry& e, PyObject* self, PyObject* const* args, Py_ssize_t n, PyObject* kwnames,
-                   bool& declined) {
+PyObject* try_fast(const Entry& e, PyObject* const* args, Py_ssize_t n, PyObject* kwnames, bool& declined) {
   declined = true;
   if (n > e.count) return nullptr;
   PyObject* values[kMaxFastParams] = {};
@@ -62,7 +50,7 @@ PyObject* try_fast(const Entry& e, PyObject* self, PyObject* const* args, Py_ssi
     }
   }
   try {
-    PyObject* result = e.body(FastArgs{self, values});
+    PyObject* result = e.body(FastArgs{values});
     declined = result == nullptr && !PyErr_Occurred();
     return result;
   } catch (py::error_already_set& error) {
@@ -79,35 +67,10 @@ PyObject* try_fast(const Entry& e, PyObject* self, PyObject* const* args, Py_ssi
 PyObject* call_function(PyObject* capsule, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
   const auto& e = *static_cast<const Entry*>(PyCapsule_GetPointer(capsule, nullptr));
   bool declined = false;
-  PyObject* result = try_fast(e, nullptr, args, PyVectorcall_NARGS(nargsf), kwnames, declined);
+  PyObject* result = try_fast(e, args, PyVectorcall_NARGS(nargsf), kwnames, declined);
   if (!declined) return result;
   return PyObject_Vectorcall(e.slow, args, nargsf, kwnames);
 }
-
-PyObject* call_method(const Entry& e, PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  const Py_ssize_t n = PyVectorcall_NARGS(nargsf);
-  bool declined = false;
-  PyObject* result = try_fast(e, self, args, n, kwnames, declined);
-  if (!declined) return result;
-  // pybind11's function takes self as its first argument.
-  const Py_ssize_t all = n + (kwnames != nullptr ? PyTuple_GET_SIZE(kwnames) : 0);
-  std::vector<PyObject*> with_self(static_cast<size_t>(all) + 1);
-  with_self[0] = self;
-  for (Py_ssize_t i = 0; i < all; ++i) with_self[static_cast<size_t>(i) + 1] = args[i];
-  return PyObject_Vectorcall(e.slow, with_self.data(), static_cast<size_t>(n) + 1, kwnames);
-}
-
-// A method's C function cannot find its Entry through `self` (the instance),
-// so each method gets a function of its own, one per slot.
-constexpr int kMethodSlots = 4;
-Entry* method_entries[kMethodSlots] = {};
-template <int Slot>
-PyObject* method_slot(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {
-  return call_method(*method_entries[Slot], self, args, nargsf, kwnames);
-}
-using VectorcallMethod = PyObject* (*)(PyObject*, PyObject* const*, Py_ssize_t, PyObject*);
-constexpr VectorcallMethod kMethodSlotFunctions[kMethodSlots] = {method_slot<0>, method_slot<1>, method_slot<2>,
-                                                                 method_slot<3>};
 
 Entry* make_entry(const char* name, py::handle slow, std::initializer_list<const char*> params, FastBody body) {
   if (params.size() > static_cast<size_t>(kMaxFastParams))
@@ -126,6 +89,14 @@ Entry* make_entry(const char* name, py::handle slow, std::initializer_list<const
 
 }  // namespace
 
+void translate_current_exception() {
+  auto& local = py::detail::get_local_internals().registered_exception_translators;
+  if (py::detail::apply_exception_translators(local)) return;
+  auto& global = py::detail::get_internals().registered_exception_translators;
+  if (py::detail::apply_exception_translators(global)) return;
+  PyErr_SetString(PyExc_SystemError, "Exception escaped from default exception translator!");
+}
+
 void speed_up(py::module_& m, const char* name, std::initializer_list<const char*> params, FastBody body) {
   Entry* e = make_entry(name, m.attr(name), params, body);
   e->def.ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call_function));
@@ -134,24 +105,6 @@ void speed_up(py::module_& m, const char* name, std::initializer_list<const char
       py::reinterpret_steal<py::object>(PyCFunction_NewEx(&e->def, self.ptr(), m.attr("__name__").ptr()));
   if (!function) throw py::error_already_set();
   m.attr(name) = function;
-}
-
-void speed_up_method(py::handle cls, const char* name, std::initializer_list<const char*> params, FastBody body) {
-  int slot = 0;
-  while (slot < kMethodSlots && method_entries[slot] != nullptr) ++slot;
-  if (slot == kMethodSlots) throw std::logic_error("speed_up_method: no slot left for " + std::string(name));
-  // The class's attribute is an instancemethod around pybind11's function.
-  py::object attr = cls.attr("__dict__")[name];
-  py::object function = PyInstanceMethod_Check(attr.ptr())
-                            ? py::reinterpret_borrow<py::object>(PyInstanceMethod_GET_FUNCTION(attr.ptr()))
-                            : attr;
-  Entry* e = make_entry(name, function, params, body);
-  e->def.ml_meth = reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(kMethodSlotFunctions[slot]));
-  method_entries[slot] = e;
-  py::object descriptor =
-      py::reinterpret_steal<py::object>(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &e->def));
-  if (!descriptor) throw py::error_already_set();
-  cls.attr(name) = descriptor;
 }
 
 bool fast_bool(PyObject* v, bool& out) {

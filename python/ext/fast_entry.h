@@ -1,5 +1,6 @@
 // A faster way into the calls Python makes in a loop: a collective of a few
-// bytes, Work.wait. pybind11's dispatcher spends about 0.2 µs on a call
+// bytes (Work, whose wait() is the other call of such a loop, is a type of
+// its own: work_object.cpp). pybind11's dispatcher spends about 0.2 µs on a call
 // before the function runs (a record of every argument, a type lookup per
 // class argument) and 0.3 µs more for each call with keywords (it copies the
 // keyword dict and looks every parameter up by name), where mpi4py's whole
@@ -27,9 +28,7 @@ namespace tdist_py {
 
 // The arguments of one call by parameter: values[i] is what was passed for
 // parameter i, positionally or by keyword (borrowed), null where nothing was.
-// `self`: the instance, for a method.
 struct FastArgs {
-  PyObject* self;
   PyObject* const* values;
 };
 
@@ -45,8 +44,10 @@ inline constexpr int kMaxFastParams = 8;
 // `params`, in order) by one that tries `body` first.
 void speed_up(py::module_& m, const char* name, std::initializer_list<const char*> params, FastBody body);
 
-// The same for method `name` of class `cls` (`params` after self).
-void speed_up_method(py::handle cls, const char* name, std::initializer_list<const char*> params, FastBody body);
+// pybind11's translation of the C++ exception being handled into the Python
+// error it raises (its dispatcher's, for the same exceptions): for C
+// functions that call C++ (a fast body's caller, the Work type's methods).
+void translate_current_exception();
 
 // The fast conversions: false declines the call. A null value (not passed)
 // leaves `out` at its default.

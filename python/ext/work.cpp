@@ -20,7 +20,6 @@
 
 #include "args.h"
 #include "errors.h"
-#include "fast_entry.h"
 #include "inline_call.h"
 #include "interruptible_wait.h"
 
@@ -236,15 +235,32 @@ void wait_for(const std::shared_ptr<tdist::Work>& work, const tdist::Group& grou
 
 py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep, const tdist::Group& group) {
   prune_parked();
-  if (async_op) {
-    // As py::cast does, with the class looked up once: a lookup by type_index costs a hash of the name per call.
-    static const py::detail::type_info* const type = py::detail::get_type_info(typeid(PyWork));
-    auto handle = std::make_shared<PyWork>(std::move(work), std::move(keep), group);
-    return py::reinterpret_steal<py::object>(py::detail::type_caster_generic::cast(
-        handle.get(), py::return_value_policy::take_ownership, {}, type, nullptr, nullptr, &handle));
-  }
+  if (async_op) return make_work_object(std::move(work), std::move(keep), group);
   wait_for(work, group, &keep);
   return py::none();
+}
+
+py::object work_get_future(const PyWork& self) {
+  std::shared_ptr<tdist::Future> future = self.work()->get_future();
+  auto outputs = std::make_shared<GilObject>(self.keep().outputs());
+  // The future's users may outlive this Work: they keep the arrays too.
+  auto keep = std::make_shared<GilObject>(self.keep().owners());
+  auto holder = std::shared_ptr<tdist::Future>(future.get(), [future, keep](tdist::Future*) {});
+  return py::cast(std::make_shared<PyFuture>(holder, outputs, nullptr));
+}
+
+py::object work_get_future_result(const PyWork& self) {
+  std::shared_ptr<tdist::WorkResultFuture> result = self.work()->get_future_result();
+  auto code = std::make_shared<ResultCode>();
+  auto future = std::make_shared<tdist::Future>();
+  result->add_done_callback([code, future](tdist::WorkResult r) {
+    code->code.store(static_cast<int>(r));
+    future->mark_completed();
+  });
+  // The arrays stay alive as long as the future's users hold it.
+  auto keep = std::make_shared<GilObject>(self.keep().owners());
+  auto holder = std::shared_ptr<tdist::Future>(future.get(), [future, keep](tdist::Future*) {});
+  return py::cast(std::make_shared<PyFuture>(holder, nullptr, nullptr, code));
 }
 
 void bind_work(py::module_& m) {
@@ -261,74 +277,7 @@ void bind_work(py::module_& m) {
            "Runs callback(future) once complete; its exceptions are reported, not raised.")
       .def("exception", &PyFuture::exception, "The error of a completed future, or None.");
 
-  py::class_<PyWork, std::shared_ptr<PyWork>>(m, "Work",
-      "The handle of an operation started with async_op=True (or isend/irecv). The arrays it uses must "
-      "not be touched until wait() returns.")
-      .def("synchronize", [](PyWork& self) { self.work()->synchronize(); },
-           "Device-ordered completion, as torch's; CPU arrays are complete once wait() returns: nothing to do.")
-      .def("wait",
-           [](PyWork& self, const py::object& timeout_arg) {
-             auto timeout = to_timeout(timeout_arg, "Work.wait");
-             // The arrays stay with this Work, which parks them if dropped while the operation runs.
-             wait_for(self.work(), self.group(), nullptr, timeout.value_or(tdist::kNoTimeout));
-             return true;
-           },
-           py::arg("timeout") = py::none(),
-           "Blocks until the operation completes (GIL released) and raises its error. With a timeout "
-           "(datetime.timedelta or seconds), raises DistBackendError naming the operation if it is not done "
-           "by then (the operation goes on). Returns True.")
-      .def("is_completed", [](PyWork& self) { return self.work()->is_completed(); },
-           "Whether the operation has completed (successfully or not); never blocks.")
-      .def("is_success", [](PyWork& self) { return self.work()->is_success(); },
-           "Whether the operation completed without error.")
-      .def("exception", [](PyWork& self) { return exception_object(self.work()->exception()); },
-           "The error the operation ended with (a DistError), or None.")
-      .def("source_rank", [](PyWork& self) { return self.work()->source_rank(); },
-           "For irecv from any source: the group rank the message came from.")
-      .def("_source_rank", [](PyWork& self) { return self.work()->source_rank(); })
-      .def("result", [](PyWork& self) { return self.keep().outputs(); },
-           "The output arrays of the operation (the arrays passed in, written in place).")
-      .def("get_future",
-           [](PyWork& self) {
-             std::shared_ptr<tdist::Future> future = self.work()->get_future();
-             auto outputs = std::make_shared<GilObject>(self.keep().outputs());
-             // The future's users may outlive this Work: they keep the arrays too.
-             auto keep = std::make_shared<GilObject>(self.keep().owners());
-             auto holder = std::shared_ptr<tdist::Future>(future.get(), [future, keep](tdist::Future*) {});
-             return std::make_shared<PyFuture>(holder, outputs, nullptr);
-           },
-           "A Future completing with the list of output arrays (collectives only; point-to-point "
-           "operations have none and raise DistBackendError, as with Gloo).")
-      .def("get_future_result",
-           [](PyWork& self) {
-             std::shared_ptr<tdist::WorkResultFuture> result = self.work()->get_future_result();
-             auto code = std::make_shared<ResultCode>();
-             auto future = std::make_shared<tdist::Future>();
-             result->add_done_callback([code, future](tdist::WorkResult r) {
-               code->code.store(static_cast<int>(r));
-               future->mark_completed();
-             });
-             // The arrays stay alive as long as the future's users hold it.
-             auto keep = std::make_shared<GilObject>(self.keep().owners());
-             auto holder = std::shared_ptr<tdist::Future>(future.get(), [future, keep](tdist::Future*) {});
-             return std::make_shared<PyFuture>(holder, nullptr, nullptr, code);
-           },
-           "torch's get_future_result: a Future that completes, never with an error, once the operation "
-           "has; its value is a tdist.WorkResult: SUCCESS, TIMEOUT (failed at its deadline) or "
-           "COMM_ERROR (any other failure). Collectives only, as get_future.")
-      .def("__repr__", [](PyWork& self) {
-        return "<tdist.Work " + self.work()->op_name() + " #" + std::to_string(self.work()->sequence_number()) +
-               (self.work()->completed_now() ? " completed>" : " pending>");
-      });
-
-  // work.wait() in a loop, past pybind11's dispatcher (fast_entry.h); a timeout goes the usual way.
-  speed_up_method(m.attr("Work"), "wait", {"timeout"}, [](const FastArgs& a) -> PyObject* {
-    if (a.values[0] != nullptr && a.values[0] != Py_None) return nullptr;
-    auto* self = fast_instance<PyWork>(a.self);
-    if (self == nullptr) return nullptr;
-    wait_for(self->work(), self->group(), nullptr, tdist::kNoTimeout);
-    return give(py::bool_(true));
-  });
+  bind_work_type(m);
 }
 
 }  // namespace tdist_py

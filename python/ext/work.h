@@ -75,6 +75,14 @@ class PyWork {
 // else None after waiting (GIL released) for it.
 py::object finish(std::shared_ptr<tdist::Work> work, bool async_op, Keep keep, const tdist::Group& group);
 
+// The Python Work of an operation (work_object.cpp: its type, tdist.Work).
+py::object make_work_object(std::shared_ptr<tdist::Work> work, Keep keep, tdist::Group group);
+// Adds the type to `m` as "Work" (after bind_work's Future, whose objects its get_future makes).
+void bind_work_type(py::module_& m);
+// What Work.get_future() and Work.get_future_result() return (work.cpp): a Future.
+py::object work_get_future(const PyWork& self);
+py::object work_get_future_result(const PyWork& self);
+
 // Waits (GIL held on entry, released while waiting) for `work` of `group`
 // (null: the default group) up to `timeout`; DistBackendError naming it when
 // not done by then. Ctrl-C (a signal handler's exception) ends the wait: the
