@@ -34,7 +34,12 @@ std::optional<ms> to_timeout(py::handle obj, const char* what) {
     if (!(seconds >= 0)) throw tdist::DistValueError(std::string(what) + ": timeout must be >= 0 seconds");
     return ms(static_cast<int64_t>(seconds * 1000.0));
   }
-  return obj.cast<ms>();  // datetime.timedelta
+  try {
+    return obj.cast<ms>();  // datetime.timedelta
+  } catch (const py::cast_error&) {
+    throw py::type_error(std::string(what) + ": timeout must be a datetime.timedelta or a number of seconds, not " +
+                         std::string(py::str(obj.get_type().attr("__name__"))));
+  }
 }
 
 // None: TDIST_TIMEOUT where set, else 30 minutes (resolved by the library).
