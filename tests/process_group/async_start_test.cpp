@@ -47,6 +47,11 @@ TEST(AsyncStart, ADeferredCollectiveCompletesWhileItsRankLeavesItAlone) {
       while (flags->peer_done.load() == 0 && std::chrono::steady_clock::now() < give_up)
         std::this_thread::sleep_for(milliseconds(1));
       require(flags->peer_done.load() == 1, "rank 1's all_reduce did not end while rank 0 left its async one alone");
+      // Rank 0's part ends a moment after rank 1's (it still reads rank 1's
+      // contribution, and a loaded machine may pause its thread there):
+      // completed_now() starts nothing, so asking it again leaves it alone.
+      while (!work->completed_now() && std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(milliseconds(1));
       require(work->completed_now(), "rank 0's async all_reduce is not complete although rank 1's is");
       work->wait();
     } else {
