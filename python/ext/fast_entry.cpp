@@ -1,8 +1,6 @@
 // See fast_entry.h.
 #include "fast_entry.h"
 
-#include <cxxabi.h>
-
 #include <climits>
 #include <string>
 
@@ -49,19 +47,9 @@ PyObject* try_fast(const Entry& e, PyObject* const* args, Py_ssize_t n, PyObject
       values[at] = args[n + k];
     }
   }
-  try {
-    PyObject* result = e.body(FastArgs{values});
-    declined = result == nullptr && !PyErr_Occurred();
-    return result;
-  } catch (py::error_already_set& error) {
-    error.restore();
-  } catch (abi::__forced_unwind&) {
-    throw;  // a cancelled thread unwinds through here
-  } catch (...) {
-    translate_current_exception();
-  }
-  declined = false;
-  return nullptr;
+  PyObject* result = guarded([&] { return e.body(FastArgs{values}); });
+  declined = result == nullptr && !PyErr_Occurred();
+  return result;
 }
 
 PyObject* call_function(PyObject* capsule, PyObject* const* args, Py_ssize_t nargsf, PyObject* kwnames) {

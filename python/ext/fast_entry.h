@@ -16,6 +16,8 @@
 // in differ only in speed.
 #pragma once
 
+#include <cxxabi.h>
+
 #include <initializer_list>
 #include <optional>
 
@@ -45,9 +47,25 @@ inline constexpr int kMaxFastParams = 8;
 void speed_up(py::module_& m, const char* name, std::initializer_list<const char*> params, FastBody body);
 
 // pybind11's translation of the C++ exception being handled into the Python
-// error it raises (its dispatcher's, for the same exceptions): for C
-// functions that call C++ (a fast body's caller, the Work type's methods).
+// error it raises (its dispatcher's, for the same exceptions).
 void translate_current_exception();
+
+// What a C function that calls C++ returns: body()'s PyObject* (a new
+// reference, or null with or without a Python error set), or null with the
+// error a C++ exception becomes set.
+template <typename Body>
+PyObject* guarded(Body&& body) {
+  try {
+    return body();
+  } catch (py::error_already_set& error) {
+    error.restore();
+  } catch (abi::__forced_unwind&) {
+    throw;  // a cancelled thread unwinds through here
+  } catch (...) {
+    translate_current_exception();
+  }
+  return nullptr;
+}
 
 // The fast conversions: false declines the call. A null value (not passed)
 // leaves `out` at its default.

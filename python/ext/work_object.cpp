@@ -6,8 +6,6 @@
 // (docs/performance.md). Here the handle lives inside the Python object. The
 // methods do what work.cpp says; C++ exceptions are raised as pybind11's
 // translators raise them.
-#include <cxxabi.h>
-
 #include <chrono>
 #include <new>
 #include <optional>
@@ -35,17 +33,8 @@ PyWork& handle_of(PyObject* self) {
 
 // `body`'s py::object as a new reference, or null with the Python error set.
 template <typename Body>
-PyObject* guarded(Body&& body) {
-  try {
-    return body().release().ptr();
-  } catch (py::error_already_set& error) {
-    error.restore();
-  } catch (abi::__forced_unwind&) {
-    throw;  // a cancelled thread unwinds through here
-  } catch (...) {
-    translate_current_exception();
-  }
-  return nullptr;
+PyObject* returned(Body&& body) {
+  return guarded([&] { return body().release().ptr(); });
 }
 
 void work_dealloc(PyObject* self) {
@@ -56,7 +45,7 @@ void work_dealloc(PyObject* self) {
 }
 
 PyObject* work_repr(PyObject* self) {
-  return guarded([&] {
+  return returned([&] {
     const tdist::Work& w = *handle_of(self).work();
     return py::str("<tdist.Work " + w.op_name() + " #" + std::to_string(w.sequence_number()) +
                    (w.completed_now() ? " completed>" : " pending>"));
@@ -85,7 +74,7 @@ PyObject* work_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, Py
       }
       timeout = args[n + k];
     }
-  return guarded([&] {
+  return returned([&] {
     std::optional<std::chrono::milliseconds> limit;
     if (timeout != nullptr && timeout != Py_None) limit = to_timeout(timeout, "Work.wait");
     // The arrays stay with this Work, which parks them if dropped while the operation runs.
@@ -99,7 +88,7 @@ PyObject* work_wait(PyObject* self, PyObject* const* args, Py_ssize_t nargsf, Py
 template <typename Body>
 PyCFunction no_args(Body) {
   static_assert(std::is_empty_v<Body>, "a captureless lambda");
-  return [](PyObject* self, PyObject*) -> PyObject* { return guarded([&] { return Body{}(handle_of(self)); }); };
+  return [](PyObject* self, PyObject*) -> PyObject* { return returned([&] { return Body{}(handle_of(self)); }); };
 }
 
 PyMethodDef* methods() {

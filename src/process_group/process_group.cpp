@@ -299,7 +299,6 @@ Backend& ProcessGroup::backend_found(Device device) const {
   return *it->second;
 }
 
-
 void ProcessGroup::set_timeout(std::chrono::milliseconds timeout) {
   if (timeout.count() < 0)
     throw DistValueError("group " + options_.group_name + ": set_timeout(" + std::to_string(timeout.count()) +

@@ -47,7 +47,8 @@ def methods(rank, size):
     ]:
         with pytest.raises(TypeError):
             bad()
-    with pytest.raises(TypeError, match="Work.wait: timeout must be a datetime.timedelta or a number of seconds, not str"):
+    with pytest.raises(TypeError, match="Work.wait: timeout must be a datetime.timedelta or a number of seconds, "
+                                        "not str"):
         w.wait("soon")
     # A point-to-point Work: the source of a receive from any rank.
     b = np.zeros(1, np.int64)

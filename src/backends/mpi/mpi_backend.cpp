@@ -48,7 +48,8 @@ struct MpiBackend::State {
     if (!failed.load(std::memory_order_acquire)) return nullptr;
     return failure_for(op, seq);
   }
-  [[gnu::noinline, gnu::cold]] std::exception_ptr failure_for(const char* op, uint64_t seq) {  // failed_before's slow path
+  // failed_before's slow path.
+  [[gnu::noinline, gnu::cold]] std::exception_ptr failure_for(const char* op, uint64_t seq) {
     std::lock_guard<std::mutex> lock(mu);
     return with_context(failure, label + ": " + op + " #" + std::to_string(seq) +
                                      " not started: the group failed earlier: ");

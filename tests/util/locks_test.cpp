@@ -1,8 +1,8 @@
-// SleepingLock: mutual exclusion under contention from more threads than
-// cores, and a waiter that sleeps (rather than spins) while the holder keeps
-// it for long, as the mpi backend's issue lock is kept across a blocking call.
-#include "util/sleeping_lock.h"
-
+// SpinLock and SleepingLock: mutual exclusion under contention from more
+// threads than cores (waiters must yield or sleep, or the holder never runs
+// again on a 2-core machine); and SleepingLock's waiter sleeps rather than
+// spins while the holder keeps it for long, as the mpi backend's issue lock
+// is kept across a blocking call.
 #include <gtest/gtest.h>
 #include <time.h>
 
@@ -12,18 +12,26 @@
 #include <thread>
 #include <vector>
 
+#include "util/sleeping_lock.h"
+#include "util/spin_lock.h"
+
 namespace tdist::testing {
 namespace {
 
-TEST(SleepingLock, ExcludesAndLetsManyThreadsThrough) {
-  SleepingLock lock;
+template <typename Lock>
+class Locks : public ::testing::Test {};
+using LockTypes = ::testing::Types<SpinLock, SleepingLock>;
+TYPED_TEST_SUITE(Locks, LockTypes);
+
+TYPED_TEST(Locks, ExcludeAndLetManyThreadsThrough) {
+  TypeParam lock;
   long counter = 0;  // plain: only the lock orders the increments
   constexpr int kThreads = 8, kRounds = 20000;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&] {
       for (int i = 0; i < kRounds; ++i) {
-        std::lock_guard<SleepingLock> guard(lock);
+        std::lock_guard<TypeParam> guard(lock);
         long seen = counter;
         if (i % 512 == 0) std::this_thread::yield();  // get preempted while holding it, now and then
         counter = seen + 1;
@@ -33,8 +41,8 @@ TEST(SleepingLock, ExcludesAndLetsManyThreadsThrough) {
   EXPECT_EQ(counter, static_cast<long>(kThreads) * kRounds);
 }
 
-TEST(SleepingLock, TryLockFailsWhileHeld) {
-  SleepingLock lock;
+TYPED_TEST(Locks, TryLockFailsWhileHeld) {
+  TypeParam lock;
   ASSERT_TRUE(lock.try_lock());
   bool other = true;
   std::thread([&] { other = lock.try_lock(); }).join();
