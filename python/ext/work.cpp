@@ -1,7 +1,8 @@
-// Work (wait, is_completed, is_success, exception, source_rank, result,
-// get_future) and Future (wait, value, done, then, add_done_callback).
-// Every blocking wait releases the GIL. Callbacks run on the thread that
-// completes the operation; they take the GIL to call into Python.
+// What Work does (waits, parking the arrays of a dropped one, its futures;
+// its Python type is in work_object.cpp) and Future (wait, value, done,
+// then, add_done_callback). Every blocking wait releases the GIL. Callbacks
+// run on the thread that completes the operation; they take the GIL to call
+// into Python.
 #include "work.h"
 
 #include <pybind11/chrono.h>
