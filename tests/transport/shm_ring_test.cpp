@@ -2,6 +2,7 @@
 // rings, and the sleep flags that decide when a doorbell is needed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
 #include <thread>
 #include <vector>
@@ -95,6 +96,57 @@ TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
   }
   writer.join();
   EXPECT_EQ(out, in);
+}
+
+// Copies larger than a piece are published piece by piece; the bytes must come
+// out the same whichever piece the reader catches, across the ring's end.
+TEST(ShmRing, TwoThreadsStreamWritesOfManyPiecesThroughARingOfAFewPieces) {
+  const size_t piece = ShmRing::kPieceBytes;
+  Ring r(3 * piece + 4096);  // not a multiple of a piece: pieces straddle the end
+  std::vector<uint32_t> in(2 * 1024 * 1024), out(in.size());
+  std::iota(in.begin(), in.end(), 11u);
+  const char* src = reinterpret_cast<const char*>(in.data());
+  char* dst = reinterpret_cast<char*>(out.data());
+  const size_t total = in.size() * sizeof(uint32_t);
+  std::thread writer([&] {
+    ShmRing w = r.writer();
+    for (size_t done = 0, step = 0; done < total; ++step) {
+      // A header and a payload of two and a half pieces, then writes of odd lengths.
+      size_t k = 0;
+      const size_t payload = std::min<size_t>(5 * piece / 2, total - done);
+      if (step % 2 == 0 && payload > 24 && w.write_both(src + done, 24, src + done + 24, payload - 24))
+        k = payload;
+      else if (step % 2 == 1)
+        k = w.write_some(src + done, std::min<size_t>(piece + 777 * (step % 5), total - done));
+      done += k;
+      if (k == 0) std::this_thread::yield();
+    }
+  });
+  ShmRing rd = r.reader();
+  for (size_t done = 0, step = 0; done < total; ++step) {
+    size_t k = std::min({rd.available(), total - done, step % 3 == 0 ? size_t{1000} : total});
+    rd.read(dst + done, k);
+    done += k;
+    if (k == 0) std::this_thread::yield();
+  }
+  writer.join();
+  EXPECT_EQ(out, in);
+}
+
+TEST(ShmRing, AWriteOfBothThatFitsOnlyPartlyTakesNothing) {
+  const size_t piece = ShmRing::kPieceBytes;
+  Ring r(2 * piece);
+  ShmRing w = r.writer(), rd = r.reader();
+  std::vector<char> header(16, 'h'), payload(2 * piece, 'p');
+  EXPECT_FALSE(w.write_both(header.data(), header.size(), payload.data(), payload.size()));
+  EXPECT_EQ(rd.available(), 0u);
+  payload.resize(2 * piece - header.size());
+  EXPECT_TRUE(w.write_both(header.data(), header.size(), payload.data(), payload.size()));
+  EXPECT_TRUE(w.full());
+  std::vector<char> got(2 * piece);
+  rd.read(got.data(), got.size());
+  EXPECT_TRUE(std::equal(header.begin(), header.end(), got.begin()));
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), got.begin() + header.size()));
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 // them in order, so the transport's framing (header + payload) runs over it
 // unchanged. Each side keeps its own position in a separate cache line.
 //
+// Large copies move in pieces, each published as soon as it is in place, so
+// that the reader copies one piece out while the writer copies the next in
+// (docs/tuning_log.md: Shared-memory rings).
+//
 // Sleeping: a side that is about to block (in epoll) raises its flag, then
 // re-checks the ring; the other side checks the flag after moving its
 // position and, if raised, clears it and sends a doorbell over the pair's TCP
@@ -28,6 +32,9 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings n
 
 class ShmRing {
  public:
+  // What one copy moves before its side's position is published.
+  static constexpr size_t kPieceBytes = 64 * 1024;
+
   ShmRing() = default;
   ShmRing(ShmRingControl* control, char* data, size_t capacity)
       : ctl_(control), data_(data), cap_(capacity),
@@ -38,20 +45,25 @@ class ShmRing {
   // Copies up to n bytes in; returns how many fitted.
   size_t write_some(const void* src, size_t n) {
     size_t k = std::min(n, room(n));
-    if (k == 0) return 0;
-    copy_in(head_, static_cast<const char*>(src), k);
-    head_ += k;
-    ctl_->head.store(head_, std::memory_order_release);
+    for (size_t done = 0; done < k;) {
+      const size_t piece = std::min(k - done, kPieceBytes);
+      copy_in(head_, static_cast<const char*>(src) + done, piece);
+      head_ += piece;
+      done += piece;
+      ctl_->head.store(head_, std::memory_order_release);
+    }
     return k;
   }
-  // Writes a and then b, published together (the reader never sees a alone),
-  // when both fit; otherwise writes nothing and returns false.
+  // Writes a and then b when both fit (a is published with b's first piece);
+  // otherwise writes nothing and returns false.
   bool write_both(const void* a, size_t na, const void* b, size_t nb) {
     if (room(na + nb) < na + nb) return false;
+    const size_t first = std::min(nb, kPieceBytes);
     copy_in(head_, static_cast<const char*>(a), na);
-    if (nb > 0) copy_in(head_ + na, static_cast<const char*>(b), nb);
-    head_ += na + nb;
+    if (first > 0) copy_in(head_ + na, static_cast<const char*>(b), first);
+    head_ += na + first;
     ctl_->head.store(head_, std::memory_order_release);
+    if (nb > first) write_some(static_cast<const char*>(b) + first, nb - first);
     return true;
   }
   bool full() const { return head_ - ctl_->tail.load(std::memory_order_acquire) == cap_; }
@@ -77,9 +89,13 @@ class ShmRing {
   }
   // Copies n bytes out (dst may be null: discard); n <= available().
   void read(void* dst, size_t n) {
-    if (dst) copy_out(static_cast<char*>(dst), n);
-    tail_ += n;
-    ctl_->tail.store(tail_, std::memory_order_release);
+    for (size_t done = 0; done < n;) {
+      const size_t piece = dst ? std::min(n - done, kPieceBytes) : n;
+      if (dst) copy_out(static_cast<char*>(dst) + done, piece);
+      tail_ += piece;
+      done += piece;
+      ctl_->tail.store(tail_, std::memory_order_release);
+    }
   }
   // After reading: true when the writer waits for space (flag cleared).
   bool writer_needs_doorbell() {
