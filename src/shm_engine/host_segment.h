@@ -148,6 +148,11 @@ class HostSegment {
   char* slots(uint32_t round) const { return base_ + layout_.slots_offset(round & 1); }
   char* slot(uint32_t round, int r) const { return slots(round) + static_cast<size_t>(r) * layout_.slot_bytes; }
   char* result(uint32_t round) const { return base_ + layout_.result_offset(round & 1); }
+  // What rank `from` tells rank `to` in `round` (layout.h: DirectoryEntry);
+  // written and read as a slot is.
+  DirectoryEntry* directory(uint32_t round, int from, int to) const {
+    return reinterpret_cast<DirectoryEntry*>(base_ + layout_.directory_entry_offset(round & 1, from, to));
+  }
 
   // The word of rank r for `round` (RankLine::word, or its post entry): a
   // collective whose every rank's contribution is at most kWordBytes writes

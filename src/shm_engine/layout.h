@@ -1,7 +1,8 @@
 // The shared-memory segment of one process group whose ranks all run on one
 // host: the layout of its segment.
 //
-//   Header | AbortBlock | RankLine x n | PostEntry x n x kPostDepth | (pad to 4 KiB) | slots, parity 0: n x S |
+//   Header | AbortBlock | RankLine x n | PostEntry x n x kPostDepth | (pad to 4 KiB) |
+//   directory, parity 0 and 1: n x n x DirectoryEntry (pad to 4 KiB) | slots, parity 0: n x S |
 //   slots, parity 1: n x S | result, parity 0: S | result, parity 1: S
 //
 // Collectives advance in rounds that every rank counts alike (see host_segment.h):
@@ -23,7 +24,7 @@ namespace tdist::shm_engine {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 6;
+inline constexpr uint32_t kVersion = 7;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -126,6 +127,15 @@ struct alignas(64) PostEntry {
 };
 static_assert(sizeof(PostEntry) == 64);
 
+// What a rank tells one destination about its block in a round, beside the
+// slots so that a slot's n parts stay S / n bytes each: all_to_all's blocks of
+// a power of two bytes then fill whole rounds (a header inside the part made
+// a block of two parts take three rounds).
+struct DirectoryEntry {
+  uint64_t bytes;    // what the rank sends to the destination
+  uint64_t address;  // where those bytes lie in the sender (for one copy)
+};
+
 static_assert(std::atomic<uint32_t>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "atomics in shared memory must be lock-free (address-free)");
 
@@ -150,9 +160,19 @@ struct Layout {
   static size_t abort_offset() { return sizeof(Header); }
   static size_t lines_offset() { return sizeof(Header) + sizeof(AbortBlock); }
   size_t posts_offset() const { return lines_offset() + static_cast<size_t>(ranks) * sizeof(RankLine); }
-  size_t data_offset() const {
+  size_t directory_offset() const {
     size_t end = posts_offset() + static_cast<size_t>(ranks) * kPostDepth * sizeof(PostEntry);
     return (end + kPage - 1) / kPage * kPage;
+  }
+  // Rank `from`'s entry for `to`, by parity.
+  size_t directory_entry_offset(uint32_t parity, int from, int to) const {
+    const size_t n = static_cast<size_t>(ranks);
+    return directory_offset() + ((parity * n + static_cast<size_t>(from)) * n + static_cast<size_t>(to)) *
+                                    sizeof(DirectoryEntry);
+  }
+  size_t data_offset() const {
+    const size_t n = static_cast<size_t>(ranks);
+    return directory_offset() + (2 * n * n * sizeof(DirectoryEntry) + kPage - 1) / kPage * kPage;
   }
   size_t slots_offset(uint32_t parity) const { return data_offset() + parity * ranks * slot_bytes; }
   size_t result_offset(uint32_t parity) const { return data_offset() + (2 * ranks + parity) * slot_bytes; }

@@ -160,16 +160,14 @@ void scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const
   }
 }
 
-// Each slot holds one part per destination, and each part a header line
-// before its data. A rank knows only the sizes it sends and receives, so in
-// the first round each writes into its part for d how much it sends to d
-// (checked by d) and publishes the rounds it needs; all run the largest count.
+// Each slot holds one part per destination. A rank knows only the sizes it
+// sends and receives, so in the first round each tells d in the directory how
+// much it sends to d (checked by d) and publishes the rounds it needs; all run
+// the largest count.
 void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                 const std::vector<Tensor>& inputs) {
-  constexpr size_t kHeader = 64;
   const int n = a.size(), me = a.rank();
-  const size_t part = part_bytes(a.slot_bytes(), n);
-  const size_t cap = part - kHeader;
+  const size_t cap = part_bytes(a.slot_bytes(), n);
   size_t rounds = 1;
   for (int i = 0; i < n; ++i)
     rounds = std::max({rounds, rounds_for(inputs[i].nbytes(), cap), rounds_for(outputs[i].nbytes(), cap)});
@@ -180,21 +178,17 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     const size_t at = j * cap;
     for (int d = 0; d < n; ++d) {
       if (d == me) continue;
-      char* to = a.slot(r, me) + d * part;
-      if (j == 0) {
-        // The header: how many bytes go to d, and where they lie (for one copy).
-        const uint64_t header[2] = {inputs[d].nbytes(), reinterpret_cast<uintptr_t>(inputs[d].data())};
-        std::memcpy(to, header, sizeof(header));
-      }
-      if (size_t len = piece_len(inputs[d].nbytes(), at, cap)) copy(to + kHeader, bytes_of(inputs[d]) + at, len);
+      // How many bytes go to d, and where they lie (for one copy).
+      if (j == 0) *a.directory(r, me, d) = {inputs[d].nbytes(), reinterpret_cast<uintptr_t>(inputs[d].data())};
+      if (size_t len = piece_len(inputs[d].nbytes(), at, cap))
+        copy(a.slot(r, me) + static_cast<size_t>(d) * cap, bytes_of(inputs[d]) + at, len);
     }
     if (j == 0) {
       const uint32_t first = a.start(ctx, sig, /*sizes_may_differ=*/true);
       for (int q = 0; q < n; ++q) {
         if (q == me) continue;
         rounds = std::max<size_t>(rounds, a.size_of(q, first));
-        uint64_t sends;
-        std::memcpy(&sends, a.slot(first, q) + me * part, sizeof(sends));
+        const uint64_t sends = a.directory(first, q, me)->bytes;
         if (sends != outputs[q].nbytes())
           a.fail(ctx, "size mismatch: " + a.describe_rank(q) + " sends " + std::to_string(sends) +
                           " bytes to this rank, which expects " + std::to_string(outputs[q].nbytes()));
@@ -204,7 +198,7 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     }
     for (int q = 0; q < n; ++q)
       if (size_t len = piece_len(outputs[q].nbytes(), at, cap); q != me && len > 0)
-        copy(bytes_of(outputs[q]) + at, a.slot(r, q) + me * part + kHeader, len);
+        copy(bytes_of(outputs[q]) + at, a.slot(r, q) + static_cast<size_t>(me) * cap, len);
     // One copy (HostSegment): past the first piece, each rank reads the rest
     // of its blocks from their senders' inputs where they lie, when some
     // block needs at least two more rounds (`rounds` is the same on every
@@ -214,9 +208,8 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
       std::string why;
       for (int q = 0; q < n && why.empty(); ++q) {
         if (q == me || outputs[q].nbytes() <= cap) continue;
-        uint64_t header[2];
-        std::memcpy(header, a.slot(r, q) + me * part, sizeof(header));
-        why = a.read_from(q, reinterpret_cast<const char*>(static_cast<uintptr_t>(header[1])) + cap,
+        const uint64_t address = a.directory(r, q, me)->address;
+        why = a.read_from(q, reinterpret_cast<const char*>(static_cast<uintptr_t>(address)) + cap,
                           bytes_of(outputs[q]) + cap, outputs[q].nbytes() - cap);
       }
       if (a.all_read(ctx, why)) return;

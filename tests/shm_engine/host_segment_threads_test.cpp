@@ -217,11 +217,40 @@ void all_to_all_cases(int n) {
   });
 }
 
+// Blocks of exactly one, two and three parts of a slot (a slot holds one part
+// per destination, kSlot / n bytes in whole lines), and an element either side:
+// the edges where a block takes one round more or less.
+void all_to_all_part_edges(int n) {
+  with_thread_world(n, [&](ProcessGroup& pg) {
+    const int me = pg.rank();
+    const size_t part = kSlot / static_cast<size_t>(n) / 64 * 64;
+    for (size_t parts : {1, 2, 3})
+      for (int delta : {-1, 0, 1}) {
+        const size_t block = parts * part / sizeof(int32_t) + static_cast<size_t>(delta);
+        Buffer in(DType::Int32, block * n), out(DType::Int32, block * n), want(DType::Int32, block * n);
+        for (int q = 0; q < n; ++q)
+          for (size_t k = 0; k < block; ++k) {
+            in.set(q * block + k, static_cast<long>((me * 131 + q * 17 + k) % 100000));
+            want.set(q * block + k, static_cast<long>((q * 131 + me * 17 + k) % 100000));
+          }
+        blocking(pg.all_to_all_single(out.tensor(), in.tensor(), AllToAllOptions{.async_op = false}));
+        EXPECT_EQ(compare_exact(out, want), "") << "blocks of " << parts << " parts " << std::showpos << delta
+                                                << " elements on rank " << std::noshowpos << me;
+      }
+  });
+}
+
 TEST_P(ArenaThreads, AllToAllUnevenSplitsAndLists) {
-  under(Copies::ThroughSegment, [&] { all_to_all_cases(GetParam()); });
+  under(Copies::ThroughSegment, [&] {
+    all_to_all_cases(GetParam());
+    all_to_all_part_edges(GetParam());
+  });
 }
 TEST_P(ArenaThreads, AllToAllInOneCopyUnevenSplitsAndLists) {
-  under(Copies::OneCopy, [&] { all_to_all_cases(GetParam()); });
+  under(Copies::OneCopy, [&] {
+    all_to_all_cases(GetParam());
+    all_to_all_part_edges(GetParam());
+  });
 }
 TEST_P(ArenaThreads, AllToAllWhoseReadsFailCopiesThroughTheSegment) {
   under(Copies::OneCopyRefused, [&] { all_to_all_cases(GetParam()); });
