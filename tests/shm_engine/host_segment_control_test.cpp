@@ -119,6 +119,27 @@ TEST(ArenaFailure, AllGatherBlocksOfDifferentSizesFailInOneCopy) {
         << "rank " << r << ": " << errors[r];
 }
 
+// Splits that disagree: rank 0 sends 300 bytes to rank 1, which expects 250
+// (each rank tells its destinations its sizes in the segment's directory).
+// Rank 0 got what it expects: it completes, or hears of rank 1's failure if it
+// looks before it leaves the round.
+TEST(ArenaFailure, AllToAllSplitsThatDisagreeNameTheSender) {
+  auto errors = errors_of(2, [](ProcessGroup& pg) {
+    const bool zero = pg.rank() == 0;
+    const std::vector<int64_t> in_splits = zero ? std::vector<int64_t>{100, 300} : std::vector<int64_t>{200, 200};
+    const std::vector<int64_t> out_splits = zero ? std::vector<int64_t>{100, 200} : std::vector<int64_t>{250, 200};
+    std::vector<uint8_t> in(400, 7), out(zero ? 300 : 450, 0);
+    pg.all_to_all_single(Tensor(out.data(), DType::UInt8, {static_cast<int64_t>(out.size())}),
+                         Tensor(in.data(), DType::UInt8, {static_cast<int64_t>(in.size())}),
+                         AllToAllOptions{.output_split_sizes = out_splits, .input_split_sizes = in_splits,
+                                         .async_op = false})
+        ->wait();
+  });
+  EXPECT_TRUE(contains(errors[1], "rank 0") && contains(errors[1], "sends 300 bytes to this rank, which expects 250"))
+      << errors[1];
+  EXPECT_TRUE(errors[0].empty() || contains(errors[0], "all_to_all")) << errors[0];
+}
+
 // Neither rank reads anything in these (a reduce to the other rank, a gather
 // to the other rank), so both leave without waiting (HostSegment: Leaving) and
 // find the disagreement when their next operation starts.
