@@ -111,9 +111,12 @@ FlightRecorder::FlightRecorder(std::string group, std::string backend, std::vect
 
 FlightRecorder::~FlightRecorder() { unregister_recorder(this); }
 
-FlightRecorder::Ring& FlightRecorder::p2p_ring() {
-  std::call_once(p2p_made_, [&] { p2p_ = std::make_unique<Ring>(capacity_); });
-  return *p2p_;
+FlightRecorder::Ring& FlightRecorder::make_p2p_ring() {
+  std::call_once(p2p_made_, [&] {
+    p2p_owned_ = std::make_unique<Ring>(capacity_);
+    p2p_.store(p2p_owned_.get(), std::memory_order_release);
+  });
+  return *p2p_.load(std::memory_order_acquire);
 }
 
 FlightMark FlightRecorder::begin_any(const OpInfo& info, std::span<const Tensor> inputs,
@@ -166,7 +169,7 @@ FlightMark FlightRecorder::begin_any(const OpInfo& info, std::span<const Tensor>
 
 FlightRecorder::Ring& FlightRecorder::ring_of(const FlightSlot* slot) {
   const auto& c = collectives_->slots;
-  return slot >= c.data() && slot < c.data() + c.size() ? *collectives_ : *p2p_;
+  return slot >= c.data() && slot < c.data() + c.size() ? *collectives_ : *p2p_.load(std::memory_order_acquire);
 }
 
 // An end someone watches (a timeline, an observer), or a failure.
@@ -302,7 +305,8 @@ std::string FlightRecorder::dump_json(const TickConversion& clock) {
   std::vector<OpEvent> collectives, p2p;
   std::vector<uint64_t> p2p_after;
   uint64_t dropped = 0;
-  for (const Ring* ring : {collectives_.get(), p2p_.get()}) {
+  const Ring* p2p_ring = p2p_.load(std::memory_order_acquire);
+  for (const Ring* ring : {static_cast<const Ring*>(collectives_.get()), p2p_ring}) {
     if (!ring) continue;
     const uint64_t end = ring->next.load(std::memory_order_acquire);
     const uint64_t first = end > capacity_ ? end - capacity_ : 0;

@@ -304,7 +304,11 @@ class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
     s.version.store(2 * position + 2, std::memory_order_release);
     return FlightMark(this, &s, position, precise);
   }
-  Ring& p2p_ring();
+  Ring& p2p_ring() {
+    Ring* ring = p2p_.load(std::memory_order_acquire);
+    return ring ? *ring : make_p2p_ring();
+  }
+  Ring& make_p2p_ring();
   // Entry `position` of `ring`; `after` (point-to-point): the collectives issued before it.
   bool read(const Ring& ring, uint64_t position, OpEvent& out, const TickConversion& clock, uint64_t* after);
   Ring& ring_of(const FlightSlot* slot);
@@ -316,7 +320,11 @@ class FlightRecorder : public std::enable_shared_from_this<FlightRecorder> {
   const int group_rank_;
   const size_t capacity_;
   std::unique_ptr<Ring> collectives_;
-  std::unique_ptr<Ring> p2p_;
+  // Made at the first point-to-point operation; p2p_ is null until then, so
+  // that each later one finds it with one load (call_once costs four
+  // thread-local accesses per call in a shared library).
+  std::atomic<Ring*> p2p_{nullptr};
+  std::unique_ptr<Ring> p2p_owned_;
   std::once_flag p2p_made_;
   std::mutex mu_;  // the rings' cold entries; the dump
   bool dumped_on_failure_ = false;  // guarded by mu_

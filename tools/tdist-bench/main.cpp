@@ -49,7 +49,11 @@ int main(int argc, char** argv) {
     return status;
   } catch (const std::exception& e) {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: rank %d: %s\n", program, rank, e.what());
+    // Before the group exists there is no rank to name (a bad setting, a failed rendezvous).
+    if (rank >= 0)
+      std::fprintf(stderr, "%s: rank %d: %s\n", program, rank, e.what());
+    else
+      std::fprintf(stderr, "%s: %s\n", program, e.what());
     return 3;
   }
 }
