@@ -3,6 +3,7 @@
 #include "shm_engine/host_segment.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -106,9 +107,9 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   SweepIfSetupFails sweep_if_setup_fails;
   ShmSegment seg;
   Layout layout = Layout::for_group(n, requested_slot_bytes());
-  // One copy's threshold: the smallest of the ranks' (rank 0 announces its own with the segment).
-  size_t single_copy = static_cast<size_t>(settings::get<"TDIST_SHM_SINGLE_COPY_BYTES">());
-  const std::string my_single_copy = std::to_string(single_copy);
+  // One copy's sizes: the narrowest of the ranks' ranges (rank 0 announces its own with the segment).
+  SingleCopyRange single_copy = SingleCopyRange::from_settings();
+  const std::string my_single_copy = single_copy.text();
   // Each rank's outcome: "+" (mapped), or "-" and why not ("-" alone: because rank 0 failed).
   std::vector<std::string> outcomes(1);
   if (rank == 0) {
@@ -143,7 +144,7 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
         size_t space = announce.find(' ');
         size_t slash = announce.find('/');
         layout.slot_bytes = std::stoull(announce.substr(1, slash - 1));
-        single_copy = std::min<size_t>(single_copy, std::stoull(announce.substr(slash + 1, space - slash - 1)));
+        single_copy = single_copy.narrowed(SingleCopyRange::parse(announce.substr(slash + 1, space - slash - 1)));
         seg = open_segment(announce.substr(space + 1), layout);
       } catch (const std::exception& e) {
         mine = "-rank " + std::to_string(rank) + ": " + e.what();
@@ -182,12 +183,12 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
     store.set(read_key(rank), "1");
   }
   if (std::all_of(outcomes.begin(), outcomes.end(), [](const std::string& o) { return !o.empty() && o[0] == '+'; })) {
-    // Every rank but 0 said "+<its threshold>"; rank 0's came with the segment.
+    // Every rank but 0 said "+<its range>"; rank 0's came with the segment.
     for (size_t r = 1; r < outcomes.size(); ++r) {
       try {
-        single_copy = std::min<size_t>(single_copy, std::stoull(outcomes[r].substr(1)));
+        single_copy = single_copy.narrowed(SingleCopyRange::parse(outcomes[r].substr(1)));
       } catch (const std::exception&) {
-        single_copy = 0;
+        single_copy.bytes = 0;
       }
     }
     return std::unique_ptr<HostSegment>(
@@ -209,8 +210,19 @@ std::unique_ptr<HostSegment> HostSegment::setup(Store& store, Transport& transpo
   return nullptr;
 }
 
+SingleCopyRange SingleCopyRange::from_settings() {
+  const auto max = static_cast<size_t>(settings::get<"TDIST_SHM_SINGLE_COPY_MAX_BYTES">());
+  return {static_cast<size_t>(settings::get<"TDIST_SHM_SINGLE_COPY_BYTES">()), max == 0 ? SIZE_MAX : max};
+}
+
+SingleCopyRange SingleCopyRange::parse(const std::string& text) {
+  const size_t dash = text.find('-');
+  if (dash == std::string::npos) throw std::invalid_argument("no '-' in a one-copy range: " + text);
+  return {std::stoull(text.substr(0, dash)), std::stoull(text.substr(dash + 1))};
+}
+
 HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label,
-                         size_t single_copy_bytes)
+                         SingleCopyRange single_copy)
     : segment_(std::move(segment)),
       layout_(layout),
       rank_(rank),
@@ -235,10 +247,10 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
   spin_ = settings::get<"TDIST_SHM_SPIN_US">();
   one_round_bytes_ = static_cast<size_t>(settings::get<"TDIST_SHM_ONE_ROUND_BYTES">());
-  single_copy_bytes_ = single_copy_bytes;
+  single_copy_ = single_copy;
   test_read_fails_ = settings::get<"TDIST_TEST_SHM_SINGLE_COPY_FAIL">();
   // Before this rank's first arrival: a peer may read this process from its first operation on.
-  if (single_copy_bytes_ != 0) allow_reads_by_peers();
+  if (single_copy_.bytes != 0) allow_reads_by_peers();
   round_ = confirmed_ = lines_[rank_].round.load(std::memory_order_relaxed);
   round64_ = round_;
   const ProcessIdentity me = this_process();
@@ -274,7 +286,7 @@ bool HostSegment::all_read(CollectiveContext& ctx, const std::string& why) {
   bool all = true;
   for (int q = 0; q < size_; ++q) all = all && word(r, q) == 1;
   if (all) return true;
-  single_copy_bytes_ = 0;
+  single_copy_.bytes = 0;
   if (!why.empty())
     TDIST_LOG(LogLevel::Info, label_ << ": shared-memory collectives copy through the segment from now on: rank "
                                      << global_ranks_[rank_] << " cannot read another rank's memory (" << why << ")");

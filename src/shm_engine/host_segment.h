@@ -53,6 +53,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -75,6 +76,20 @@ struct Signature {
   uint64_t size = 0;
 };
 Signature signature(OpCode code, int dtype = -1, int reduce_op = -1, int root = -1, uint64_t size = 0);
+
+// The sizes one copy moves (HostSegment: one copy), as the group agreed: from
+// `bytes` (0: none) to below `below`. Each rank tells the others its own as
+// text ("bytes-below"); the group takes the narrowest range.
+struct SingleCopyRange {
+  size_t bytes = 0;
+  size_t below = SIZE_MAX;
+  static SingleCopyRange from_settings();  // TDIST_SHM_SINGLE_COPY_BYTES, TDIST_SHM_SINGLE_COPY_MAX_BYTES
+  std::string text() const { return std::to_string(bytes) + "-" + std::to_string(below); }
+  static SingleCopyRange parse(const std::string& text);  // std::invalid_argument or std::out_of_range
+  SingleCopyRange narrowed(const SingleCopyRange& o) const {
+    return {bytes < o.bytes ? bytes : o.bytes, below < o.below ? below : o.below};
+  }
+};
 
 class HostSegment {
  public:
@@ -113,7 +128,8 @@ class HostSegment {
   // every rank of a host), where reading everything in place took longer for
   // all_gather than the segment's pieces (docs/tuning_log.md).
   bool single_copy(size_t block_bytes, bool oversubscribed_too = true) const {
-    return single_copy_bytes_ != 0 && block_bytes >= single_copy_bytes_ && (oversubscribed_too || !oversubscribed_);
+    return single_copy_.bytes != 0 && block_bytes >= single_copy_.bytes && block_bytes < single_copy_.below &&
+           (oversubscribed_too || !oversubscribed_);
   }
   void put_block(uint32_t round, const void* data, size_t n) {
     const uint64_t where[2] = {reinterpret_cast<uintptr_t>(data), n};
@@ -216,7 +232,7 @@ class HostSegment {
 
  private:
   HostSegment(ShmSegment segment, Layout layout, int rank, std::vector<int> global_ranks, std::string label,
-              size_t single_copy_bytes);
+              SingleCopyRange single_copy);
   RankLine& line(int r) const { return lines_[r]; }
   bool has_left(int r) const { return lines_[r].left.load(std::memory_order_acquire) != 0; }
   bool arrived(int r, uint32_t round) const {
@@ -314,7 +330,7 @@ class HostSegment {
   std::chrono::nanoseconds poll_only_;  // how long to poll before yielding too
   std::chrono::nanoseconds spin_;       // how long to poll (and yield) before sleeping
   size_t one_round_bytes_ = 0;          // read when the group is made: asked on every reduction
-  size_t single_copy_bytes_ = 0;        // agreed when the group is made; 0: off
+  SingleCopyRange single_copy_;         // agreed when the group is made
   bool oversubscribed_ = false;         // more ranks than the host has cores
   bool test_read_fails_ = false;        // TDIST_TEST_SHM_SINGLE_COPY_FAIL
   Clock::time_point next_liveness_check_{};  // wait_slow: when to look at the missing ranks' processes again

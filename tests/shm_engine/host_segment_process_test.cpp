@@ -95,7 +95,8 @@ TEST(ArenaProcesses, ARankThatCannotReadTheOthersMakesTheGroupCopyThroughTheSegm
     init_process_world(*board, me, n, milliseconds(30000));
     require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
     for (int k = 0; k < 3; ++k) {
-      const size_t count = 100000 + static_cast<size_t>(k);
+      // Blocks of about 160 KB: at least TDIST_SHM_SINGLE_COPY_BYTES, below its _MAX_BYTES (defaults).
+      const size_t count = 40000 + static_cast<size_t>(k);
       std::vector<Buffer> outs;
       std::vector<Tensor> views;
       for (int q = 0; q < n; ++q) outs.emplace_back(DType::Int32, count);
