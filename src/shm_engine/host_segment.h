@@ -116,10 +116,11 @@ class HostSegment {
   bool oversubscribed() const { return oversubscribed_; }
 
   // One copy. Whether blocks of `block_bytes` go straight from the owner's
-  // memory to the reader's (TDIST_SHM_SINGLE_COPY_BYTES, the same on every
-  // rank; off for good once a read failed anywhere): the owner puts the
-  // block's address and size in its slot of the operation's first round
-  // (put_block; all_to_all in its header), each reader copies it
+  // memory to the reader's (from TDIST_SHM_SINGLE_COPY_BYTES to below
+  // TDIST_SHM_SINGLE_COPY_MAX_BYTES, the same on every rank; off for good once
+  // a read failed anywhere): the owner puts the block's address and size in
+  // its slot of the operation's first round (put_block; all_to_all in the
+  // directory), each reader copies it
   // (read_block, read_from), and all_read() ends the operation with a second
   // round that tells everyone whether every read succeeded and keeps the
   // owners' buffers untouched until the reads are over. Broadcast stays in

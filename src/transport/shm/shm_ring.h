@@ -5,7 +5,7 @@
 //
 // Large copies move in pieces, each published as soon as it is in place, so
 // that the reader copies one piece out while the writer copies the next in
-// (docs/tuning_log.md: Shared-memory rings).
+// (docs/tuning_log.md: Transport, rings copy in pieces).
 //
 // Sleeping: a side that is about to block (in epoll) raises its flag, then
 // re-checks the ring; the other side checks the flag after moving its
