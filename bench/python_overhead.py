@@ -48,10 +48,10 @@ def numpy_steps(np, tdist, MPI, comm, op, mode, nbytes, rank, world):
     """{library: (step, calls per step)} for one op on buffers both libraries share."""
     n = max(nbytes // 4, 1)
     # Zeros for all_reduce, whose repeated sums then stay finite (its first call writes every page);
-    # ones elsewhere: np.zeros leaves the pages untouched, all mapped to the kernel's one zero page,
-    # and an input read from that page instead of memory of its own flatters whoever reads it in
-    # place (mpi4py's all_gather of 16 MiB a rank: 3.8-4.0 ms from the zero page, 5.5-7.7 from a
-    # written buffer, on the 2-core VM).
+    # ones elsewhere, as NumPy arrays usually are made: np.zeros leaves the pages untouched, all
+    # mapped to the kernel's one zero page, which flatters whoever reads the input in place, and
+    # outside the transparent huge pages that np.ones and np.empty get from 4 MiB on
+    # (docs/tuning_log.md: One copy only below 256 KiB).
     buf = np.zeros(n, dtype=np.float32) if op == "all_reduce" else np.ones(n, dtype=np.float32)
     asy = mode == "async"
     steps = {}
