@@ -132,9 +132,9 @@ ShmPath::ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer)
     : link_(std::move(link)), host_(host), peer_(peer) {}
 
 // With nothing queued before it and room for all of it, the message is
-// written at once, header and payload published together, and the request
-// completes here: no queue entry, one release of the ring's head for the
-// reader to see.
+// written at once and the request completes here: no queue entry, and up to
+// a piece of payload (ShmRing::kPieceBytes) one release of the ring's head,
+// header and payload together, for the reader to see.
 void ShmPath::post_locked(std::shared_ptr<Request> req) {
   ShmRing& ring = link_->tx;
   const wire::MessageHeader header{wire::kMessageMagic, 0, req->tag(), req->size(), req->comm()};
