@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "util/local_placement.h"
 #include "util/settings.h"
 
 namespace tdist {
@@ -34,16 +35,10 @@ std::vector<int> allowed_cpus() {
 // Whether this process may have a home at all, and as which local rank.
 bool launcher_placed(long long& local_rank, long long& local_size) {
   if (!settings::get<"TDIST_HOME_CPU">()) return false;
-  std::optional<long long> r, n;
-  try {
-    r = settings::get<"LOCAL_RANK">();
-    n = settings::get<"LOCAL_WORLD_SIZE">();
-  } catch (...) {
-    return false;  // garbage in these variables is the launcher's business, not a reason to fail here
-  }
-  if (!r || !n || *r < 0 || *n < 1 || *r >= *n) return false;
-  local_rank = *r;
-  local_size = *n;
+  const std::optional<LocalPlacement> placed = local_placement();
+  if (!placed) return false;
+  local_rank = placed->rank;
+  local_size = placed->size;
   return true;
 }
 

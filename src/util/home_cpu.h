@@ -8,12 +8,14 @@
 // (docs/tuning_log.md: Placement). Open MPI's ranks never sleep, so the
 // kernel never places them this way.
 //
-// A rank's home is core LOCAL_RANK (counted among the CPUs it may use). A
+// A rank's home is core LOCAL_RANK (counted among the CPUs it may use; under
+// mpirun, where LOCAL_RANK is unset, the MPI launcher's local rank:
+// util/local_placement.h). A
 // waiting thread that finds itself elsewhere moves back, at most once per
 // 10 ms, so that it never fights the scheduler hard (another busy thread on
 // the home core costs at most one move per 10 ms). Its affinity
 // is left as it was: the move sets a one-core mask and restores the old one.
-// No home (nothing ever moves) when LOCAL_RANK or LOCAL_WORLD_SIZE is unset,
+// No home (nothing ever moves) when no launcher said the local rank and size,
 // when the local ranks outnumber the CPUs, when the process was given fewer
 // CPUs than the machine has (someone placed it: a launcher, taskset, a
 // cpuset), or with TDIST_HOME_CPU=0.
@@ -37,8 +39,8 @@ int home_cpu();
 // This rank is the `index`-th of `count` ranks of the job on this machine,
 // which lie on several hosts as the ranks see them: its home becomes the
 // index-th allowed CPU, or none where the ranks outnumber the CPUs. Under
-// the same conditions as the home itself (TDIST_HOME_CPU, LOCAL_RANK and
-// LOCAL_WORLD_SIZE set, nobody restricted the process); the first call wins
+// the same conditions as the home itself (TDIST_HOME_CPU, a launcher's local
+// rank and size, nobody restricted the process); the first call wins
 // (the default group's transport, made first, sees the most ranks).
 void place_on_machine(int index, int count);
 

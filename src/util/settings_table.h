@@ -89,6 +89,11 @@ inline constexpr std::array kSettingTable{
                 .meaning = "Rank under Open MPI's mpirun, where RANK is unset."},
     SettingInfo{.name = "OMPI_COMM_WORLD_SIZE", .type = SettingType::Int, .group = "launch",
                 .meaning = "World size under Open MPI's mpirun, where WORLD_SIZE is unset."},
+    SettingInfo{.name = "OMPI_COMM_WORLD_LOCAL_RANK", .type = SettingType::Int, .group = "launch",
+                .meaning = "This process's rank on its host under Open MPI's mpirun, where LOCAL_RANK is unset: "
+                           "picks its home CPU (util/local_placement.h)."},
+    SettingInfo{.name = "OMPI_COMM_WORLD_LOCAL_SIZE", .type = SettingType::Int, .group = "launch",
+                .meaning = "Ranks on this host under Open MPI's mpirun, where LOCAL_WORLD_SIZE is unset."},
     SettingInfo{.name = "PMI_RANK", .type = SettingType::Int, .group = "launch",
                 .meaning = "Rank under MPICH/Hydra (PMI), where RANK is unset."},
     SettingInfo{.name = "PMI_SIZE", .type = SettingType::Int, .group = "launch",
@@ -97,7 +102,11 @@ inline constexpr std::array kSettingTable{
                 .meaning = "Set by PMIx launchers (Open MPI 4+, Slurm's pmix): with OMPI_COMM_WORLD_SIZE, PMI_SIZE "
                            "and MPI_LOCALNRANKS, tells that an MPI launcher started the process (docs/mpi.md)."},
     SettingInfo{.name = "MPI_LOCALNRANKS", .type = SettingType::Int, .group = "launch",
-                .meaning = "Set by MPICH's Hydra: an MPI launcher started the process (see PMIX_RANK)."},
+                .meaning = "Set by MPICH's Hydra: an MPI launcher started the process (see PMIX_RANK); the ranks "
+                           "on this host where LOCAL_WORLD_SIZE and Open MPI's are unset."},
+    SettingInfo{.name = "MPI_LOCALRANKID", .type = SettingType::Int, .group = "launch",
+                .meaning = "This process's rank on its host under MPICH's Hydra, where LOCAL_RANK and Open MPI's "
+                           "are unset."},
     SettingInfo{.name = "SLURM_PROCID", .type = SettingType::Int, .group = "launch",
                 .meaning = "Rank in a Slurm job step, where RANK and MPI's are unset."},
     SettingInfo{.name = "SLURM_NTASKS", .type = SettingType::Int, .group = "launch",

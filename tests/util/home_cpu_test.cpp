@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "common/harness.h"
+#include "common/scoped_env.h"
 #include "util/host_id.h"
+#include "util/local_placement.h"
 
 namespace tdist::testing {
 namespace {
@@ -29,6 +31,9 @@ std::vector<int> allowed_cpus() {
 void in_fresh_process(const char* local_rank, const char* local_size, const std::function<void()>& fn,
                       const char* switch_value = nullptr) {
   auto results = run_in_processes(1, [&](int) {
+    for (const char* mpi : {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALRANKID",
+                            "MPI_LOCALNRANKS"})
+      unsetenv(mpi);  // unless a case sets them in fn's stead (in_fresh_process_under_mpi)
     if (local_rank) setenv("LOCAL_RANK", local_rank, 1); else unsetenv("LOCAL_RANK");
     if (local_size) setenv("LOCAL_WORLD_SIZE", local_size, 1); else unsetenv("LOCAL_WORLD_SIZE");
     if (switch_value) setenv("TDIST_HOME_CPU", switch_value, 1); else unsetenv("TDIST_HOME_CPU");
@@ -61,6 +66,57 @@ TEST(HomeCpu, NoHomeWithoutTheLauncherVariables) {
   in_fresh_process("0", nullptr, [] { expect(home_cpu() == -1, "no LOCAL_WORLD_SIZE: no home"); });
   in_fresh_process("x", "2", [] { expect(home_cpu() == -1, "garbage: no home"); });
   in_fresh_process("3", "2", [] { expect(home_cpu() == -1, "rank beyond the size: no home"); });
+}
+
+// Under mpirun with env:// (LOCAL_RANK unset) the MPI launcher's local rank
+// picks the core: Open MPI's, else MPICH's; a pair torchrun's variables half
+// set is not completed from them.
+TEST(HomeCpu, UnderAnMpiLauncherItsLocalRankPicksTheCore) {
+  const auto cpus = allowed_cpus();
+  if (static_cast<long>(cpus.size()) < sysconf(_SC_NPROCESSORS_ONLN)) GTEST_SKIP() << "this process is restricted to some CPUs";
+  const std::string last = std::to_string(cpus.size() - 1), size = std::to_string(cpus.size());
+  in_fresh_process(nullptr, nullptr, [&] {
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", last.c_str(), 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", size.c_str(), 1);
+    expect(home_cpu() == cpus.back(), "Open MPI's local rank n-1 of n is at home on the last allowed CPU");
+  });
+  in_fresh_process(nullptr, nullptr, [&] {
+    setenv("MPI_LOCALRANKID", "0", 1);
+    setenv("MPI_LOCALNRANKS", size.c_str(), 1);
+    expect(home_cpu() == cpus.front(), "MPICH's local rank 0 is at home on the first allowed CPU");
+  });
+  in_fresh_process("0", nullptr, [&] {
+    setenv("OMPI_COMM_WORLD_LOCAL_RANK", "0", 1);
+    setenv("OMPI_COMM_WORLD_LOCAL_SIZE", size.c_str(), 1);
+    expect(home_cpu() == -1, "LOCAL_RANK without LOCAL_WORLD_SIZE: no home, whatever mpirun says");
+  });
+}
+
+TEST(LocalPlacement, TheFirstLauncherThatSaidDecides) {
+  ScopedEnv rank("LOCAL_RANK", nullptr), size("LOCAL_WORLD_SIZE", nullptr);
+  ScopedEnv ompi_rank("OMPI_COMM_WORLD_LOCAL_RANK", "1"), ompi_size("OMPI_COMM_WORLD_LOCAL_SIZE", "4");
+  ScopedEnv mpich_rank("MPI_LOCALRANKID", "2"), mpich_size("MPI_LOCALNRANKS", "3");
+  auto placed = local_placement();
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(placed->rank, 1);  // Open MPI's before MPICH's
+  EXPECT_EQ(placed->size, 4);
+  {
+    ScopedEnv torch_rank("LOCAL_RANK", "0"), torch_size("LOCAL_WORLD_SIZE", "2");
+    placed = local_placement();
+    ASSERT_TRUE(placed.has_value());
+    EXPECT_EQ(placed->rank, 0);  // torchrun's and tdistrun's first
+    EXPECT_EQ(placed->size, 2);
+  }
+  {
+    ScopedEnv beyond("OMPI_COMM_WORLD_LOCAL_RANK", "4");  // rank 4 of 4: Open MPI said garbage
+    EXPECT_FALSE(local_placement().has_value());
+  }
+  ScopedEnv no_ompi_rank("OMPI_COMM_WORLD_LOCAL_RANK", nullptr), no_ompi_size("OMPI_COMM_WORLD_LOCAL_SIZE", nullptr);
+  placed = local_placement();
+  ASSERT_TRUE(placed.has_value());
+  EXPECT_EQ(placed->rank, 2);  // MPICH's where nobody else said
+  ScopedEnv no_mpich("MPI_LOCALRANKID", nullptr);
+  EXPECT_FALSE(local_placement().has_value());
 }
 
 TEST(HomeCpu, NoHomeWhenRanksOutnumberTheCpusOrWhenSwitchedOff) {
