@@ -339,8 +339,8 @@ inline constexpr std::array kSettingTable{
                 .meaning = "Copies from this size on use streaming stores; 0 or less: never.",
                 .note = "a quarter of the last-level cache, at least 1 MiB"},
     SettingInfo{.name = "TDIST_HOME_CPU", .type = SettingType::Bool, .group = "engines",
-                .meaning = "Keeps each rank's waits on a home CPU chosen from LOCAL_RANK; 0: leave placement to the "
-                           "kernel.",
+                .meaning = "Keeps each rank's waits on a home CPU chosen from LOCAL_RANK (under mpirun, the MPI "
+                           "launcher's local rank); 0: leave placement to the kernel.",
                 .default_number = 1},
     SettingInfo{.name = "TDIST_HIERARCHICAL", .type = SettingType::Bool, .group = "engines",
                 .meaning = "0: a group that spans hosts runs its collectives over the transport alone, flat, "
