@@ -44,7 +44,11 @@ constexpr size_t kWriteChunkBytes = 256 * 1024;
 // other core still sees its message at once; blocking there after 2 us was
 // slower. The measurements: docs/tuning_log.md, Transport.
 SpinPolicy spin_policy(int local_ranks) {
-  if (auto placed = local_placement()) local_ranks = std::max(local_ranks, static_cast<int>(placed->size));
+  // LOCAL_WORLD_SIZE as before (a bad value is an error naming it); under mpirun, the MPI launcher's count.
+  if (auto lws = settings::get<"LOCAL_WORLD_SIZE">())
+    local_ranks = std::max(local_ranks, static_cast<int>(*lws));
+  else if (auto placed = local_placement())
+    local_ranks = std::max(local_ranks, static_cast<int>(placed->size));
   local_ranks = std::max(local_ranks, ranks_on_machine());  // other hosts' ranks on these cores too
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const bool oversubscribed = static_cast<unsigned>(local_ranks) > cores;
