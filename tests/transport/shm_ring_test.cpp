@@ -72,6 +72,17 @@ TEST(ShmRing, ADoorbellIsNeededOnlyAfterTheOtherSideRaisedItsFlag) {
   EXPECT_FALSE(rd.writer_needs_doorbell());
 }
 
+// The reader's side of the two-thread tests: reads `total` bytes as they come,
+// at most `every_third` of them in every third read (odd offsets).
+void read_all(ShmRing rd, char* dst, size_t total, size_t every_third) {
+  for (size_t done = 0, step = 0; done < total; ++step) {
+    size_t k = std::min({rd.available(), total - done, step % 3 == 0 ? every_third : total});
+    rd.read(dst + done, k);
+    done += k;
+    if (k == 0) std::this_thread::yield();
+  }
+}
+
 TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
   Ring r(4096);
   std::vector<uint32_t> in(256 * 1024), out(in.size());
@@ -87,13 +98,7 @@ TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
       if (k == 0) std::this_thread::yield();
     }
   });
-  ShmRing rd = r.reader();
-  for (size_t done = 0; done < total;) {
-    size_t k = std::min(rd.available(), total - done);
-    rd.read(dst + done, k);
-    done += k;
-    if (k == 0) std::this_thread::yield();
-  }
+  read_all(r.reader(), dst, total, total);
   writer.join();
   EXPECT_EQ(out, in);
 }
@@ -122,13 +127,7 @@ TEST(ShmRing, TwoThreadsStreamWritesOfManyPiecesThroughARingOfAFewPieces) {
       if (k == 0) std::this_thread::yield();
     }
   });
-  ShmRing rd = r.reader();
-  for (size_t done = 0, step = 0; done < total; ++step) {
-    size_t k = std::min({rd.available(), total - done, step % 3 == 0 ? size_t{1000} : total});
-    rd.read(dst + done, k);
-    done += k;
-    if (k == 0) std::this_thread::yield();
-  }
+  read_all(r.reader(), dst, total, 1000);
   writer.join();
   EXPECT_EQ(out, in);
 }
