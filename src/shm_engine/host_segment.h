@@ -188,15 +188,27 @@ class HostSegment {
     if (n > 0) std::memcpy(out, &v, n);
   }
 
-  // Post rounds (Posts above). next_post_round() is next_round() for them:
-  // it waits only for the round that last used this rank's entry.
-  // post_and_leave() writes the entry (signature and word) and arrives
-  // (`awaited`: by ranks that wait for this one alone, a broadcast's root);
-  // post_and_await() writes it (signature), arrives, waits for `root` alone
-  // and checks its signature.
+  // Post rounds (Posts above), for at most kPostBytes per rank.
+  // next_post_round() is next_round() for them: it waits only for the round
+  // that last used this rank's entry (and payload). post_and_leave() writes the entry
+  // (signature, and the data: a word in the entry, more in its payload) and
+  // arrives (`awaited`: by ranks that wait for this one alone, a broadcast's
+  // root); post_and_await() writes it (signature), arrives, waits for `root`
+  // alone and checks its signature. After the round's wait and signature
+  // check, get_post() copies rank r's n bytes of `round`, and post_data()
+  // points at them when n > kWordBytes (r posted them; a payload stays until r
+  // reuses its entry, after everyone arrived at the next round).
+  static constexpr size_t kPostBytes = shm_engine::kPostBytes;
   uint32_t next_post_round(CollectiveContext& ctx);
   uint32_t post_and_leave(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
   uint32_t post_and_await(CollectiveContext& ctx, Signature sig, int root);
+  const char* post_data(uint32_t round, int r) const { return base_ + layout_.payload_offset(r, round); }
+  void get_post(uint32_t round, int r, void* out, size_t n) const {
+    if (n <= kWordBytes)
+      get_word(round, r, out, n);
+    else
+      std::memcpy(out, post_data(round, r), n);
+  }
 
   // The first round of an operation: publishes `sig`, arrives, waits for every
   // rank and checks that all called the same operation. Returns the round.
@@ -280,7 +292,7 @@ class HostSegment {
     if (n > 0) std::memcpy(&v, data, n);  // an empty tensor may have no data
     return v;
   }
-  uint32_t post(CollectiveContext& ctx, Signature sig, uint64_t word, bool awaited);
+  uint32_t post(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
   // After waiting for `round`: fails if another rank failed it (or earlier).
   void check_verdict(uint32_t round, CollectiveContext& ctx) {
     if (abort_->state.load(std::memory_order_seq_cst) != 0) check_verdict_slow(round, ctx);

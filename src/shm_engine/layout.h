@@ -2,7 +2,7 @@
 // host: the layout of its segment.
 //
 //   Header | AbortBlock | RankLine x n | PostEntry x n x kPostDepth | (pad to 4 KiB) |
-//   directory, parity 0 and 1: n x n x DirectoryEntry (pad to 4 KiB) | slots, parity 0: n x S |
+//   post payloads: n x kPostDepth x kPostBytes | directory, parity 0 and 1: n x n x DirectoryEntry (pad to 4 KiB) | slots, parity 0: n x S |
 //   slots, parity 1: n x S | result, parity 0: S | result, parity 1: S
 //
 // Collectives advance in rounds that every rank counts alike (see host_segment.h):
@@ -24,7 +24,7 @@ namespace tdist::shm_engine {
 inline constexpr size_t kLine = 128;
 inline constexpr size_t kPage = 4096;
 inline constexpr uint32_t kMagic = 0x74415245;  // "tARE"
-inline constexpr uint32_t kVersion = 7;
+inline constexpr uint32_t kVersion = 8;
 
 // Written once by the creator before it publishes the segment's name.
 struct alignas(kLine) Header {
@@ -109,13 +109,20 @@ static_assert(offsetof(RankLine, posted) + sizeof(uint32_t) <= 64);
 static_assert(sizeof(RankLine) == kLine);
 
 // A rank's post for one round of a small rooted operation (a broadcast, reduce
-// or gather of at most 8 bytes per rank), where nobody waits for every rank
-// (HostSegment: Posts): its signature, its data and the round it is for.
-// Each rank has kPostDepth of them, used by round modulo kPostDepth, so that a
-// rank that waits for nobody (a broadcast's root, a reduce's contributors)
-// runs up to kPostDepth - 1 operations ahead of the slowest rank. One line
-// each: a reader's one miss brings everything of the round.
+// or gather of at most kPostBytes per rank), where nobody waits for every rank
+// (HostSegment: Posts): its signature, its data (up to 8 bytes; more in its
+// payload, below) and the round it is for. Each rank has kPostDepth of them,
+// used by round modulo kPostDepth, so that a rank that waits for nobody (a
+// broadcast's root, a reduce's contributors) runs up to kPostDepth - 1
+// operations ahead of the slowest rank. One line each: a reader's one miss
+// brings everything of the round when the data is a word.
 inline constexpr uint32_t kPostDepth = 64;
+// The data of a post of more than 8 bytes: one payload per post entry, in a
+// region of its own. With 4 ranks on 2 cores a broadcast of 64 bytes through
+// the slots took 4.5 us (every rank must meet, and then wake, each call)
+// against 0.7 in a post round (docs/tuning_log.md: Posts carry up to 1 KiB);
+// 64 x 1 KiB per rank keeps the region at 64 KiB a rank.
+inline constexpr size_t kPostBytes = 1024;
 struct alignas(64) PostEntry {
   // The round this entry holds, counted in 64 bits so that it never wraps
   // (0: none); written before the owner arrives there.
@@ -160,9 +167,16 @@ struct Layout {
   static size_t abort_offset() { return sizeof(Header); }
   static size_t lines_offset() { return sizeof(Header) + sizeof(AbortBlock); }
   size_t posts_offset() const { return lines_offset() + static_cast<size_t>(ranks) * sizeof(RankLine); }
-  size_t directory_offset() const {
+  size_t payloads_offset() const {
     size_t end = posts_offset() + static_cast<size_t>(ranks) * kPostDepth * sizeof(PostEntry);
     return (end + kPage - 1) / kPage * kPage;
+  }
+  // Rank r's payload for the post entry of `round`.
+  size_t payload_offset(int r, uint32_t round) const {
+    return payloads_offset() + (static_cast<size_t>(r) * kPostDepth + round % kPostDepth) * kPostBytes;
+  }
+  size_t directory_offset() const {
+    return payloads_offset() + static_cast<size_t>(ranks) * kPostDepth * kPostBytes;
   }
   // Rank `from`'s entry for `to`, by parity.
   size_t directory_entry_offset(uint32_t parity, int from, int to) const {

@@ -1,5 +1,6 @@
 // The reducing collectives in the host segment: all_reduce, reduce, reduce_scatter.
 #include <algorithm>
+#include <cstring>
 
 #include "shm_engine/chunking.h"
 #include "shm_engine/collectives.h"
@@ -114,9 +115,30 @@ void fold_words(HostSegment& a, CollectiveContext& ctx, Signature sig, const Ten
        a.size(), static_cast<size_t>(t.numel()));
 }
 
+// A reduce of at most a post's payload (HostSegment::kPostBytes), one post
+// round: the contributors post their data and leave, the root waits for them
+// and folds their payloads with a copy of its own tensor (fold's output may
+// not be one of its inputs but the first).
+void fold_posts(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  if (dest != a.rank()) {
+    a.next_post_round(ctx);
+    a.post_and_leave(ctx, sig, t.data(), t.nbytes(), /*awaited=*/false);
+    return;
+  }
+  const uint32_t r = a.next_round(ctx);
+  a.start(ctx, sig);
+  alignas(64) char own[HostSegment::kPostBytes];
+  if (t.nbytes() == 0) return;
+  std::memcpy(own, t.data(), t.nbytes());
+  fold(op, t.dtype(), static_cast<char*>(t.data()), [&](int q) { return q == dest ? own : a.post_data(r, q); },
+       a.size(), static_cast<size_t>(t.numel()));
+}
+
 void reduce_to(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   if (t.nbytes() <= HostSegment::kWordBytes && a.size() <= kMaxWordRanks)
     fold_words(a, ctx, sig, t, op, dest);
+  else if (dest >= 0 && t.nbytes() <= HostSegment::kPostBytes)
+    fold_posts(a, ctx, sig, t, op, dest);
   else if (t.nbytes() <= one_round_limit(a))
     fold_everything(a, ctx, sig, t, op, dest);
   else

@@ -120,10 +120,10 @@ void HostSegment::settle_slow(CollectiveContext& ctx) {
 }
 
 // The entry of round r last held round r - kPostDepth, which every rank has
-// read once it arrived at r - kPostDepth + 1. Early rounds wait for nothing:
-// the signed difference puts round 0 and below behind confirmed_. Once it
-// looks, it takes the last round everyone has reached, which usually covers
-// many rounds to come.
+// read once it arrived at r - kPostDepth + 1 (so has its payload). Early
+// rounds wait for nothing: the signed difference puts round 0 and below
+// behind confirmed_. Once it looks, it takes the last round everyone has
+// reached, which usually covers many rounds to come.
 uint32_t HostSegment::next_post_round(CollectiveContext& ctx) {
   const uint32_t r = round_ + 1;
   const uint32_t freed = r - (kPostDepth - 1);
@@ -142,12 +142,15 @@ uint32_t HostSegment::next_post_round(CollectiveContext& ctx) {
   return r;
 }
 
-uint32_t HostSegment::post(CollectiveContext& ctx, Signature sig, uint64_t word, bool awaited) {
+uint32_t HostSegment::post(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited) {
   const uint32_t r = round_ + 1;
   PostEntry& e = posts_[static_cast<size_t>(rank_) * kPostDepth + r % kPostDepth];
   e.what.store(sig.what, std::memory_order_relaxed);
   e.size.store(sig.size, std::memory_order_relaxed);
-  e.word.store(word, std::memory_order_relaxed);
+  if (n <= kWordBytes)
+    e.word.store(word_of(data, n), std::memory_order_relaxed);
+  else
+    std::memcpy(base_ + layout_.payload_offset(rank_, r), data, n);  // published by the stores below
   e.tag.store(ctx.tag, std::memory_order_relaxed);
   line(rank_).posted.store(r, std::memory_order_relaxed);
   // For a rank that others await alone (a broadcast's root), the entry is an
@@ -161,7 +164,7 @@ uint32_t HostSegment::post(CollectiveContext& ctx, Signature sig, uint64_t word,
 
 uint32_t HostSegment::post_and_leave(CollectiveContext& ctx, Signature sig, const void* data, size_t n,
                                      bool awaited) {
-  const uint32_t r = post(ctx, sig, word_of(data, n), awaited);
+  const uint32_t r = post(ctx, sig, data, n, awaited);
   left_checks_ = true;
   left_sig_ = sig;
   left_tag_ = ctx.tag;
@@ -169,7 +172,7 @@ uint32_t HostSegment::post_and_leave(CollectiveContext& ctx, Signature sig, cons
 }
 
 uint32_t HostSegment::post_and_await(CollectiveContext& ctx, Signature sig, int root) {
-  const uint32_t r = post(ctx, sig, 0, false);
+  const uint32_t r = post(ctx, sig, nullptr, 0, false);
   left_checks_ = false;
   // The root's entry, once it is for r, says it arrived, and brings its
   // signature and word in the same miss; its counter is a second line. Past a

@@ -1,5 +1,6 @@
 // Post rounds of the arena (HostSegment: Posts): broadcasts, reduces and
-// gathers of at most 8 bytes per rank, in which a broadcast's non-roots wait
+// gathers of at most kPostBytes per rank (a word in the post entry, more in
+// the entry's payload), in which a broadcast's non-roots wait
 // for the root alone and a broadcast's root and a reduce's or gather's
 // contributors wait for nobody. A root runs calls ahead of a stalled rank;
 // long loops wrap every rank's entries many times; every disagreement is
@@ -22,52 +23,62 @@ bool becomes_true(const std::atomic<bool>& flag) {
   return flag.load();
 }
 
-// A root completes broadcasts of a word while a non-root has not started any:
-// the root waits for nobody until it would reuse a post entry (kPostDepth
-// rounds). With the root one call ahead at most (as before posts), rank 1
-// would wait for the flag forever and the test would fail at its minute.
+// A root completes broadcasts of a word, then of a whole payload, while a
+// non-root has not started any: the root waits for nobody until it would
+// reuse a post entry (kPostDepth rounds). With the root one call ahead at
+// most (as before posts, and for payloads before they existed), rank 1 would
+// wait for the flag forever and the test would fail at its minute.
 TEST(ArenaPosts, ARootRunsBroadcastsAheadOfARankThatHasNotStarted) {
   constexpr int kAhead = static_cast<int>(shm_engine::kPostDepth) / 2;
-  std::atomic<bool> root_done{false};
-  with_thread_world(3, [&](ProcessGroup& pg) {
-    if (pg.rank() == 1) {
-      ASSERT_TRUE(becomes_true(root_done)) << "the root did not get ahead";
-    }
-    for (int k = 0; k < kAhead; ++k) {
-      int64_t word = pg.rank() == 0 ? 1000 + k : -1;
-      pg.broadcast(Tensor(&word, 1), 0)->wait();
-      EXPECT_EQ(word, 1000 + k) << "rank " << pg.rank() << ", broadcast " << k;
-    }
-    if (pg.rank() == 0) root_done.store(true);
-    int32_t one = 1;
-    pg.all_reduce(Tensor(&one, 1))->wait();  // everyone meets again
-    EXPECT_EQ(one, 3);
-  });
+  for (size_t count : {size_t{1}, shm_engine::kPostBytes / sizeof(int64_t)}) {
+    std::atomic<bool> root_done{false};
+    with_thread_world(3, [&](ProcessGroup& pg) {
+      if (pg.rank() == 1) {
+        ASSERT_TRUE(becomes_true(root_done)) << "the root did not get ahead, " << count << " int64";
+      }
+      for (int k = 0; k < kAhead; ++k) {
+        std::vector<int64_t> data(count, -1);
+        if (pg.rank() == 0)
+          for (size_t i = 0; i < count; ++i) data[i] = 1000 * k + static_cast<int64_t>(i);
+        pg.broadcast(data, 0)->wait();
+        for (size_t i = 0; i < count; ++i)
+          ASSERT_EQ(data[i], 1000 * k + static_cast<int64_t>(i)) << "rank " << pg.rank() << ", broadcast " << k;
+      }
+      if (pg.rank() == 0) root_done.store(true);
+      int32_t one = 1;
+      pg.all_reduce(Tensor(&one, 1))->wait();  // everyone meets again
+      EXPECT_EQ(one, 3);
+    });
+  }
 }
 
-// The same for a reduce's contributors, which wait for nobody either.
+// The same for a reduce's contributors, which wait for nobody either (a
+// word, then a whole payload of int32).
 TEST(ArenaPosts, ContributorsRunReducesAheadOfTheRoot) {
   constexpr int kAhead = static_cast<int>(shm_engine::kPostDepth) / 2;
-  std::atomic<int> contributors_done{0};
-  std::atomic<bool> all_done{false};
-  with_thread_world(3, [&](ProcessGroup& pg) {
-    if (pg.rank() == 2) {
-      ASSERT_TRUE(becomes_true(all_done)) << "the contributors did not get ahead";
-    }
-    for (int k = 0; k < kAhead; ++k) {
-      int32_t mine = k * 10 + pg.rank();
-      pg.reduce(Tensor(&mine, 1), 2)->wait();
+  for (size_t count : {size_t{1}, shm_engine::kPostBytes / sizeof(int32_t)}) {
+    std::atomic<int> contributors_done{0};
+    std::atomic<bool> all_done{false};
+    with_thread_world(3, [&](ProcessGroup& pg) {
       if (pg.rank() == 2) {
-        EXPECT_EQ(mine, 3 * k * 10 + 3) << "reduce " << k;
+        ASSERT_TRUE(becomes_true(all_done)) << "the contributors did not get ahead, " << count << " int32";
       }
-    }
-    if (pg.rank() != 2 && contributors_done.fetch_add(1) + 1 == 2) all_done.store(true);
-  });
+      for (int k = 0; k < kAhead; ++k) {
+        std::vector<int32_t> mine(count);
+        for (size_t i = 0; i < count; ++i) mine[i] = k * 10 + pg.rank() + static_cast<int32_t>(i);
+        pg.reduce(mine, 2)->wait();
+        for (size_t i = 0; i < count && pg.rank() == 2; ++i)
+          ASSERT_EQ(mine[i], 3 * k * 10 + 3 + 3 * static_cast<int32_t>(i)) << "reduce " << k << ", element " << i;
+      }
+      if (pg.rank() != 2 && contributors_done.fetch_add(1) + 1 == 2) all_done.store(true);
+    });
+  }
 }
 
 // Thousands of word-sized broadcasts, reduces and gathers from rotating
 // roots, with a rank that sleeps now and then (so that others run ahead and
-// the entries wrap around at every distance), mixed with slot-sized ones and
+// the entries wrap around at every distance), mixed with ones of 12 to 1032
+// bytes (payloads, and past kPostBytes the slots), slot-sized ones and
 // all_reduces that make every rank meet. Every value is checked.
 TEST(ArenaPosts, LongMixedLoopsWrapTheEntriesAndKeepEveryValue) {
   for (int n : {2, 3, 5}) {
@@ -95,6 +106,24 @@ TEST(ArenaPosts, LongMixedLoopsWrapTheEntriesAndKeepEveryValue) {
           for (int q = 0; q < n && me == root; ++q) {
             ASSERT_EQ(all[q], (std::vector<float>{static_cast<float>(k), static_cast<float>(q)})) << "gather " << k;
           }
+        }
+        if (k % 3 == 1) {
+          const size_t count = static_cast<size_t>(k % 256) + 3;  // 12 to 1032 bytes
+          std::vector<int32_t> mid(count, -1);
+          for (size_t i = 0; i < count && me == root; ++i) mid[i] = k + static_cast<int32_t>(i);
+          pg.broadcast(mid, root)->wait();
+          for (size_t i = 0; i < count; ++i) ASSERT_EQ(mid[i], k + static_cast<int32_t>(i)) << "broadcast " << k;
+          for (size_t i = 0; i < count; ++i) mid[i] = me * 1000 + static_cast<int32_t>(i);
+          std::vector<std::vector<int32_t>> all(n, std::vector<int32_t>(count, -1));
+          std::vector<Tensor> outs;
+          if (me == root)
+            for (auto& o : all) outs.emplace_back(o);
+          pg.gather(outs, mid, root)->wait();
+          for (int q = 0; q < n && me == root; ++q)
+            for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[q][i], q * 1000 + static_cast<int32_t>(i)) << "gather " << k;
+          pg.reduce(mid, (root + 1) % n)->wait();
+          for (size_t i = 0; i < count && me == (root + 1) % n; ++i)
+            ASSERT_EQ(mid[i], 1000 * n * (n - 1) / 2 + n * static_cast<int32_t>(i)) << "reduce " << k;
         }
         if (k % 13 == 0) {
           std::fill(big.begin(), big.end(), me == root ? static_cast<float>(k) : -1.0f);

@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "shm_engine/host_segment_util.h"
+#include "shm_engine/layout.h"
 
 namespace tdist::testing {
 namespace {
@@ -25,6 +26,11 @@ void blocking(const std::shared_ptr<Work>& work) { work->wait(); }
 
 // Element counts: empty, one, odd, not divisible by n, several slots.
 std::vector<size_t> counts(DType dt, int n) { return {0, 1, 7, 13 * static_cast<size_t>(n) + 1, 3 * kSlot / dtype_size(dt) + 5}; }
+// The largest post of a rooted collective and one element more, which takes
+// the slots (HostSegment: Posts).
+std::vector<size_t> post_edges(DType dt) {
+  return {shm_engine::kPostBytes / dtype_size(dt), shm_engine::kPostBytes / dtype_size(dt) + 1};
+}
 
 std::string where(DType dt, size_t count, int rank) {
   return std::string(dtype_name(dt)) + " x " + std::to_string(count) + " on rank " + std::to_string(rank);
@@ -60,7 +66,9 @@ TEST_P(ArenaThreads, ReduceEveryRootDtypeAndOp) {
     for (DType dt : all_dtypes())
       for (ReduceOp op : all_ops()) {
         if (!reduce_op_supported(op, dt)) continue;
-        for (size_t count : {size_t{1}, 13 * static_cast<size_t>(n) + 1, 3 * kSlot / dtype_size(dt) + 5})
+        std::vector<size_t> sizes = {1, 13 * static_cast<size_t>(n) + 1, 3 * kSlot / dtype_size(dt) + 5};
+        for (size_t edge : post_edges(dt)) sizes.push_back(edge);
+        for (size_t count : sizes)
           for (int root = 0; root < n; ++root) {
             Buffer b = rank_buffer(dt, count, me);
             blocking(pg.reduce(b.tensor(), {.root = root, .op = op, .async_op = false}));
@@ -79,6 +87,7 @@ TEST_P(ArenaThreads, BroadcastEveryRootAndSize) {
     for (DType dt : {DType::UInt8, DType::Float32, DType::Complex128}) {
       std::vector<size_t> sizes = counts(dt, n);
       sizes.push_back((2 * n * kSlot + 100) / dtype_size(dt));  // more than all slots of a round
+      for (size_t edge : post_edges(dt)) sizes.push_back(edge);
       for (size_t count : sizes)
         for (int root = 0; root < n; ++root) {
           Buffer b = rank_buffer(dt, count, me == root ? root : 99);
@@ -261,7 +270,9 @@ TEST_P(ArenaThreads, GatherAndScatterEveryRoot) {
   with_thread_world(n, [&](ProcessGroup& pg) {
     const int me = pg.rank();
     const DType dt = DType::Int16;
-    for (size_t c : counts(dt, n))
+    std::vector<size_t> sizes = counts(dt, n);
+    for (size_t edge : post_edges(dt)) sizes.push_back(edge);
+    for (size_t c : sizes)
       for (int root = 0; root < n; ++root) {
         std::vector<Buffer> gathered;
         std::vector<Tensor> views;
