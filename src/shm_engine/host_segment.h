@@ -199,6 +199,12 @@ class HostSegment {
   // points at them when n > kWordBytes (r posted them; a payload stays until r
   // reuses its entry, after everyone arrived at the next round).
   static constexpr size_t kPostBytes = shm_engine::kPostBytes;
+  // Whether a rooted operation of `bytes` per rank runs in a post round: a
+  // word always; more up to kPostBytes with 3 ranks or more. With 2 the
+  // root already runs one call ahead of the one other rank through the
+  // slots, and posts of 512 B-1 KiB took 0.05-0.1 us longer there
+  // (docs/tuning_log.md: Posts carry up to 2 KiB).
+  bool posts_carry(size_t bytes) const { return bytes <= kWordBytes || (bytes <= kPostBytes && size_ > 2); }
   uint32_t next_post_round(CollectiveContext& ctx);
   uint32_t post_and_leave(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
   uint32_t post_and_await(CollectiveContext& ctx, Signature sig, int root);

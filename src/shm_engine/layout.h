@@ -118,11 +118,11 @@ static_assert(sizeof(RankLine) == kLine);
 // brings everything of the round when the data is a word.
 inline constexpr uint32_t kPostDepth = 64;
 // The data of a post of more than 8 bytes: one payload per post entry, in a
-// region of its own. With 4 ranks on 2 cores a broadcast of 64 bytes through
-// the slots took 4.5 us (every rank must meet, and then wake, each call)
-// against 0.7 in a post round (docs/tuning_log.md: Posts carry up to 1 KiB);
-// 64 x 1 KiB per rank keeps the region at 64 KiB a rank.
-inline constexpr size_t kPostBytes = 1024;
+// region of its own (128 KiB a rank, touched only as far as posts use it).
+// With 4 ranks on 2 cores a broadcast of 64 bytes to 2 KiB through the slots
+// took about 4 us (every rank must meet, and then wake, each call) against
+// 0.5-1 in a post round (docs/tuning_log.md: Posts carry up to 2 KiB).
+inline constexpr size_t kPostBytes = 2048;
 struct alignas(64) PostEntry {
   // The round this entry holds, counted in 64 bits so that it never wraps
   // (0: none); written before the owner arrives there.

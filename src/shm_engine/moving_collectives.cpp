@@ -37,15 +37,15 @@ bool words_suffice(const std::vector<Tensor>& blocks) {
 
 void barrier(HostSegment& a, CollectiveContext& ctx) { a.start(ctx, signature(OpCode::Barrier)); }
 
-// The root alone writes in a round, so a piece fills every slot of it. Up to
-// kPostBytes the data travels in the root's post (a word in its entry, with
-// its arrival: HostSegment::word).
+// The root alone writes in a round, so a piece fills every slot of it. Small
+// data travels in the root's post instead (HostSegment::posts_carry; a word
+// in its entry, with its arrival: HostSegment::word).
 void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root) {
   const size_t bytes = t.nbytes();
   const size_t piece = a.slot_bytes() * static_cast<size_t>(a.size());
   const Signature sig = signature(OpCode::Broadcast, static_cast<int>(t.dtype()), -1, root, bytes);
   const bool is_root = a.rank() == root;
-  if (bytes <= HostSegment::kPostBytes) {
+  if (a.posts_carry(bytes)) {
     // A post round (HostSegment: Posts): the root leaves, the others wait for it alone.
     a.next_post_round(ctx);
     if (is_root) {
@@ -120,7 +120,7 @@ void gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& o
   const size_t piece = a.slot_bytes(), bytes = input.nbytes();
   const Signature sig = signature(OpCode::Gather, static_cast<int>(input.dtype()), -1, root, bytes);
   if (me == root) bulk_copy(bytes_of(outputs[root]), input.data(), bytes);
-  if (bytes <= HostSegment::kPostBytes) {
+  if (a.posts_carry(bytes)) {
     // A post round (HostSegment: Posts): the contributors leave, the root waits for them.
     if (me != root) {
       a.next_post_round(ctx);

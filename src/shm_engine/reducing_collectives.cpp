@@ -115,7 +115,7 @@ void fold_words(HostSegment& a, CollectiveContext& ctx, Signature sig, const Ten
        a.size(), static_cast<size_t>(t.numel()));
 }
 
-// A reduce of at most a post's payload (HostSegment::kPostBytes), one post
+// A reduce whose data a post carries (HostSegment::posts_carry), one post
 // round: the contributors post their data and leave, the root waits for them
 // and folds their payloads with a copy of its own tensor (fold's output may
 // not be one of its inputs but the first).
@@ -137,7 +137,7 @@ void fold_posts(HostSegment& a, CollectiveContext& ctx, Signature sig, const Ten
 void reduce_to(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   if (t.nbytes() <= HostSegment::kWordBytes && a.size() <= kMaxWordRanks)
     fold_words(a, ctx, sig, t, op, dest);
-  else if (dest >= 0 && t.nbytes() <= HostSegment::kPostBytes)
+  else if (dest >= 0 && a.posts_carry(t.nbytes()))
     fold_posts(a, ctx, sig, t, op, dest);
   else if (t.nbytes() <= one_round_limit(a))
     fold_everything(a, ctx, sig, t, op, dest);

@@ -77,7 +77,7 @@ TEST(ArenaPosts, ContributorsRunReducesAheadOfTheRoot) {
 
 // Thousands of word-sized broadcasts, reduces and gathers from rotating
 // roots, with a rank that sleeps now and then (so that others run ahead and
-// the entries wrap around at every distance), mixed with ones of 12 to 1032
+// the entries wrap around at every distance), mixed with ones of 12 to 2088
 // bytes (payloads, and past kPostBytes the slots), slot-sized ones and
 // all_reduces that make every rank meet. Every value is checked.
 TEST(ArenaPosts, LongMixedLoopsWrapTheEntriesAndKeepEveryValue) {
@@ -108,7 +108,8 @@ TEST(ArenaPosts, LongMixedLoopsWrapTheEntriesAndKeepEveryValue) {
           }
         }
         if (k % 3 == 1) {
-          const size_t count = static_cast<size_t>(k % 256) + 3;  // 12 to 1032 bytes
+          const size_t count = static_cast<size_t>(k % 520) + 3;  // 12 to 2088 bytes
+          static_assert(520 * sizeof(int32_t) > shm_engine::kPostBytes);
           std::vector<int32_t> mid(count, -1);
           for (size_t i = 0; i < count && me == root; ++i) mid[i] = k + static_cast<int32_t>(i);
           pg.broadcast(mid, root)->wait();
