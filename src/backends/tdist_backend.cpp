@@ -11,6 +11,7 @@
 #include "backends/backend_registry.h"
 #include "engines/engine_builder.h"
 #include "tensor/split.h"
+#include "tensor/view_list.h"
 #include "trace/flight_recorder.h"
 #include "reduce/reduction_kernels.h"
 #include "transport/communicator.h"
@@ -22,6 +23,37 @@
 namespace tdist {
 
 namespace {
+
+// The lists of views this thread's list and flat collectives hand their
+// engines (tensor/view_list.h), two for all_to_all's outputs and inputs. A
+// blocking call's body uses them where they are, an async call copies them
+// into its queued item; nothing a call runs on this thread issues another
+// backend call before its body is done with them. Reached through a plain
+// pointer: a thread_local object with a destructor costs a guard per access.
+thread_local ViewList* t_views = nullptr;
+ViewList* views_of_this_thread() {
+  if (t_views != nullptr) [[likely]]
+    return t_views;
+  thread_local std::unique_ptr<ViewList[]> lists;  // freed when the thread ends
+  lists = std::make_unique<ViewList[]>(2);
+  return t_views = lists.get();
+}
+// Scoped to a call: lends the thread's lists, then lets go of views that keep
+// a caller's memory alive.
+class ViewsInUse {
+ public:
+  ViewsInUse() : lists_(views_of_this_thread()) {}
+  ViewsInUse(const ViewsInUse&) = delete;
+  ViewsInUse& operator=(const ViewsInUse&) = delete;
+  ~ViewsInUse() {
+    lists_[0].release();
+    lists_[1].release();
+  }
+  ViewList& operator[](int i) const { return lists_[i]; }
+
+ private:
+  ViewList* lists_;
+};
 
 // "rank 0 in group default_pg: send #3 of int32[4] to rank 1 at 127.0.0.1:4567 (tag 0) failed: "
 // Built only when an error is reported: a send of a few bytes over shared
@@ -787,7 +819,8 @@ std::shared_ptr<Work> TdistBackend::reduce(const Operation& operation) {
 
 std::shared_ptr<Work> TdistBackend::all_gather(const Operation& op) {
   const Tensor& input = op.tensor();
-  const std::vector<Tensor> outputs(op.outputs.begin(), op.outputs.end());
+  const ViewsInUse views;
+  const std::vector<Tensor>& outputs = views[0].copy(op.outputs);
   return enqueue(
       CollectiveCall(OpCode::AllGather, input.dtype()), op, op.outputs, 1,
       debug_detail_ ? std::string("all_gather outputs=" + shapes(outputs)) : std::string(),
@@ -798,7 +831,8 @@ std::shared_ptr<Work> TdistBackend::all_gather(const Operation& op) {
 std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Operation& op) {
   const Tensor& input = op.tensor();
   const Tensor& output = op.output();
-  auto outputs = blocks_of(output, size());
+  const ViewsInUse views;
+  const std::vector<Tensor>& outputs = views[0].blocks(output, size());
   return enqueue(
       CollectiveCall(OpCode::AllGather, input.dtype()), op, op.outputs, 1,
       debug_detail_ ? std::string("all_gather_into_tensor " + input.str()) : std::string(),
@@ -808,7 +842,8 @@ std::shared_ptr<Work> TdistBackend::all_gather_into_tensor(const Operation& op) 
 
 std::shared_ptr<Work> TdistBackend::gather(const Operation& op) {
   const Tensor& input = op.tensor();
-  const std::vector<Tensor> outputs(op.outputs.begin(), op.outputs.end());
+  const ViewsInUse views;
+  const std::vector<Tensor>& outputs = views[0].copy(op.outputs);
   const int root = op.root;
   return enqueue(
       CollectiveCall(OpCode::Gather, input.dtype(), root), op, op.outputs, 1,
@@ -819,7 +854,8 @@ std::shared_ptr<Work> TdistBackend::gather(const Operation& op) {
 
 std::shared_ptr<Work> TdistBackend::scatter(const Operation& op) {
   const Tensor& output = op.output();
-  const std::vector<Tensor> inputs(op.inputs.begin(), op.inputs.end());
+  const ViewsInUse views;
+  const std::vector<Tensor>& inputs = views[0].copy(op.inputs);
   const int root = op.root;
   return enqueue(
       CollectiveCall(OpCode::Scatter, output.dtype(), root), op, op.outputs, 1,
@@ -830,7 +866,8 @@ std::shared_ptr<Work> TdistBackend::scatter(const Operation& op) {
 
 std::shared_ptr<Work> TdistBackend::reduce_scatter(const Operation& operation) {
   const Tensor& output = operation.output();
-  const std::vector<Tensor> inputs(operation.inputs.begin(), operation.inputs.end());
+  const ViewsInUse views;
+  const std::vector<Tensor>& inputs = views[0].copy(operation.inputs);
   const ReduceOp op = operation.reduce_op;
   return enqueue(
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), operation, operation.outputs, 1,
@@ -843,7 +880,8 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Operation& opera
   const Tensor& output = operation.output();
   const Tensor& input = operation.tensor();
   const ReduceOp op = operation.reduce_op;
-  auto inputs = blocks_of(input, size());
+  const ViewsInUse views;
+  const std::vector<Tensor>& inputs = views[0].blocks(input, size());
   return enqueue(
       CollectiveCall(OpCode::ReduceScatter, output.dtype(), op), operation, operation.outputs, 1,
       debug_detail_ ? "reduce_scatter_tensor op=" + std::string(op.name()) + " " + output.str() : std::string(),
@@ -852,8 +890,9 @@ std::shared_ptr<Work> TdistBackend::reduce_scatter_tensor(const Operation& opera
 }
 
 std::shared_ptr<Work> TdistBackend::all_to_all(const Operation& op) {
-  const std::vector<Tensor> outputs(op.outputs.begin(), op.outputs.end());
-  const std::vector<Tensor> inputs(op.inputs.begin(), op.inputs.end());
+  const ViewsInUse views;
+  const std::vector<Tensor>& outputs = views[0].copy(op.outputs);
+  const std::vector<Tensor>& inputs = views[1].copy(op.inputs);
   return enqueue(
       CollectiveCall(OpCode::AllToAll, inputs.at(0).dtype()), op, op.outputs, 1,
       debug_detail_ ? "all_to_all " + std::string(dtype_name(inputs[0].dtype())) : std::string(),
@@ -864,8 +903,9 @@ std::shared_ptr<Work> TdistBackend::all_to_all(const Operation& op) {
 std::shared_ptr<Work> TdistBackend::all_to_all_single(const Operation& op) {
   const Tensor& output = op.output();
   const Tensor& input = op.tensor();
-  auto outs = rows_of(output, op.output_split_sizes, size());
-  auto ins = rows_of(input, op.input_split_sizes, size());
+  const ViewsInUse views;
+  const std::vector<Tensor>& outs = views[0].rows(output, op.output_split_sizes, size());
+  const std::vector<Tensor>& ins = views[1].rows(input, op.input_split_sizes, size());
   return enqueue(
       CollectiveCall(OpCode::AllToAll, output.dtype()), op, op.outputs, 1,
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
