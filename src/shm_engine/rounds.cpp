@@ -177,8 +177,11 @@ uint32_t HostSegment::post_and_await(CollectiveContext& ctx, Signature sig, int 
   // The root's entry, once it is for r, says it arrived, and brings its
   // signature and word in the same miss; its counter is a second line. Past a
   // short poll, the wait goes by the counter (futex, liveness, deadline).
-  bool posted = false;
-  for (int i = 0; i < 256 && !(posted = post_for(root, r) != nullptr); ++i) cpu_relax();
+  // No poll when the root last ran on this CPU: it most likely waits for
+  // this very core, and wait_all yields it at once.
+  bool posted = post_for(root, r) != nullptr;
+  if (!posted && line(root).cpu.load(std::memory_order_relaxed) != cpu_)
+    for (int i = 0; i < 256 && !(posted = post_for(root, r) != nullptr); ++i) cpu_relax();
   if (!posted) wait_all(r, ctx, root);
   check_verdict(r, ctx);
   check_signatures(ctx, r, sig, false, 0, root);
