@@ -2,7 +2,8 @@
 // host: the layout of its segment.
 //
 //   Header | AbortBlock | RankLine x n | PostEntry x n x kPostDepth | (pad to 4 KiB) |
-//   post payloads: n x kPostDepth x kPostBytes | directory, parity 0 and 1: n x n x DirectoryEntry (pad to 4 KiB) | slots, parity 0: n x S |
+//   post payloads: n x kPostDepth x kPostBytes |
+//   directory, parity 0 and 1: n x n x DirectoryEntry (pad to 4 KiB) | slots, parity 0: n x S |
 //   slots, parity 1: n x S | result, parity 0: S | result, parity 1: S
 //
 // Collectives advance in rounds that every rank counts alike (see host_segment.h):

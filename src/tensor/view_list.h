@@ -20,62 +20,52 @@
 namespace tdist {
 
 class ViewList {
-public:
+ public:
   // blocks_of(t, n), rows_of(t, splits, n), or a copy of `views`; valid
   // until the next call on this list.
-  const std::vector<Tensor> &blocks(const Tensor &t, int n) {
+  const std::vector<Tensor>& blocks(const Tensor& t, int n) {
     if (!cut_of(Kind::Blocks, t, {}, n)) {
       parts_ = blocks_of(t, n);
       keep(Kind::Blocks, t, {}, n);
     }
     return parts_;
   }
-  const std::vector<Tensor> &rows(const Tensor &t,
-                                  std::span<const int64_t> splits, int n) {
+  const std::vector<Tensor>& rows(const Tensor& t, std::span<const int64_t> splits, int n) {
     if (!cut_of(Kind::Rows, t, splits, n)) {
       parts_ = rows_of(t, splits, n);
       keep(Kind::Rows, t, splits, n);
     }
     return parts_;
   }
-  const std::vector<Tensor> &copy(std::span<const Tensor> views) {
+  const std::vector<Tensor>& copy(std::span<const Tensor> views) {
     const bool same =
-        kind_ == Kind::Copy &&
-        std::equal(
-            parts_.begin(), parts_.end(), views.begin(), views.end(),
-            [](const Tensor &a, const Tensor &b) { return a.same_view(b); });
+        kind_ == Kind::Copy && std::equal(parts_.begin(), parts_.end(), views.begin(), views.end(),
+                                          [](const Tensor& a, const Tensor& b) { return a.same_view(b); });
     if (!same) {
-      parts_.assign(
-          views.begin(),
-          views.end()); // copy-assigns in place: shapes reuse their buffers
+      // Copy-assigns in place: the views' shapes reuse their buffers.
+      parts_.assign(views.begin(), views.end());
       kind_ = Kind::Copy;
-      owns_ = std::any_of(views.begin(), views.end(), [](const Tensor &v) {
-        return v.keeps_memory_alive();
-      });
+      owns_ = std::any_of(views.begin(), views.end(), [](const Tensor& v) { return v.keeps_memory_alive(); });
     }
     return parts_;
   }
   // Forgets views that keep memory alive (an adopted DLPack tensor, which its
   // caller may drop once the call returns); call after every use.
   void release() {
-    if (!owns_)
-      return;
+    if (!owns_) return;
     whole_ = Tensor();
     parts_.clear();
     kind_ = Kind::None;
     owns_ = false;
   }
 
-private:
+ private:
   enum class Kind { None, Blocks, Rows, Copy };
-  bool cut_of(Kind kind, const Tensor &t, std::span<const int64_t> splits,
-              int n) const {
+  bool cut_of(Kind kind, const Tensor& t, std::span<const int64_t> splits, int n) const {
     return kind_ == kind && n_ == n && whole_.same_view(t) &&
-           std::equal(splits_.begin(), splits_.end(), splits.begin(),
-                      splits.end());
+           std::equal(splits_.begin(), splits_.end(), splits.begin(), splits.end());
   }
-  void keep(Kind kind, const Tensor &t, std::span<const int64_t> splits,
-            int n) {
+  void keep(Kind kind, const Tensor& t, std::span<const int64_t> splits, int n) {
     kind_ = kind;
     whole_ = t;
     n_ = n;
@@ -84,11 +74,11 @@ private:
   }
 
   Kind kind_ = Kind::None;
-  Tensor whole_; // what blocks() or rows() cut
+  Tensor whole_;  // what blocks() or rows() cut
   int n_ = 0;
   std::vector<int64_t> splits_;
   std::vector<Tensor> parts_;
-  bool owns_ = false; // some view keeps memory alive
+  bool owns_ = false;  // some view keeps memory alive
 };
 
-} // namespace tdist
+}  // namespace tdist
