@@ -132,6 +132,36 @@ TEST(ShmRing, TwoThreadsStreamWritesOfManyPiecesThroughARingOfAFewPieces) {
   EXPECT_EQ(out, in);
 }
 
+// A message that write_both() places whole goes out in eighths of at least
+// kLeastPieceBytes (ShmRing::piece_for): messages of 4-100 KiB through a ring
+// of a few such pieces whose end they straddle, read as they come.
+TEST(ShmRing, TwoThreadsStreamMiddleSizedMessagesInEighths) {
+  EXPECT_EQ(ShmRing::piece_for(100), ShmRing::kLeastPieceBytes);
+  EXPECT_EQ(ShmRing::piece_for(64 * 1024), 8u * 1024);
+  EXPECT_EQ(ShmRing::piece_for(16u << 20), ShmRing::kPieceBytes);
+  Ring r(128 * 1024 + 1000);
+  std::vector<uint32_t> in(1024 * 1024), out(in.size());
+  std::iota(in.begin(), in.end(), 5u);
+  const char* src = reinterpret_cast<const char*>(in.data());
+  char* dst = reinterpret_cast<char*>(out.data());
+  const size_t total = in.size() * sizeof(uint32_t);
+  std::thread writer([&] {
+    ShmRing w = r.writer();
+    for (size_t done = 0, step = 0; done < total; ++step) {
+      const size_t payload = std::min<size_t>(4096 + 9973 * (step % 10), total - done);
+      if (payload > 24 && w.write_both(src + done, 24, src + done + 24, payload - 24))
+        done += payload;
+      else if (payload <= 24)
+        done += w.write_some(src + done, payload);
+      else
+        std::this_thread::yield();
+    }
+  });
+  read_all(r.reader(), dst, total, 777);
+  writer.join();
+  EXPECT_EQ(out, in);
+}
+
 TEST(ShmRing, AWriteOfBothThatFitsOnlyPartlyTakesNothing) {
   const size_t piece = ShmRing::kPieceBytes;
   Ring r(2 * piece);

@@ -133,7 +133,7 @@ ShmPath::ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer)
 
 // With nothing queued before it and room for all of it, the message is
 // written at once and the request completes here: no queue entry, and up to
-// a piece of payload (ShmRing::kPieceBytes) one release of the ring's head,
+// a piece of payload (ShmRing::piece_for) one release of the ring's head,
 // header and payload together, for the reader to see.
 void ShmPath::post_locked(std::shared_ptr<Request> req) {
   ShmRing& ring = link_->tx;

@@ -32,8 +32,14 @@ static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared-memory rings n
 
 class ShmRing {
  public:
-  // What one copy moves before its side's position is published.
+  // What one copy moves before its side's position is published: at most
+  // kPieceBytes, and for a message that write_both() places whole, an eighth
+  // of it from kLeastPieceBytes up, so that the reader starts on a message of
+  // 8-512 KiB after its first eighth rather than after 64 KiB of it
+  // (docs/tuning_log.md: Transport, rings copy in pieces).
   static constexpr size_t kPieceBytes = 64 * 1024;
+  static constexpr size_t kLeastPieceBytes = 4 * 1024;
+  static size_t piece_for(size_t message) { return std::clamp(message / 8, kLeastPieceBytes, kPieceBytes); }
 
   ShmRing() = default;
   ShmRing(ShmRingControl* control, char* data, size_t capacity)
@@ -42,11 +48,11 @@ class ShmRing {
         tail_(control->tail.load(std::memory_order_relaxed)), seen_tail_(tail_) {}
 
   // ---- writer side ----
-  // Copies up to n bytes in; returns how many fitted.
-  size_t write_some(const void* src, size_t n) {
+  // Copies up to n bytes in, in pieces of piece_bytes; returns how many fitted.
+  size_t write_some(const void* src, size_t n, size_t piece_bytes = kPieceBytes) {
     size_t k = std::min(n, room(n));
     for (size_t done = 0; done < k;) {
-      const size_t piece = std::min(k - done, kPieceBytes);
+      const size_t piece = std::min(k - done, piece_bytes);
       copy_in(head_, static_cast<const char*>(src) + done, piece);
       head_ += piece;
       done += piece;
@@ -58,12 +64,13 @@ class ShmRing {
   // otherwise writes nothing and returns false.
   bool write_both(const void* a, size_t na, const void* b, size_t nb) {
     if (room(na + nb) < na + nb) return false;
-    const size_t first = std::min(nb, kPieceBytes);
+    const size_t piece = piece_for(nb);
+    const size_t first = std::min(nb, piece);
     copy_in(head_, static_cast<const char*>(a), na);
     if (first > 0) copy_in(head_ + na, static_cast<const char*>(b), first);
     head_ += na + first;
     ctl_->head.store(head_, std::memory_order_release);
-    if (nb > first) write_some(static_cast<const char*>(b) + first, nb - first);
+    if (nb > first) write_some(static_cast<const char*>(b) + first, nb - first, piece);
     return true;
   }
   bool full() const { return head_ - ctl_->tail.load(std::memory_order_acquire) == cap_; }
