@@ -244,6 +244,7 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   const int ranks = std::max(size_, ranks_on_machine());
   const bool oversubscribed = static_cast<unsigned>(ranks) > std::max(1u, std::thread::hardware_concurrency());
   oversubscribed_ = oversubscribed;
+  post_bytes_ = layout_.post_bytes();
   poll_only_ = std::chrono::microseconds(oversubscribed ? 0 : 10);
   spin_ = settings::get<"TDIST_SHM_SPIN_US">();
   one_round_bytes_ = static_cast<size_t>(settings::get<"TDIST_SHM_ONE_ROUND_BYTES">());

@@ -200,11 +200,11 @@ class HostSegment {
   // reuses its entry, after everyone arrived at the next round).
   static constexpr size_t kPostBytes = shm_engine::kPostBytes;
   // Whether a rooted operation of `bytes` per rank runs in a post round: a
-  // word always; more up to kPostBytes with 3 ranks or more. With 2 the
-  // root already runs one call ahead of the one other rank through the
-  // slots, and posts of 512 B-1 KiB took 0.05-0.1 us longer there
-  // (docs/tuning_log.md: Posts carry up to 2 KiB).
-  bool posts_carry(size_t bytes) const { return bytes <= kWordBytes || (bytes <= kPostBytes && size_ > 2); }
+  // word always; more up to the layout's payload (kPostBytes up to 128 ranks)
+  // with 3 ranks or more. With 2 the root already runs one call ahead of the
+  // one other rank through the slots, and posts of 512 B-1 KiB took 0.05-0.1
+  // us longer there (docs/tuning_log.md: Posts carry up to 2 KiB).
+  bool posts_carry(size_t bytes) const { return bytes <= kWordBytes || (bytes <= post_bytes_ && size_ > 2); }
   uint32_t next_post_round(CollectiveContext& ctx);
   uint32_t post_and_leave(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
   uint32_t post_and_await(CollectiveContext& ctx, Signature sig, int root);
@@ -351,6 +351,7 @@ class HostSegment {
   size_t one_round_bytes_ = 0;          // read when the group is made: asked on every reduction
   SingleCopyRange single_copy_;         // agreed when the group is made
   bool oversubscribed_ = false;         // more ranks than the host has cores
+  size_t post_bytes_ = 0;               // layout_.post_bytes()
   bool test_read_fails_ = false;        // TDIST_TEST_SHM_SINGLE_COPY_FAIL
   Clock::time_point next_liveness_check_{};  // wait_slow: when to look at the missing ranks' processes again
 };

@@ -123,7 +123,10 @@ inline constexpr uint32_t kPostDepth = 64;
 // With 4 ranks on 2 cores a broadcast of 64 bytes to 2 KiB through the slots
 // took about 4 us (every rank must meet, and then wake, each call) against
 // 0.5-1 in a post round (docs/tuning_log.md: Posts carry up to 2 KiB).
+// Groups of more than 128 ranks on a host get smaller payloads
+// (Layout::post_bytes), so that the region stays within kMaxPostRegion.
 inline constexpr size_t kPostBytes = 2048;
+inline constexpr size_t kMaxPostRegion = 16u << 20;
 struct alignas(64) PostEntry {
   // The round this entry holds, counted in 64 bits so that it never wraps
   // (0: none); written before the owner arrives there.
@@ -158,7 +161,8 @@ struct Layout {
   static constexpr size_t kMaxTotal = 64u << 20;
   static Layout for_group(int ranks, size_t requested_slot_bytes) {
     Layout l{ranks, 0};
-    size_t cap = (kMaxTotal - l.data_offset()) / (2 * (static_cast<size_t>(ranks) + 1));
+    const size_t fixed = l.data_offset();
+    size_t cap = (fixed < kMaxTotal ? kMaxTotal - fixed : 0) / (2 * (static_cast<size_t>(ranks) + 1));
     size_t slot = requested_slot_bytes < cap ? requested_slot_bytes : cap;
     size_t least = (std::max<size_t>(kPage, 256 * static_cast<size_t>(ranks)) + kPage - 1) / kPage * kPage;
     l.slot_bytes = slot < least ? least : slot / kPage * kPage;
@@ -172,12 +176,20 @@ struct Layout {
     size_t end = posts_offset() + static_cast<size_t>(ranks) * kPostDepth * sizeof(PostEntry);
     return (end + kPage - 1) / kPage * kPage;
   }
+  // The bytes of each post payload: kPostBytes, halved while the ranks'
+  // payloads would take more than kMaxPostRegion; 0 (posts carry words
+  // only) below 64. The same on every rank: it depends on `ranks` alone.
+  size_t post_bytes() const {
+    size_t p = kPostBytes;
+    while (p >= 64 && static_cast<size_t>(ranks) * kPostDepth * p > kMaxPostRegion) p /= 2;
+    return p >= 64 ? p : 0;
+  }
   // Rank r's payload for the post entry of `round`.
   size_t payload_offset(int r, uint32_t round) const {
-    return payloads_offset() + (static_cast<size_t>(r) * kPostDepth + round % kPostDepth) * kPostBytes;
+    return payloads_offset() + (static_cast<size_t>(r) * kPostDepth + round % kPostDepth) * post_bytes();
   }
   size_t directory_offset() const {
-    return payloads_offset() + static_cast<size_t>(ranks) * kPostDepth * kPostBytes;
+    return payloads_offset() + static_cast<size_t>(ranks) * kPostDepth * post_bytes();
   }
   // Rank `from`'s entry for `to`, by parity.
   size_t directory_entry_offset(uint32_t parity, int from, int to) const {
