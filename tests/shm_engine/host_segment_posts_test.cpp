@@ -121,7 +121,8 @@ TEST(ArenaPosts, LongMixedLoopsWrapTheEntriesAndKeepEveryValue) {
             for (auto& o : all) outs.emplace_back(o);
           pg.gather(outs, mid, root)->wait();
           for (int q = 0; q < n && me == root; ++q)
-            for (size_t i = 0; i < count; ++i) ASSERT_EQ(all[q][i], q * 1000 + static_cast<int32_t>(i)) << "gather " << k;
+            for (size_t i = 0; i < count; ++i)
+              ASSERT_EQ(all[q][i], q * 1000 + static_cast<int32_t>(i)) << "gather " << k;
           pg.reduce(mid, (root + 1) % n)->wait();
           for (size_t i = 0; i < count && me == (root + 1) % n; ++i)
             ASSERT_EQ(mid[i], 1000 * n * (n - 1) / 2 + n * static_cast<int32_t>(i)) << "reduce " << k;
