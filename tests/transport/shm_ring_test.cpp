@@ -72,6 +72,16 @@ TEST(ShmRing, ADoorbellIsNeededOnlyAfterTheOtherSideRaisedItsFlag) {
   EXPECT_FALSE(rd.writer_needs_doorbell());
 }
 
+// Numbered words that a writer thread streams through a ring: `src` and
+// `total` for the writer, `dst` for the reader, `in` == `out` at the end.
+struct Stream {
+  Stream(size_t words, uint32_t first) : in(words), out(words) { std::iota(in.begin(), in.end(), first); }
+  std::vector<uint32_t> in, out;
+  const char* src = reinterpret_cast<const char*>(in.data());
+  char* dst = reinterpret_cast<char*>(out.data());
+  size_t total = in.size() * sizeof(uint32_t);
+};
+
 // The reader's side of the two-thread tests: reads `total` bytes as they come,
 // at most `every_third` of them in every third read (odd offsets).
 void read_all(ShmRing rd, char* dst, size_t total, size_t every_third) {
@@ -85,11 +95,10 @@ void read_all(ShmRing rd, char* dst, size_t total, size_t every_third) {
 
 TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
   Ring r(4096);
-  std::vector<uint32_t> in(256 * 1024), out(in.size());
-  std::iota(in.begin(), in.end(), 7u);
-  const char* src = reinterpret_cast<const char*>(in.data());
-  char* dst = reinterpret_cast<char*>(out.data());
-  const size_t total = in.size() * sizeof(uint32_t);
+  Stream st(256 * 1024, 7u);
+  const char* src = st.src;
+  char* dst = st.dst;
+  const size_t total = st.total;
   std::thread writer([&] {
     ShmRing w = r.writer();
     for (size_t done = 0; done < total;) {
@@ -100,7 +109,7 @@ TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
   });
   read_all(r.reader(), dst, total, total);
   writer.join();
-  EXPECT_EQ(out, in);
+  EXPECT_EQ(st.out, st.in);
 }
 
 // Copies larger than a piece are published piece by piece; the bytes must come
@@ -108,11 +117,10 @@ TEST(ShmRing, TwoThreadsStreamAMegabyteThroughASmallRing) {
 TEST(ShmRing, TwoThreadsStreamWritesOfManyPiecesThroughARingOfAFewPieces) {
   const size_t piece = ShmRing::kPieceBytes;
   Ring r(3 * piece + 4096);  // not a multiple of a piece: pieces straddle the end
-  std::vector<uint32_t> in(2 * 1024 * 1024), out(in.size());
-  std::iota(in.begin(), in.end(), 11u);
-  const char* src = reinterpret_cast<const char*>(in.data());
-  char* dst = reinterpret_cast<char*>(out.data());
-  const size_t total = in.size() * sizeof(uint32_t);
+  Stream st(2 * 1024 * 1024, 11u);
+  const char* src = st.src;
+  char* dst = st.dst;
+  const size_t total = st.total;
   std::thread writer([&] {
     ShmRing w = r.writer();
     for (size_t done = 0, step = 0; done < total; ++step) {
@@ -129,7 +137,7 @@ TEST(ShmRing, TwoThreadsStreamWritesOfManyPiecesThroughARingOfAFewPieces) {
   });
   read_all(r.reader(), dst, total, 1000);
   writer.join();
-  EXPECT_EQ(out, in);
+  EXPECT_EQ(st.out, st.in);
 }
 
 // A message that write_both() places whole goes out in eighths of at least
@@ -140,26 +148,22 @@ TEST(ShmRing, TwoThreadsStreamMiddleSizedMessagesInEighths) {
   EXPECT_EQ(ShmRing::piece_for(64 * 1024), 8u * 1024);
   EXPECT_EQ(ShmRing::piece_for(16u << 20), ShmRing::kPieceBytes);
   Ring r(128 * 1024 + 1000);
-  std::vector<uint32_t> in(1024 * 1024), out(in.size());
-  std::iota(in.begin(), in.end(), 5u);
-  const char* src = reinterpret_cast<const char*>(in.data());
-  char* dst = reinterpret_cast<char*>(out.data());
-  const size_t total = in.size() * sizeof(uint32_t);
+  Stream st(1024 * 1024, 5u);
   std::thread writer([&] {
     ShmRing w = r.writer();
-    for (size_t done = 0, step = 0; done < total; ++step) {
-      const size_t payload = std::min<size_t>(4096 + 9973 * (step % 10), total - done);
-      if (payload > 24 && w.write_both(src + done, 24, src + done + 24, payload - 24))
+    for (size_t done = 0, step = 0; done < st.total; ++step) {
+      const size_t payload = std::min<size_t>(4096 + 9973 * (step % 10), st.total - done);
+      if (payload > 24 && w.write_both(st.src + done, 24, st.src + done + 24, payload - 24))
         done += payload;
       else if (payload <= 24)
-        done += w.write_some(src + done, payload);
+        done += w.write_some(st.src + done, payload);
       else
         std::this_thread::yield();
     }
   });
-  read_all(r.reader(), dst, total, 777);
+  read_all(r.reader(), st.dst, st.total, 777);
   writer.join();
-  EXPECT_EQ(out, in);
+  EXPECT_EQ(st.out, st.in);
 }
 
 TEST(ShmRing, AWriteOfBothThatFitsOnlyPartlyTakesNothing) {
