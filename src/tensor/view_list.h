@@ -19,6 +19,12 @@
 
 namespace tdist {
 
+// Whether two lists hold the same views, in order (Tensor::same_view).
+inline bool same_views(std::span<const Tensor> a, std::span<const Tensor> b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const Tensor& x, const Tensor& y) { return x.same_view(y); });
+}
+
 class ViewList {
  public:
   // blocks_of(t, n), rows_of(t, splits, n), or a copy of `views`; valid
@@ -38,10 +44,7 @@ class ViewList {
     return parts_;
   }
   const std::vector<Tensor>& copy(std::span<const Tensor> views) {
-    const bool same =
-        kind_ == Kind::Copy && std::equal(parts_.begin(), parts_.end(), views.begin(), views.end(),
-                                          [](const Tensor& a, const Tensor& b) { return a.same_view(b); });
-    if (!same) {
+    if (kind_ != Kind::Copy || !same_views(parts_, views)) {
       // Copy-assigns in place: the views' shapes reuse their buffers.
       parts_.assign(views.begin(), views.end());
       kind_ = Kind::Copy;

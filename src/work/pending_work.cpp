@@ -4,6 +4,7 @@
 #include <string_view>
 
 #include "tdist/errors.h"
+#include "tensor/view_list.h"
 #include "util/deadline.h"
 #include "util/futex.h"
 
@@ -100,9 +101,7 @@ void PendingWork::reuse(const char* op, uint64_t seq, std::span<const Tensor> re
   source_rank_ = -1;
   if (future_) future_.reset();
   runner_.reset();
-  if (!std::equal(result_.begin(), result_.end(), result.begin(), result.end(),
-                  [](const Tensor& a, const Tensor& b) { return a.same_view(b); }))
-    result_.assign(result.begin(), result.end());
+  if (!same_views(result_, result)) result_.assign(result.begin(), result.end());
   state_.store(kPending, std::memory_order_relaxed);
 }
 
