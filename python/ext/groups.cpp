@@ -38,7 +38,7 @@ std::optional<ms> to_timeout(py::handle obj, const char* what) {
     return obj.cast<ms>();  // datetime.timedelta
   } catch (const py::cast_error&) {
     throw py::type_error(std::string(what) + ": timeout must be a datetime.timedelta or a number of seconds, not " +
-                         std::string(py::str(obj.get_type().attr("__name__"))));
+                         std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
   }
 }
 

@@ -51,18 +51,24 @@ std::shared_ptr<tdist::Store> keep_python_alive(std::shared_ptr<tdist::Store> he
 
 namespace pybind11::detail {
 
+// Reads the loaded holder through the base's public conversion only: pybind11 2.x keeps it in a
+// member `holder`, 3.x in `shared_ptr_storage` (and loads it lazily), so naming either breaks the other.
 template <>
 class type_caster<std::shared_ptr<tdist::Store>>
     : public copyable_holder_caster<tdist::Store, std::shared_ptr<tdist::Store>> {
   using Base = copyable_holder_caster<tdist::Store, std::shared_ptr<tdist::Store>>;
+  std::shared_ptr<tdist::Store> kept_;
 
  public:
   bool load(handle src, bool convert) {
     if (!Base::load(src, convert)) return false;
-    if (holder && dynamic_cast<tdist_py::PyStore*>(holder.get()) != nullptr)
-      holder = tdist_py::keep_python_alive(std::move(holder), src);
+    kept_ = static_cast<std::shared_ptr<tdist::Store>&>(static_cast<Base&>(*this));
+    if (kept_ && dynamic_cast<tdist_py::PyStore*>(kept_.get()) != nullptr)
+      kept_ = tdist_py::keep_python_alive(std::move(kept_), src);
     return true;
   }
+  explicit operator std::shared_ptr<tdist::Store>*() { return &kept_; }
+  explicit operator std::shared_ptr<tdist::Store>&() { return kept_; }
 };
 
 }  // namespace pybind11::detail

@@ -86,7 +86,8 @@ void copy_on(cudaStream_t s, void* dst, const void* src, size_t bytes, const std
 NcclBackend::NcclBackend(std::shared_ptr<Store> store, int rank, int size, const BackendOptions& options)
     : Backend(rank, size), store_(std::move(store)), options_(options) {
   const std::string label = label_of(rank, options);
-  const Api& a = api(label + ": nccl");
+  const std::string where = label + ": nccl";  // a named string: GCC 13 takes api()'s result for a dangling one
+  const Api& a = api(where);
   if (const long long emulated = settings::get<"TDIST_EMULATE_CUDA">(); emulated > 0)
     throw DistBackendError(label + ": nccl needs real CUDA devices; TDIST_EMULATE_CUDA=" +
                            std::to_string(emulated) + " emulates devices in host memory, which NCCL cannot use "
