@@ -87,8 +87,9 @@ tdist::ReduceOp to_reduce_op(const c10d::ReduceOp& op, const std::string& operat
     case c10d::ReduceOp::BOR: return tdist::ReduceOp::BOR;
     case c10d::ReduceOp::BXOR: return tdist::ReduceOp::BXOR;
     case c10d::ReduceOp::PREMUL_SUM: {
-      // The factor: a double, or a one-element tensor (torch's PreMulSumSupplement).
-      auto* s = dynamic_cast<c10d::PreMulSumSupplement*>(op.supplement_.get());
+      // The factor: a double, or a one-element tensor (torch's PreMulSumSupplement, whose name
+      // differs between releases: python/torch/CMakeLists.txt).
+      auto* s = dynamic_cast<c10d::TDIST_TORCH_PREMUL_SUPPLEMENT*>(op.supplement_.get());
       if (s == nullptr) invalid(operation, "PREMUL_SUM without its factor");
       if (s->tensor_factor.defined()) {
         if (s->tensor_factor.numel() != 1) invalid(operation, "PREMUL_SUM needs a one-element factor tensor");

@@ -553,6 +553,7 @@ WorkPtr ProcessGroupTdist::reduce_scatter_tensor_coalesced(std::vector<at::Tenso
   return track(c10d::OpType::COALESCED, name, std::move(span), std::move(works), outputs, inputs);
 }
 
+#ifdef TDIST_TORCH_HAS_GATHER_INTO_TENSOR
 WorkPtr ProcessGroupTdist::gather_into_tensor(at::Tensor& output, at::Tensor& input, const c10d::GatherOptions& opts) {
   const char* name = "gather_into_tensor";
   const std::string op = where(name);
@@ -576,6 +577,7 @@ WorkPtr ProcessGroupTdist::gather_into_tensor(at::Tensor& output, at::Tensor& in
   auto w = pg_->gather(out_views, in_view, {.root = r, .timeout = timeout_of(opts)});
   return track(c10d::OpType::GATHER, name, std::move(span), {w}, {output}, {input});
 }
+#endif  // TDIST_TORCH_HAS_GATHER_INTO_TENSOR
 
 c10::intrusive_ptr<c10d::Backend::Options> ProcessGroupTdist::getBackendOptions() {
   auto options = c10::make_intrusive<c10d::Backend::Options>("tdist", timeout_);

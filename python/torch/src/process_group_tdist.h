@@ -76,9 +76,12 @@ class ProcessGroupTdist final : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(std::vector<at::Tensor>& outputs,
                                                                  std::vector<at::Tensor>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) override;
-  // gather into one flat tensor on the destination (world_size inputs, in rank order).
+#ifdef TDIST_TORCH_HAS_GATHER_INTO_TENSOR
+  // gather into one flat tensor on the destination (world_size inputs, in rank order); where
+  // torch's Backend has it (python/torch/CMakeLists.txt).
   c10::intrusive_ptr<c10d::Work> gather_into_tensor(at::Tensor& output, at::Tensor& input,
                                                     const c10d::GatherOptions& opts) override;
+#endif
   c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
                                         const c10d::GatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
