@@ -530,10 +530,22 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
       seqs = static_cast<int>(chunks);
     }
   }
+  // What the body needs from the device runtime is set up here, on the caller's thread, before
+  // its stream can wait on this operation's host word: an allocation may serialize with the
+  // device's streams, and the queue thread that sets the word must never wait for them.
+  if (over_ipc) {
+    try {
+      ipc_exchange_->ensure(rt, device, Deadline::after(timeout));
+    } catch (...) {
+      std::rethrow_exception(with_context(std::current_exception(), state_->label + ": " + op + ": "));
+    }
+  } else {
+    path.reserve(staging::scratch_bytes(chunks, args...));
+  }
   std::unique_lock<SpinLock> issue(issue_mu_);
   const uint64_t seq = seq_ + 1;
   seq_ += static_cast<uint64_t>(seqs);
-  auto work = std::make_shared<DeviceWork>(op, seq, state_->shared_label, rt, device, streams.host_word,
+  auto work = std::make_shared<DeviceWork>(op, seq, state_->shared_label, rt, path.events(), device, streams.host_word,
                                            static_cast<uint32_t>(seq), device_path_);
   work->set_result(std::vector<Tensor>(result.begin(), result.end()));
   trace::FlightMark mark = trace::claim_mark(operation);
@@ -552,7 +564,7 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
                      over_ipc, code, seq, timeout, decision,
                      signature = std::move(signature), body, saved = std::make_tuple(args...),
                      results = std::vector<Tensor>(result.begin(), result.end()), chunks, mark,
-                     recorder = mark.hold()] {
+                     recorder = mark.hold(), signal = signal_host_word_at_end(work)] {
     auto call = [&](CollectiveContext& ctx) {
       std::apply(
           [&](const auto&... a) {
@@ -580,7 +592,6 @@ std::shared_ptr<Work> TdistBackend::enqueue_on_device(CollectiveCall code, const
           saved);
     };
     run_collective(*state, *work, code, seq, timeout, call, signature, /*unshared=*/false, mark, decision);
-    work->signal_host_word();
   }, /*any_thread=*/false);  // its waiters wait for the device's stream, not for this to run
   return work;
 }
@@ -604,18 +615,18 @@ std::shared_ptr<Work> TdistBackend::device_point_to_point(const Operation& op) {
   rt.set_device(device);
   // Staging waits for the caller's stream as it is now: a send reads what the
   // caller wrote before, a receive's copy-out overwrites nothing it still uses.
-  device::EventHandle issued = rt.create_event(device);
+  device::EventHandle issued = path.events().take(device);
   rt.record(issued, rt.current_stream(device));
   rt.stream_wait(s.p2p, issued);
-  rt.destroy_event(issued);
+  path.events().give(device, issued);
   DevicePath::Lease host = path.scratch(tensor.nbytes());
   Tensor on_host(host.get(), tensor.dtype(), tensor.shape());
   if (is_send && tensor.nbytes() != 0) {
-    device::EventHandle copied = rt.create_event(device);
+    device::EventHandle copied = path.events().take(device);
     rt.copy(host.get(), tensor.data(), tensor.nbytes(), s.p2p);
     rt.record(copied, s.p2p);
     rt.synchronize(copied);
-    rt.destroy_event(copied);
+    path.events().give(device, copied);
   }
   auto inner = point_to_point(op, on_host);
   return std::make_shared<DeviceP2PWork>(std::move(inner), std::move(host), device_path_, rt, device,

@@ -16,6 +16,7 @@
 // them. A null stream is the device's legacy default stream.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -112,6 +113,9 @@ bool built_with_cuda();
 
 // Made by src/cuda (null in a build without it) and src/device/emulated_runtime.cpp.
 std::unique_ptr<Runtime> make_cuda_runtime();
-std::unique_ptr<Runtime> make_emulated_cuda_runtime(int devices);
+// `patience`: how long an emulated wait on host words may last before it is
+// reported as the hang it would be on a GPU (emulated_runtime.cpp).
+std::unique_ptr<Runtime> make_emulated_cuda_runtime(int devices,
+                                                    std::chrono::milliseconds patience = std::chrono::seconds(60));
 
 }  // namespace tdist::device

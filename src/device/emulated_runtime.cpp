@@ -7,12 +7,21 @@
 //    can map the same pages, as cudaIpcOpenMemHandle maps a peer's allocation;
 //    the handle is "<pid>:<fd>:<offset>" and the peer opens /proc/<pid>/fd/<fd>
 //    (allowed between processes of one user unless ptrace is restricted);
-//  - every operation "on a stream" runs at once on the calling thread, so an
-//    event is complete as soon as it is recorded and waiting on one is free;
+//  - every operation "on a stream" runs on the calling thread when it is
+//    called, once the stream's pending host-word waits are met (below);
 //  - the kernels are tdist::reduction's CPU kernels;
 //  - device_of answers from a table of the allocations and mappings made here.
-// It cannot wait on a host word (can_wait_on_host_word is false): the callers'
-// other branch, blocking the host, is what runs here.
+//
+// Host-word waits (stream_wait_host_word), as a GPU has them: the wait is
+// pending on the stream until the word reaches its value; an event recorded
+// on the stream carries the stream's pending waits, and a stream made to wait
+// for that event takes them on. Work on a stream, and waiting for an event or
+// a stream, first waits until those words are set. free_pinned and
+// free_device synchronize the device, as cudaFreeHost and cudaFree do: they
+// wait until every stream's pending waits are met. A wait a GPU would keep
+// for ever (the thread that sets the word is the one waiting) ends here after
+// the runtime's patience (60 s unless a test sets it) with an error that says
+// so, instead of a hang.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -20,12 +29,16 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
 
 #include "device/current_stream.h"
 #include "device/device_runtime.h"
@@ -38,12 +51,34 @@ namespace {
 
 thread_local int current_device_index = 0;
 
+// A stream's wait for `*word` to reach `value` (the driver's cyclic comparison).
+struct HostWordWait {
+  const uint32_t* word;
+  uint32_t value;
+  bool met() const { return static_cast<int32_t>(__atomic_load_n(word, __ATOMIC_ACQUIRE) - value) >= 0; }
+};
+using Waits = std::vector<HostWordWait>;
+
+// Adds `w` to `waits`, keeping one wait per word (the later value) and dropping those met.
+void add_wait(Waits& waits, HostWordWait w) {
+  for (HostWordWait& x : waits)
+    if (x.word == w.word) {
+      if (static_cast<int32_t>(w.value - x.value) > 0) x.value = w.value;
+      w.word = nullptr;
+    }
+  if (w.word != nullptr) waits.push_back(w);
+  std::erase_if(waits, [](const HostWordWait& x) { return x.met(); });
+}
+
 struct EmulatedStream {
   int device;
+  Waits waits;
 };
 struct EmulatedEvent {
   int device;
+  Waits waits;
 };
+
 
 // One region of emulated device memory: an allocation of this process (it
 // owns the memfd) or a peer's allocation mapped here.
@@ -63,7 +98,7 @@ size_t round_to_pages(size_t bytes) {
 
 class EmulatedRuntime final : public Runtime {
  public:
-  explicit EmulatedRuntime(int devices) : devices_(devices) {}
+  EmulatedRuntime(int devices, std::chrono::milliseconds patience) : devices_(devices), patience_(patience) {}
 
   ~EmulatedRuntime() override {
     // Memory still held at exit is the process's to lose: unmap nothing here
@@ -86,23 +121,47 @@ class EmulatedRuntime final : public Runtime {
 
   StreamHandle create_stream(int device) override {
     check_device(device, "create_stream");
-    return new EmulatedStream{device};
+    auto* s = new EmulatedStream{device, {}};
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.insert(s);
+    return s;
   }
-  void destroy_stream(StreamHandle stream) override { delete static_cast<EmulatedStream*>(stream); }
+  void destroy_stream(StreamHandle stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    streams_.erase(static_cast<EmulatedStream*>(stream));
+    delete static_cast<EmulatedStream*>(stream);
+  }
   EventHandle create_event(int device) override {
     check_device(device, "create_event");
-    return new EmulatedEvent{device};
+    return new EmulatedEvent{device, {}};
   }
   void destroy_event(EventHandle event) override { delete static_cast<EmulatedEvent*>(event); }
-  // Everything recorded before has already run: an event is complete at once.
-  void record(EventHandle, StreamHandle) override {}
-  void stream_wait(StreamHandle, EventHandle) override {}
-  void synchronize(EventHandle) override {}
-  bool query(EventHandle) override { return true; }
-  void synchronize_stream(StreamHandle) override {}
-  bool can_wait_on_host_word(int) const override { return false; }
-  void stream_wait_host_word(StreamHandle, const uint32_t*, uint32_t) override {
-    throw DistBackendError("emulated cuda: stream_wait_host_word is not available (can_wait_on_host_word is false)");
+  // Work recorded before has run, except what waits on host words: the event takes those on.
+  void record(EventHandle event, StreamHandle stream) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Waits& to = static_cast<EmulatedEvent*>(event)->waits;
+    to.clear();
+    for (const HostWordWait& w : waits_of(stream)) add_wait(to, w);
+  }
+  void stream_wait(StreamHandle stream, EventHandle event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Waits& to = waits_of(stream);
+    for (const HostWordWait& w : static_cast<EmulatedEvent*>(event)->waits) add_wait(to, w);
+  }
+  void synchronize(EventHandle event) override {
+    meet([event](EmulatedRuntime&) -> Waits& { return static_cast<EmulatedEvent*>(event)->waits; }, "synchronize");
+  }
+  bool query(EventHandle event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    Waits& waits = static_cast<EmulatedEvent*>(event)->waits;
+    std::erase_if(waits, [](const HostWordWait& w) { return w.met(); });
+    return waits.empty();
+  }
+  void synchronize_stream(StreamHandle stream) override { before_work(stream, "synchronize_stream"); }
+  bool can_wait_on_host_word(int) const override { return true; }
+  void stream_wait_host_word(StreamHandle stream, const uint32_t* word, uint32_t value) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    add_wait(waits_of(stream), HostWordWait{word, value});
   }
 
   void* alloc_device(int device, size_t bytes) override {
@@ -130,6 +189,7 @@ class EmulatedRuntime final : public Runtime {
 
   void free_device(int, void* ptr) override {
     if (ptr == nullptr) return;
+    synchronize_device("free_device (cudaFree synchronizes the device)");
     Region region;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -149,9 +209,14 @@ class EmulatedRuntime final : public Runtime {
     if (p == nullptr) throw DistBackendError("emulated cuda: alloc_pinned of " + std::to_string(bytes) + " bytes failed");
     return p;
   }
-  void free_pinned(void* ptr) override { std::free(ptr); }
+  void free_pinned(void* ptr) override {
+    if (ptr == nullptr) return;
+    synchronize_device("free_pinned (cudaFreeHost synchronizes the device)");
+    std::free(ptr);
+  }
 
-  void copy(void* dst, const void* src, size_t bytes, StreamHandle) override {
+  void copy(void* dst, const void* src, size_t bytes, StreamHandle stream) override {
+    before_work(stream, "copy");
     if (bytes != 0 && dst != src) std::memmove(dst, src, bytes);
   }
 
@@ -164,12 +229,14 @@ class EmulatedRuntime final : public Runtime {
     return at < it->first + it->second.bytes ? it->second.device : -1;
   }
 
-  void accumulate(ReduceOp op, DType dtype, void* acc, const void* in, size_t count, StreamHandle) override {
+  void accumulate(ReduceOp op, DType dtype, void* acc, const void* in, size_t count, StreamHandle stream) override {
+    before_work(stream, "accumulate");
     if (count != 0) reduction::accumulate(op, dtype, acc, in, count);
   }
 
   void combine(ReduceOp op, DType dtype, void* out, const void* const* ins, int n, size_t count,
-               StreamHandle) override {
+               StreamHandle stream) override {
+    before_work(stream, "combine");
     if (n < 1 || n > 16)
       throw DistValueError("emulated cuda: combine of " + std::to_string(n) + " inputs (1 to 16 are allowed)");
     if (count == 0) return;
@@ -189,7 +256,8 @@ class EmulatedRuntime final : public Runtime {
       if (k != first && k != second) reduction::accumulate(op, dtype, out, ins[k], count);
   }
 
-  void finalize(ReduceOp op, DType dtype, void* data, size_t count, int contributors, StreamHandle) override {
+  void finalize(ReduceOp op, DType dtype, void* data, size_t count, int contributors, StreamHandle stream) override {
+    before_work(stream, "finalize");
     if (count != 0) reduction::finalize(op, dtype, data, count, contributors);
   }
 
@@ -254,6 +322,65 @@ class EmulatedRuntime final : public Runtime {
   }
 
  private:
+  // The pending waits of `stream` (the null handle: the current device's default stream), under mu_.
+  Waits& waits_of(StreamHandle stream) {
+    if (stream != nullptr) return static_cast<EmulatedStream*>(stream)->waits;
+    return default_waits_[current_device_index];
+  }
+
+  // Waits until every wait of the list `get` returns is met; after patience_, an error naming
+  // `what`, the word and the values.
+  template <typename Get>
+  void meet(Get get, const std::string& what) {
+    const auto give_up = std::chrono::steady_clock::now() + patience_;
+    for (int polls = 0;; ++polls) {
+      HostWordWait pending{};
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        Waits& waits = get(*this);
+        std::erase_if(waits, [](const HostWordWait& w) { return w.met(); });
+        if (waits.empty()) return;
+        pending = waits.front();
+      }
+      if (std::chrono::steady_clock::now() > give_up)
+        throw DistBackendError(
+            "emulated cuda: " + what + " waited " + std::to_string(patience_.count()) +
+            " ms for a stream's wait on host word " + std::to_string(reinterpret_cast<uintptr_t>(pending.word)) +
+            " to reach " + std::to_string(pending.value) + " (it holds " +
+            std::to_string(__atomic_load_n(pending.word, __ATOMIC_ACQUIRE)) +
+            "); on a GPU this would wait for ever (the word is set by this thread, or never)");
+      if (polls < 64)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+
+  // Before work on `stream` runs: its pending waits are met.
+  void before_work(StreamHandle stream, const char* what) {
+    meet([stream](EmulatedRuntime& self) -> Waits& { return self.waits_of(stream); }, what);
+  }
+
+  // What synchronizes the device: every stream's pending waits are met.
+  void synchronize_device(const std::string& what) {
+    meet([](EmulatedRuntime& self) -> Waits& { return self.gather_all_waits(); }, what);
+  }
+
+  // Every stream's pending waits in one list (under mu_); those met leave their streams' lists too.
+  Waits& gather_all_waits() {
+    auto met = [](const HostWordWait& w) { return w.met(); };
+    all_waits_.clear();
+    for (auto& [device, waits] : default_waits_) {
+      std::erase_if(waits, met);
+      all_waits_.insert(all_waits_.end(), waits.begin(), waits.end());
+    }
+    for (EmulatedStream* s : streams_) {
+      std::erase_if(s->waits, met);
+      all_waits_.insert(all_waits_.end(), s->waits.begin(), s->waits.end());
+    }
+    return all_waits_;
+  }
+
   void check_device(int device, const char* what) const {
     if (device < 0 || device >= devices_)
       throw DistValueError("emulated cuda: " + std::string(what) + " on cuda:" + std::to_string(device) + ", but only " +
@@ -262,15 +389,19 @@ class EmulatedRuntime final : public Runtime {
   }
 
   const int devices_;
+  const std::chrono::milliseconds patience_;
   mutable std::mutex mu_;
   std::map<uintptr_t, Region> regions_;  // by start address
+  std::set<EmulatedStream*> streams_;   // those made by create_stream and not destroyed
+  std::map<int, Waits> default_waits_;  // the default stream's, by device
+  Waits all_waits_;                     // synchronize_device's gathering
 };
 
 }  // namespace
 
-std::unique_ptr<Runtime> make_emulated_cuda_runtime(int devices) {
+std::unique_ptr<Runtime> make_emulated_cuda_runtime(int devices, std::chrono::milliseconds patience) {
   if (devices <= 0) return nullptr;
-  return std::make_unique<EmulatedRuntime>(devices);
+  return std::make_unique<EmulatedRuntime>(devices, patience);
 }
 
 }  // namespace tdist::device

@@ -268,10 +268,18 @@ inline constexpr std::array kSettingTable{
 
     // Devices.
     SettingInfo{.name = "TDIST_EMULATE_CUDA", .type = SettingType::Int, .group = "device",
-                .meaning = "N > 0: N CUDA devices emulated in host memory replace the CUDA runtime (streams run "
-                           "each step at once, IPC handles are memfds). For testing the data paths of CUDA tensors "
-                           "on machines without a GPU; never for real work.",
+                .meaning = "N > 0: N CUDA devices emulated in host memory replace the CUDA runtime (a stream "
+                           "runs each step when it is called, once the host words it waits on are set; IPC handles "
+                           "are memfds). For testing the data paths of CUDA tensors on machines without a GPU; "
+                           "never for real work.",
                 .default_number = 0, .min = 0},
+    SettingInfo{.name = "TDIST_CUDA_WAIT", .type = SettingType::Choice, .group = "backends",
+                .meaning = "How Work.wait() on an operation of the tdist backend on CUDA tensors orders the "
+                           "caller's stream: AUTO makes the stream wait on a word in pinned host memory that the "
+                           "operation sets when done (the host does not block), where the device can; HOST blocks "
+                           "the host until the operation is done, then orders the stream after it. Read when a "
+                           "group first uses a device.",
+                .default_text = "AUTO", .choices = "AUTO, HOST"},
     SettingInfo{.name = "TDIST_CUDA_PATH", .type = SettingType::Choice, .group = "backends",
                 .meaning = "How the tdist backend moves CUDA tensors among ranks of one host: IPC maps the ranks' "
                            "device buffers into each other (all_reduce, broadcast, all_gather, reduce_scatter), "

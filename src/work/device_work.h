@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "device/device_runtime.h"
+#include "device/event_pool.h"
 #include "work/pending_work.h"
 
 namespace tdist {
@@ -28,9 +29,11 @@ namespace tdist {
 class DeviceWork final : public PendingWork {
  public:
   // `host_word`: pinned memory that the body sets to at least `ticket` when it
-  // has finished, kept alive by `keep`; null where the runtime cannot wait on it.
+  // has finished, null where the runtime cannot wait on it; `events`: where its
+  // two events come from and go back to. `keep` keeps both alive.
   DeviceWork(std::string op, uint64_t seq, std::shared_ptr<const std::string> label, device::Runtime& runtime,
-             int device, const uint32_t* host_word, uint32_t ticket, std::shared_ptr<void> keep);
+             device::EventPool& events, int device, const uint32_t* host_word, uint32_t ticket,
+             std::shared_ptr<void> keep);
   ~DeviceWork() override;
 
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
@@ -42,12 +45,14 @@ class DeviceWork final : public PendingWork {
   device::EventHandle issued() const { return issued_; }
   // Recorded by the body after its last device step.
   device::EventHandle done() const { return done_; }
-  // The body calls this when it has finished (successfully or not), last:
-  // releases a stream waiting on the host word.
+  // Releases a stream waiting on the host word: called once the body has
+  // finished (successfully or not), or will never run. The word only moves
+  // forward (a late signal of an earlier ticket leaves it).
   void signal_host_word();
 
  private:
   device::Runtime& runtime_;
+  device::EventPool& events_;
   const int device_;
   device::EventHandle issued_;
   device::EventHandle done_;
@@ -55,5 +60,12 @@ class DeviceWork final : public PendingWork {
   const uint32_t ticket_;
   std::shared_ptr<void> keep_;
 };
+
+// Signals `work`'s host word when its last copy goes: captured by the body's
+// closure, it fires once the body has run, or when a stopped queue drops the
+// body unrun, so that no caller's stream waits for ever.
+inline std::shared_ptr<void> signal_host_word_at_end(std::shared_ptr<DeviceWork> work) {
+  return std::shared_ptr<void>(nullptr, [work = std::move(work)](void*) { work->signal_host_word(); });
+}
 
 }  // namespace tdist

@@ -55,6 +55,15 @@ INSTANTIATE_TEST_SUITE_P(Paths, DeviceCollectivesForced,
                            return std::string(info.param.path) + "_world" + std::to_string(info.param.world);
                          });
 
+// TDIST_CUDA_WAIT=HOST: wait() blocks the host until the operation is done instead of making the
+// stream wait on a host word (read when the group first uses a device: set before that).
+TEST(DeviceCollectivesHostWait, EveryOperationMatchesTheHostResult) {
+  run_world(3, 2, {}, [](int, int device) {
+    setenv("TDIST_CUDA_WAIT", "HOST", 1);
+    check_every_operation(group_world(), device, kLarge);
+  });
+}
+
 // Two hosts of two ranks, and three hosts of one: the staged path under the
 // hierarchical and the transport engines, across "hosts".
 TEST(DeviceCollectivesAcrossHosts, TwoHostsOfTwo) {

@@ -1,9 +1,13 @@
 // The emulated CUDA runtime: its memory is found by device_of, its IPC
 // handles map the same pages in another process, its kernels are the
-// reduction kernels, and devices outside its count are refused by name.
+// reduction kernels, its streams wait on host words as a GPU's do (and its
+// frees synchronize as cudaFreeHost does), and devices outside its count are
+// refused by name.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "common/harness.h"
@@ -56,7 +60,7 @@ TEST(EmulatedRuntime, DeviceOfAnswersFromItsAllocations) {
   rt->free_device(1, b);
 }
 
-TEST(EmulatedRuntime, CopiesAndEventsCompleteAtOnce) {
+TEST(EmulatedRuntime, CopiesAndEventsCompleteAtOnceWithoutHostWords) {
   auto rt = device::make_emulated_cuda_runtime(1);
   void* stream = rt->create_stream(0);
   void* event = rt->create_event(0);
@@ -70,10 +74,79 @@ TEST(EmulatedRuntime, CopiesAndEventsCompleteAtOnce) {
   rt->synchronize(event);
   rt->synchronize_stream(stream);
   EXPECT_EQ(std::memcmp(in, out, sizeof(in)), 0);
-  EXPECT_FALSE(rt->can_wait_on_host_word(0));
   rt->free_device(0, d);
   rt->destroy_event(event);
   rt->destroy_stream(stream);
+}
+
+// Sets `word` to `value` after `delay` on another thread (a queue thread finishing an operation).
+std::thread set_later(uint32_t* word, uint32_t value, std::chrono::milliseconds delay) {
+  return std::thread([=] {
+    std::this_thread::sleep_for(delay);
+    __atomic_store_n(word, value, __ATOMIC_RELEASE);
+  });
+}
+
+// A stream that waits on a host word runs nothing after the wait until the word is set; an event
+// recorded there is pending until then, and a stream made to wait for that event waits too.
+TEST(EmulatedRuntime, HostWordWaitsHoldTheStreamAndWhatWaitsOnIt) {
+  auto rt = device::make_emulated_cuda_runtime(1);
+  ASSERT_TRUE(rt->can_wait_on_host_word(0));
+  void* stream = rt->create_stream(0);
+  void* other = rt->create_stream(0);
+  void* event = rt->create_event(0);
+  auto* word = static_cast<uint32_t*>(rt->alloc_pinned(sizeof(uint32_t)));
+  *word = 0;
+  rt->stream_wait_host_word(stream, word, 2);
+  rt->record(event, stream);
+  EXPECT_FALSE(rt->query(event));
+  rt->stream_wait(other, event);
+  int in = 7, out = 0;
+  std::thread setter = set_later(word, 1, std::chrono::milliseconds(0));  // not yet: 1 < 2
+  setter.join();
+  EXPECT_FALSE(rt->query(event));
+  setter = set_later(word, 2, std::chrono::milliseconds(50));
+  rt->copy(&out, &in, sizeof(in), other);  // runs once the word reaches 2
+  EXPECT_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 2u);
+  EXPECT_EQ(out, 7);
+  EXPECT_TRUE(rt->query(event));
+  rt->synchronize_stream(stream);
+  setter.join();
+  rt->free_pinned(word);
+  rt->destroy_event(event);
+  rt->destroy_stream(other);
+  rt->destroy_stream(stream);
+}
+
+// free_pinned synchronizes the device as cudaFreeHost does: it waits for every stream's host
+// words (the default stream's too), and a word nobody sets is reported, naming it, not hung on.
+TEST(EmulatedRuntime, FreeingWaitsForHostWordsAndReportsOneNeverSet) {
+  auto rt = device::make_emulated_cuda_runtime(1, std::chrono::milliseconds(300));
+  auto* word = static_cast<uint32_t*>(rt->alloc_pinned(sizeof(uint32_t)));
+  *word = 0;
+  void* scratch = rt->alloc_pinned(64);
+  rt->stream_wait_host_word(nullptr, word, 1);
+  std::thread setter = set_later(word, 1, std::chrono::milliseconds(50));
+  rt->free_pinned(scratch);  // returns once the word is set
+  EXPECT_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 1u);
+  setter.join();
+
+  scratch = rt->alloc_pinned(64);
+  void* stream = rt->create_stream(0);
+  rt->stream_wait_host_word(stream, word, 5);
+  try {
+    rt->free_pinned(scratch);
+    FAIL() << "free_pinned returned while a stream waits on a host word nobody sets";
+  } catch (const DistBackendError& e) {
+    const std::string m = e.what();
+    for (const char* part : {"free_pinned", "cudaFreeHost synchronizes the device", "to reach 5", "holds 1",
+                             "wait for ever"})
+      EXPECT_NE(m.find(part), std::string::npos) << "'" << part << "' is not in: " << m;
+  }
+  __atomic_store_n(word, 5, __ATOMIC_RELEASE);
+  rt->free_pinned(scratch);
+  rt->destroy_stream(stream);
+  rt->free_pinned(word);
 }
 
 TEST(EmulatedRuntime, KernelsAreTheReductionKernels) {

@@ -10,7 +10,7 @@ DeviceP2PWork::DeviceP2PWork(std::shared_ptr<Work> inner, DevicePath::Lease host
       runtime_(runtime),
       device_(device),
       target_(std::move(target)),
-      landed_(runtime.create_event(device)) {}
+      landed_(path_->events().take(device)) {}
 
 DeviceP2PWork::~DeviceP2PWork() {
   // The host buffer must outlive the transport's use of it: a send or
@@ -22,7 +22,7 @@ DeviceP2PWork::~DeviceP2PWork() {
       // Its error was the caller's to see; the buffer is free either way.
     }
   }
-  runtime_.destroy_event(landed_);
+  path_->events().give(device_, landed_);
 }
 
 void DeviceP2PWork::land() const {
@@ -34,6 +34,7 @@ void DeviceP2PWork::land() const {
   runtime_.copy(target_.data(), host_.get(), target_.nbytes(), s.p2p);
   runtime_.record(landed_, s.p2p);
   runtime_.synchronize(landed_);
+  landed_recorded_ = true;
 }
 
 bool DeviceP2PWork::is_completed() const {
@@ -45,7 +46,8 @@ bool DeviceP2PWork::is_completed() const {
 bool DeviceP2PWork::wait(std::chrono::milliseconds timeout) {
   inner_->wait(timeout);  // rethrows the transfer's error
   land();
-  runtime_.stream_wait(runtime_.current_stream(device_), landed_);
+  // A pooled event not recorded for this work carries an older record: nothing to wait for.
+  if (landed_recorded_) runtime_.stream_wait(runtime_.current_stream(device_), landed_);
   return true;
 }
 

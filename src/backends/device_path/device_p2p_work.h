@@ -46,6 +46,7 @@ class DeviceP2PWork final : public Work {
   device::EventHandle landed_;
   mutable std::mutex mu_;
   mutable bool copied_ = false;
+  mutable bool landed_recorded_ = false;  // land() recorded landed_ (set under mu_, before wait reads it)
 };
 
 }  // namespace tdist

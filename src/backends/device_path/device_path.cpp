@@ -1,6 +1,7 @@
 #include "backends/device_path/device_path.h"
 
 #include "tdist/errors.h"
+#include "util/settings.h"
 
 namespace tdist {
 
@@ -16,13 +17,14 @@ DevicePath::~DevicePath() {
     for (auto* event : s->out_done) runtime->destroy_event(event);
     if (s->host_word) runtime->free_pinned(s->host_word);
   }
-  if (cache_) runtime->free_pinned(cache_);
+  for (const Block& b : pool_) runtime->free_pinned(b.data);
 }
 
 device::Runtime& DevicePath::runtime(const std::string& what) {
   device::Runtime* rt = runtime_.load(std::memory_order_acquire);
   if (rt == nullptr) {
     rt = &device::require_runtime(DeviceType::CUDA, what);
+    std::call_once(events_made_, [&] { events_ = std::make_unique<device::EventPool>(*rt); });
     runtime_.store(rt, std::memory_order_release);
   }
   return *rt;
@@ -47,7 +49,8 @@ DevicePath::Streams& DevicePath::streams(int device) {
     s->p2p = rt->create_stream(device);
     for (auto& e : s->in_ready) e = rt->create_event(device);
     for (auto& e : s->out_done) e = rt->create_event(device);
-    if (rt->can_wait_on_host_word(device)) {
+    // TDIST_CUDA_WAIT=HOST: no word, so DeviceWork::wait blocks the host (the registry spells the choice).
+    if (rt->can_wait_on_host_word(device) && settings::get<"TDIST_CUDA_WAIT">() != "HOST") {
       s->host_word = static_cast<uint32_t*>(rt->alloc_pinned(sizeof(uint32_t)));
       *s->host_word = 0;
     }
@@ -60,9 +63,7 @@ DevicePath::Lease& DevicePath::Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     release();
     owner_ = other.owner_;
-    runtime_ = other.runtime_;
     data_ = other.data_;
-    cached_ = other.cached_;
     other.data_ = nullptr;
   }
   return *this;
@@ -70,41 +71,69 @@ DevicePath::Lease& DevicePath::Lease::operator=(Lease&& other) noexcept {
 
 void DevicePath::Lease::release() {
   if (data_ == nullptr) return;
-  if (cached_) {
-    std::lock_guard<std::mutex> lock(owner_->mu_);
-    owner_->cache_busy_ = false;
-  } else {
-    runtime_->free_pinned(data_);
-  }
+  std::lock_guard<std::mutex> lock(owner_->mu_);
+  for (Block& b : owner_->pool_)
+    if (b.data == data_) b.leased = false;
   data_ = nullptr;
 }
 
-DevicePath::Lease DevicePath::scratch(size_t bytes) {
+DevicePath::Block* DevicePath::free_block(size_t bytes) {
+  Block* best = nullptr;
+  for (Block& b : pool_)
+    if (!b.leased && b.bytes >= bytes && (best == nullptr || b.bytes < best->bytes)) best = &b;
+  return best;
+}
+
+DevicePath::Block DevicePath::new_block(size_t bytes) {
+  // A power of two: later requests of nearby sizes find it free.
+  size_t size = kMinBlockBytes;
+  while (size < bytes) size *= 2;
   device::Runtime* rt = runtime_.load(std::memory_order_acquire);
-  Lease lease;
-  lease.owner_ = this;
-  lease.runtime_ = rt;
-  bytes = std::max<size_t>(bytes, 64);
+  return Block{static_cast<char*>(rt->alloc_pinned(size)), size, false};
+}
+
+void DevicePath::reserve(size_t bytes) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!cache_busy_ && bytes <= kCacheBytes) {
-      if (cache_bytes_ < bytes) {
-        // Grown to the largest request seen (bounded): pinning is slow, so
-        // the buffer stays for the group's next operations.
-        if (cache_) rt->free_pinned(cache_);
-        cache_ = nullptr;
-        cache_bytes_ = 0;
-        cache_ = static_cast<char*>(rt->alloc_pinned(bytes));
-        cache_bytes_ = bytes;
-      }
-      cache_busy_ = true;
-      lease.data_ = cache_;
-      lease.cached_ = true;
+    if (free_block(bytes) != nullptr) return;
+  }
+  // Allocated without the lock: a lease's release must never wait for an allocation.
+  Block b = new_block(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_.push_back(b);
+}
+
+DevicePath::Lease DevicePath::scratch(size_t bytes) {
+  Lease lease;
+  lease.owner_ = this;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Block* b = free_block(bytes)) {
+      b->leased = true;
+      lease.data_ = b->data;
       return lease;
     }
   }
-  lease.data_ = static_cast<char*>(rt->alloc_pinned(bytes));
+  Block b = new_block(bytes);
+  b.leased = true;
+  lease.data_ = b.data;
+  std::lock_guard<std::mutex> lock(mu_);
+  pool_.push_back(b);
   return lease;
+}
+
+size_t DevicePath::pooled_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t total = 0;
+  for (const Block& b : pool_) total += b.bytes;
+  return total;
+}
+
+int DevicePath::leased_blocks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int n = 0;
+  for (const Block& b : pool_) n += b.leased ? 1 : 0;
+  return n;
 }
 
 }  // namespace tdist

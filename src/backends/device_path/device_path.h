@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "device/device_runtime.h"
+#include "device/event_pool.h"
 #include "tdist/tensor.h"
 
 namespace tdist {
@@ -32,6 +33,8 @@ class DevicePath {
 
   // The CUDA runtime (DistBackendError naming `what` when there is none).
   device::Runtime& runtime(const std::string& what);
+  // The group's events kept for reuse (made with the runtime: call runtime() first).
+  device::EventPool& events() { return *events_; }
   // The device index of `t` (its current device for cuda without an index);
   // DistBackendError naming `op` when there is no CUDA runtime or device.
   int device_of(const Tensor& t, const char* op);
@@ -48,9 +51,15 @@ class DevicePath {
   // group's queue thread only; p2p from any thread (the stream alone).
   Streams& streams(int device);
 
-  // Host memory for staging: the group's cached pinned buffer when it is free
-  // and the request fits the cache's bound, else a buffer of its own for this
-  // lease. Released at the lease's end.
+  // Host memory for staging: a free pinned block of the group's pool that
+  // holds `bytes`, else a new block (its size a power of two) added to the
+  // pool. Back in the pool at the lease's end.
+  //
+  // Blocks are freed only with the group: cudaFreeHost synchronizes the
+  // device, so freeing while a caller's stream waits on the host word of an
+  // operation this thread has yet to finish would never return (on a GPU the
+  // first staging of a larger size hung so). The pool holds at most the
+  // peak of pinned memory in use at once, as torch's caching host allocator.
   class Lease {
    public:
     Lease() = default;
@@ -63,24 +72,37 @@ class DevicePath {
     friend class DevicePath;
     void release();
     DevicePath* owner_ = nullptr;
-    device::Runtime* runtime_ = nullptr;
     char* data_ = nullptr;
-    bool cached_ = false;
   };
   Lease scratch(size_t bytes);
+  // Makes sure a free block of `bytes` is in the pool, so that the operation's
+  // body (on the queue thread) allocates nothing: called on the caller's thread
+  // when it issues the operation, before its stream may wait on a host word
+  // (cudaHostAlloc may serialize with the device's streams).
+  void reserve(size_t bytes);
 
-  // The largest pinned buffer kept between operations.
-  static constexpr size_t kCacheBytes = size_t{64} << 20;
+  // The smallest block of the pool.
+  static constexpr size_t kMinBlockBytes = size_t{4} << 10;
+  // The pool's blocks, for tests: their sizes, and how many are leased.
+  size_t pooled_bytes() const;
+  int leased_blocks() const;
 
  private:
   const std::string label_;
   // Set by the first device call (any thread; always the same runtime).
   std::atomic<device::Runtime*> runtime_{nullptr};
-  std::mutex mu_;
+  std::once_flag events_made_;
+  std::unique_ptr<device::EventPool> events_;
+  mutable std::mutex mu_;
   std::vector<std::unique_ptr<Streams>> streams_;  // by device
-  char* cache_ = nullptr;
-  size_t cache_bytes_ = 0;
-  bool cache_busy_ = false;
+  struct Block {
+    char* data = nullptr;
+    size_t bytes = 0;
+    bool leased = false;
+  };
+  std::vector<Block> pool_;
+  Block* free_block(size_t bytes);  // the smallest free one that holds `bytes`, under mu_
+  Block new_block(size_t bytes);    // allocated, not yet in the pool
 };
 
 }  // namespace tdist

@@ -24,7 +24,19 @@ IpcExchange::~IpcExchange() {
 }
 
 void IpcExchange::ensure(device::Runtime& runtime, int device, const Deadline& deadline) {
-  if (runtime_ != nullptr) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (ready_) return;
+  if (failed_) std::rethrow_exception(failed_);
+  try {
+    set_up(runtime, device, deadline);
+    ready_ = true;
+  } catch (...) {
+    failed_ = with_context(std::current_exception(), label_ + ": setting up the IPC exchange failed earlier: ");
+    throw;
+  }
+}
+
+void IpcExchange::set_up(device::Runtime& runtime, int device, const Deadline& deadline) {
   mapped_.assign(size_, nullptr);
   mapped_[rank_] = runtime.alloc_device(device, 2 * kHalfBytes);
   runtime_ = &runtime;

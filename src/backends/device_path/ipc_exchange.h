@@ -10,7 +10,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -30,7 +32,11 @@ class IpcExchange {
   IpcExchange(const IpcExchange&) = delete;
   IpcExchange& operator=(const IpcExchange&) = delete;
 
-  // Sets the buffers up on first use (a collective every rank makes).
+  // Sets the buffers up on first use (a collective every rank makes), on the
+  // caller's thread when it issues that collective, before its stream can wait
+  // on an operation's host word: cudaMalloc may serialize with the device's
+  // streams, and the queue thread that sets the word must never wait for them.
+  // A setup that failed fails every later call with the same error.
   void ensure(device::Runtime& runtime, int device, const Deadline& deadline);
   // Rank r's half h, mapped here (this rank's own buffer for r == rank).
   char* half(int r, int h) const { return static_cast<char*>(mapped_[r]) + static_cast<size_t>(h) * kHalfBytes; }
@@ -38,10 +44,15 @@ class IpcExchange {
   int next_half() { return static_cast<int>(chunks_++ % 2); }
 
  private:
+  void set_up(device::Runtime& runtime, int device, const Deadline& deadline);
+
   std::shared_ptr<Store> store_;
   const int rank_, size_;
   const std::string label_;
-  device::Runtime* runtime_ = nullptr;
+  std::mutex mu_;
+  std::exception_ptr failed_;
+  bool ready_ = false;
+  device::Runtime* runtime_ = nullptr;  // set once the own buffer is allocated (the destructor frees it)
   int device_ = -1;
   std::vector<void*> mapped_;  // by rank
   uint64_t chunks_ = 0;

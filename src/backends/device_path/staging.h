@@ -92,6 +92,20 @@ inline bool is_output(const Tensor& t, std::span<const Tensor> results) {
 
 inline size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
+// The number of chunks pipelined staging cuts `bytes` into (1: none).
+inline size_t chunks_of(size_t bytes) { return bytes <= kChunkBytes ? 1 : (bytes + kChunkBytes - 1) / kChunkBytes; }
+
+// The host scratch run_staged (chunks == 1) or run_staged_in_chunks takes for these arguments.
+template <typename... Args>
+size_t scratch_bytes(size_t chunks, const Args&... args) {
+  if (chunks > 1) return kStageSlots * kChunkBytes;
+  std::vector<Tensor> on_device;
+  (collect(on_device, args), ...);
+  size_t total = 0;
+  for (const Tensor& t : on_device) total += aligned(t.nbytes());
+  return total;
+}
+
 // body(ctx, args...) with every device tensor replaced by a host copy; the
 // copies of tensors inside `results` go back to the device.
 template <typename Body, typename... Args>
@@ -105,9 +119,7 @@ void run_staged(DevicePath& path, DeviceWork& work, CollectiveContext& ctx, std:
 
   std::vector<Tensor> on_device;
   (collect(on_device, args), ...);
-  size_t total = 0;
-  for (const Tensor& t : on_device) total += aligned(t.nbytes());
-  DevicePath::Lease scratch = path.scratch(total);
+  DevicePath::Lease scratch = path.scratch(scratch_bytes(1, args...));
   std::vector<Tensor> on_host;
   on_host.reserve(on_device.size());
   size_t at = 0;
@@ -128,9 +140,6 @@ void run_staged(DevicePath& path, DeviceWork& work, CollectiveContext& ctx, std:
   rt.record(work.done(), s.in);
   rt.synchronize(work.done());
 }
-
-// The number of chunks pipelined staging cuts `bytes` into (1: none).
-inline size_t chunks_of(size_t bytes) { return bytes <= kChunkBytes ? 1 : (bytes + kChunkBytes - 1) / kChunkBytes; }
 
 // The same for an operation of one tensor that works element by element
 // (all_reduce, broadcast, reduce), chunk by chunk: chunk k is the collective
