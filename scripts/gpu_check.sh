@@ -103,7 +103,7 @@ write_summary() {
       echo
       cat "$logs/targets.md"
     fi
-    for f in gpu_compare bench_cuda_4 bench_cuda_copy_1 bench_cuda_4_staged bench_cuda_4_ipc bench_cpu_8 bench_cpu_16; do
+    for f in cuda_call_costs gpu_compare bench_cuda_4 bench_cuda_copy_1 bench_cuda_4_hostwait bench_cuda_4_staged bench_cuda_4_ipc bench_cpu_8 bench_cpu_16; do
       if [ -s "$logs/$f.log" ]; then
         echo
         echo "## $f"
@@ -137,7 +137,7 @@ trap write_summary EXIT
   nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
   if [ -n "$nvcc" ]; then "$nvcc" --version; else echo "(no nvcc)"; fi
   echo "== cmake, ninja"; cmake --version | head -1; ninja --version
-  echo "== cpu, memory"; nproc; free -g 2>/dev/null | head -2
+  echo "== cpu, memory, kernel"; nproc; free -g 2>/dev/null | head -2; uname -r
 } >"$logs/machine.log" 2>&1
 cat "$logs/machine.log"
 nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
@@ -252,16 +252,27 @@ if [ -n "$no_gpu" ]; then
   exit 2
 fi
 
+# ---- what each CUDA call costs here (bench/cuda_call_costs.cpp): where a small operation's time goes
+cuda_inc=${cuda_home:-/usr/local/cuda}/include
+cuda_lib=$(ls -d "${cuda_home:-/usr/local/cuda}"/lib64 "${cuda_home:-/usr/local/cuda}"/lib 2>/dev/null | head -1)
+step cuda_call_costs 40 bash -c "g++ -O2 -std=c++20 bench/cuda_call_costs.cpp -I'$cuda_inc' -L'$cuda_lib' \
+  -Wl,-rpath,'$cuda_lib' -lcudart -o '$build/bin/cuda_call_costs' && '$build/bin/cuda_call_costs'"
+
 # ---- tests ---------------------------------------------------------------------------------
 export TDIST_JOB_TOKEN=gpu_check  # one job: no warning per rank
-if ! step ctest_gpu 150 ctest --test-dir "$build" -L gpu -LE torch --output-on-failure --timeout 140 -j 4; then
+# Each GPU test's own limit (its TIMEOUT, 90 s) inside the step's, so that a hung test is killed by
+# ctest with its output kept, rather than lost with ctest.
+if ! step ctest_gpu 200 ctest --test-dir "$build" -L gpu -LE torch --output-on-failure -j 4; then
   # Which failures are the IPC path's (CUDA IPC may be refused in a sandbox): the failed ones again, staged.
-  step ctest_gpu_failed_staged 90 env TDIST_CUDA_PATH=staged ctest --test-dir "$build" --rerun-failed \
-    --output-on-failure --timeout 80 -j 4
+  if [ -s "$build/Testing/Temporary/LastTestsFailed.log" ]; then
+    step ctest_gpu_failed_staged 100 env TDIST_CUDA_PATH=staged ctest --test-dir "$build" -L gpu -LE torch \
+      --rerun-failed --output-on-failure -j 4
+  fi
 fi
 if [ -n "$torch_py" ] && [ -f "$build/python/tdist/__init__.py" ] && ls "$build"/python/tdist/_tdist_torch*.so >/dev/null 2>&1; then
+  # faulthandler_timeout: a test still running after 50 s prints every thread's stack (a hang's place).
   step plugin_pytest 150 env PYTHONPATH="$build/python${PYTHONPATH:+:$PYTHONPATH}" TDIST_EXPECT_TORCH_CUDA=1 \
-    "$torch_py" -m pytest -q -rs -p no:cacheprovider tests/python/test_torch_cuda.py
+    "$torch_py" -m pytest -q -rs -p no:cacheprovider -o faulthandler_timeout=50 tests/python/test_torch_cuda.py
 else
   note_step plugin_pytest "not run" "the plugin was not built (configure.log says why)"
   failed=1
@@ -281,6 +292,14 @@ if [ -n "$torch_py" ]; then
 fi
 step bench_cuda_8_check 60 "$run" --standalone --nproc-per-node 8 --no-prefix --no-python "$bench" --device cuda \
   -t all_reduce,all_gather,reduce_scatter,broadcast -b 8 -e 4M -f 64 -w 1 -n 3 -c
+# Small operations with wait() blocking the host instead of a stream waiting on a host word
+# (TDIST_CUDA_WAIT=HOST), against bench_cuda_4's first rows: which ordering costs less, if time is left.
+if [ "$(left)" -gt 60 ]; then
+  step bench_cuda_4_hostwait 30 env TDIST_CUDA_WAIT=HOST "$run" --standalone --nproc-per-node 4 --no-prefix \
+    --no-python "$bench" --device cuda -t all_reduce,all_gather -b 8 -e 64K -f 8 -w 5 -n 20 --place in
+else
+  note_step bench_cuda_4_hostwait "not run" "optional; $(left) s left"
+fi
 # Where the staged and the IPC paths cross (TDIST_CUDA_PATH's auto threshold), if time is left.
 for path in staged ipc; do
   if [ "$(left)" -gt 60 ]; then
