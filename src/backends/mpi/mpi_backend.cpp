@@ -416,6 +416,9 @@ std::function<void()> unstager(const std::shared_ptr<Layout>& l) {
   if (!l->staged()) return nullptr;
   return [l] { l->unstage(); };
 }
+// The largest in-place output a blocking reduce_scatter_tensor stages through its thread's kept
+// buffer; larger ones allocate per call (what a kept buffer would hold on to is then too much).
+constexpr size_t kKeptStageBytes = size_t{64} << 10;
 // Whether `a` is `b` shifted by `blocks` of `block_bytes` (a rank's block of a flat tensor).
 bool is_block(const void* a, const Tensor& b, int blocks, size_t block_bytes) {
   return a == static_cast<const char*>(b.data()) + static_cast<size_t>(blocks) * block_bytes;
@@ -593,6 +596,24 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Operation& operati
   const int count = element_count(output, "reduce_scatter_tensor", state_->label);
   element_count(input, "reduce_scatter_tensor", state_->label);
   std::function<void()> finish = finalizer(operation.reduce_op, output, size());
+  const void* send = input.data();
+  if (overlaps && !operation.async_op && !finish && output.nbytes() <= kKeptStageBytes) {
+    // In place (the output is a block of the input), blocking, small: the result goes through
+    // this thread's kept buffer and is copied out inline, with no allocation per call.
+    thread_local std::vector<std::byte> staged;
+    if (staged.size() < output.nbytes()) staged.resize(kKeptStageBytes);
+    struct CopyBack {
+      void* to;
+      const void* from;
+      size_t bytes;
+    } back{output.data(), staged.data(), output.nbytes()};
+    void* recv = staged.data();
+    return run(
+        "reduce_scatter_tensor", "MPI_Reduce_scatter_block", {&output, 1}, operation,
+        [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
+        [=](MPI_Comm comm, MPI_Request* r) { return MPI_Ireduce_scatter_block(send, recv, count, type, mop, comm, r); },
+        [b = &back] { std::memcpy(b->to, b->from, b->bytes); }, nullptr);  // runs before run() returns
+  }
   std::shared_ptr<std::vector<std::byte>> result;
   void* recv = output.data();
   if (overlaps) {
@@ -603,7 +624,6 @@ std::shared_ptr<Work> MpiBackend::reduce_scatter_tensor(const Operation& operati
       if (then) then();
     };
   }
-  const void* send = input.data();
   return run(
       "reduce_scatter_tensor", "MPI_Reduce_scatter_block", {&output, 1}, operation,
       [=](MPI_Comm comm) { return MPI_Reduce_scatter_block(send, recv, count, type, mop, comm); },
