@@ -1,12 +1,16 @@
 // What the CUDA calls the tdist backend's device path makes cost on this
-// machine, one process alone: the first GPU run measured 619 us for a staged
-// 8-byte all_reduce of 4 ranks, and this says which calls that time goes to
-// (under a sandbox such as gVisor every call that reaches the driver is
-// intercepted). Each line: mean microseconds per iteration of N, after a
-// warm-up. Built and run by scripts/gpu_check.sh:
+// machine: the first GPU run measured 619 us for a staged 8-byte all_reduce of
+// 4 ranks on one GPU, and this says which calls that time goes to (under a
+// sandbox such as gVisor every call that reaches the driver is intercepted).
+// With an argument P > 1, P processes (forked before any CUDA call) run the
+// same loops at once on the one GPU, as P ranks do: without MPS the GPU
+// time-slices between their contexts. Each line: mean microseconds per
+// iteration of N, after a warm-up. Built and run by scripts/gpu_check.sh:
 //   g++ -O2 -std=c++20 bench/cuda_call_costs.cpp -I$CUDA/include -L$CUDA/lib64 -lcudart -o cuda_call_costs
 #include <cuda.h>
 #include <cuda_runtime_api.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -24,19 +28,42 @@ void check(cudaError_t e, const char* what) {
   std::exit(1);
 }
 
+// "[process p of P] " where several run at once, else nothing.
+char prefix[32] = "";
+
 // Mean microseconds of `body` over `n` runs after `n / 10` unmeasured ones.
 void measure(const char* name, int n, const std::function<void()>& body) {
   for (int i = 0; i < n / 10; ++i) body();
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < n; ++i) body();
   const double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
-  std::printf("%-58s %9.2f us\n", name, us);
+  std::printf("%s%-58s %9.2f us\n", prefix, name, us);
   std::fflush(stdout);
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const int procs = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (procs > 1) {
+    for (int p = 0; p < procs; ++p) {
+      const pid_t pid = fork();
+      if (pid < 0) return 1;
+      if (pid == 0) {
+        std::snprintf(prefix, sizeof prefix, "[process %d of %d] ", p, procs);
+        break;
+      }
+      if (p == procs - 1) {
+        int failed = 0;
+        for (int i = 0; i < procs; ++i) {
+          int status = 0;
+          wait(&status);
+          failed += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        }
+        return failed == 0 ? 0 : 1;
+      }
+    }
+  }
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
     std::printf("cuda_call_costs: no CUDA device\n");

@@ -138,6 +138,8 @@ trap write_summary EXIT
   if [ -n "$nvcc" ]; then "$nvcc" --version; else echo "(no nvcc)"; fi
   echo "== cmake, ninja"; cmake --version | head -1; ninja --version
   echo "== cpu, memory, kernel"; nproc; free -g 2>/dev/null | head -2; uname -r
+  echo "== MPS (several processes on one GPU without time-slicing)"
+  command -v nvidia-cuda-mps-control || echo "(no nvidia-cuda-mps-control)"
 } >"$logs/machine.log" 2>&1
 cat "$logs/machine.log"
 nvcc=$(command -v nvcc || { [ -x /usr/local/cuda/bin/nvcc ] && echo /usr/local/cuda/bin/nvcc; } || true)
@@ -255,8 +257,10 @@ fi
 # ---- what each CUDA call costs here (bench/cuda_call_costs.cpp): where a small operation's time goes
 cuda_inc=${cuda_home:-/usr/local/cuda}/include
 cuda_lib=$(ls -d "${cuda_home:-/usr/local/cuda}"/lib64 "${cuda_home:-/usr/local/cuda}"/lib 2>/dev/null | head -1)
-step cuda_call_costs 40 bash -c "g++ -O2 -std=c++20 bench/cuda_call_costs.cpp -I'$cuda_inc' -L'$cuda_lib' \
-  -Wl,-rpath,'$cuda_lib' -lcudart -o '$build/bin/cuda_call_costs' && '$build/bin/cuda_call_costs'"
+# One process alone, then 4 at once on the one GPU (as 4 ranks: the GPU time-slices their contexts).
+step cuda_call_costs 50 bash -c "set -o pipefail; g++ -O2 -std=c++20 bench/cuda_call_costs.cpp -I'$cuda_inc' -L'$cuda_lib' \
+  -Wl,-rpath,'$cuda_lib' -lcudart -o '$build/bin/cuda_call_costs' && '$build/bin/cuda_call_costs' &&
+  '$build/bin/cuda_call_costs' 4 | sort -s -k2,2n"
 
 # ---- tests ---------------------------------------------------------------------------------
 export TDIST_JOB_TOKEN=gpu_check  # one job: no warning per rank
