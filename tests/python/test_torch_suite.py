@@ -105,6 +105,15 @@ ALLOWED_SKIPS = {}
 GLOO_CANNOT = {"test_all_to_all", "test_all_to_all_full_group"}
 
 
+def torch_refuses_monitored_barrier_off_gloo():
+    """Whether this torch's monitored_barrier refuses every backend but Gloo itself (torch 2.11,
+    the lent GPU machine's: "monitored_barrier is only implemented for GLOO backend")."""
+    import inspect
+
+    import torch.distributed as dist
+    return "only implemented for GLOO" in inspect.getsource(dist.monitored_barrier)
+
+
 def run_subset(backend, out):
     cmd = [sys.executable, RUNNER, "--backend", backend, "--start-method", "fork", "--lift-gloo-checks",
            "--test-timeout", "120", "--out", out, "--tests"] + SUBSET
@@ -129,8 +138,10 @@ def test_named_subset_of_torch_suite_passes(backend):
     tail = proc.stdout[-6000:]
     missing = [n for n in SUBSET if n not in outcomes]
     assert not missing, "tests without an outcome: %s\n%s" % (missing, tail)
+    torch_refuses = torch_refuses_monitored_barrier_off_gloo()
     bad = {n: o for n, o in outcomes.items()
            if o[0] != "ok" and not (o[0] == "skipped" and n in ALLOWED_SKIPS)
-           and not (backend == "gloo" and n in GLOO_CANNOT)}
+           and not (backend == "gloo" and n in GLOO_CANNOT)
+           and not (torch_refuses and n.startswith("test_monitored_barrier") and "only implemented for GLOO" in o[1])}
     assert not bad, "\n".join("%s: %s: %s" % (n, o, d) for n, (o, d) in sorted(bad.items())) + "\n" + tail
-    assert proc.returncode == 0 or backend == "gloo", tail
+    assert proc.returncode == 0 or backend == "gloo" or torch_refuses, tail
