@@ -103,7 +103,7 @@ write_summary() {
       echo
       cat "$logs/targets.md"
     fi
-    for f in cuda_call_costs gpu_compare bench_cuda_4 bench_cuda_copy_1 bench_cuda_4_hostwait bench_cuda_4_staged bench_cuda_4_ipc bench_cpu_8 bench_cpu_16; do
+    for f in cuda_call_costs gpu_compare bench_cuda_4 bench_cuda_copy_1 bench_cuda_4_hostwait bench_cuda_4_mps bench_cuda_4_staged bench_cuda_4_ipc bench_cpu_8 bench_cpu_16; do
       if [ -s "$logs/$f.log" ]; then
         echo
         echo "## $f"
@@ -313,6 +313,24 @@ for path in staged ipc; do
     note_step "bench_cuda_4_$path" "not run" "optional; $(left) s left"
   fi
 done
+# The small sizes again under MPS, where the machine has it and time is left: one GPU context for
+# the 4 ranks instead of 4 that the GPU time-slices (one lead for the small operations' time).
+# The daemon is stopped again before anything else runs.
+if command -v nvidia-cuda-mps-control >/dev/null && [ "$(left)" -gt 60 ]; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/tdist-gpu-check-mps CUDA_MPS_LOG_DIRECTORY=/tmp/tdist-gpu-check-mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d >"$logs/mps_start.log" 2>&1; then
+    step bench_cuda_4_mps 30 "$run" --standalone --nproc-per-node 4 --no-prefix --no-python "$bench" --device cuda \
+      -t all_reduce,all_gather -b 8 -e 64K -f 8 -w 5 -n 20 --place in
+    echo quit | timeout 10 nvidia-cuda-mps-control >>"$logs/mps_start.log" 2>&1
+    sleep 1
+  else
+    note_step bench_cuda_4_mps "not run" "nvidia-cuda-mps-control -d failed (mps_start.log)"
+  fi
+  unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+else
+  note_step bench_cuda_4_mps "not run" "optional: no nvidia-cuda-mps-control, or $(left) s left"
+fi
 # The CPU benchmark on the 16 cores, if time is left (not required).
 for np in 8 16; do
   if [ "$(left)" -gt 70 ]; then
