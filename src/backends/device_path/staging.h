@@ -95,15 +95,23 @@ inline size_t aligned(size_t bytes) { return (bytes + 63) / 64 * 64; }
 // The number of chunks pipelined staging cuts `bytes` into (1: none).
 inline size_t chunks_of(size_t bytes) { return bytes <= kChunkBytes ? 1 : (bytes + kChunkBytes - 1) / kChunkBytes; }
 
+// The host bytes run_staged gives the device tensors among an argument (each 64-byte aligned).
+inline size_t staged_bytes(const Tensor& t) { return t.is_cpu() ? 0 : aligned(t.nbytes()); }
+inline size_t staged_bytes(const std::vector<Tensor>& list) {
+  size_t total = 0;
+  for (const Tensor& t : list) total += staged_bytes(t);
+  return total;
+}
+template <typename T>
+size_t staged_bytes(const T&) {
+  return 0;
+}
+
 // The host scratch run_staged (chunks == 1) or run_staged_in_chunks takes for these arguments.
 template <typename... Args>
 size_t scratch_bytes(size_t chunks, const Args&... args) {
   if (chunks > 1) return kStageSlots * kChunkBytes;
-  std::vector<Tensor> on_device;
-  (collect(on_device, args), ...);
-  size_t total = 0;
-  for (const Tensor& t : on_device) total += aligned(t.nbytes());
-  return total;
+  return (staged_bytes(args) + ... + size_t{0});
 }
 
 // body(ctx, args...) with every device tensor replaced by a host copy; the
