@@ -9,6 +9,7 @@
 #include <mpi.h>
 
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <mutex>
 #include <numeric>
@@ -358,6 +359,49 @@ TEST(MpiBackend, ARecvThatTimesOutNamesItselfAndLeavesTheGroupUsable) {
     std::vector<float> y(3, 1.0f);
     all_reduce(Tensor(y.data(), 3))->wait();
     matrix::require(y[0] == static_cast<float>(n), "the group's all_reduce after a timeout is wrong");
+  });
+}
+
+// The blocking send and recv (no Work: Backend::blocking_send/recv) build their
+// messages only on failure; these are the failures they name.
+TEST(MpiBackend, BlockingPointToPointErrorsNameTheCall) {
+  run_checks([] {
+    const int n = get_world_size(), me = get_rank();
+    if (n < 2) return;
+    // A message shorter than the receiving tensor.
+    std::vector<float> sent(2, 3.0f), got(4, -1.0f);
+    if (me == 1) send(Tensor(sent.data(), 2), 0, nullptr, 8);
+    if (me == 0) {
+      std::string what;
+      try {
+        recv(Tensor(got.data(), 4), 1, nullptr, 8);
+      } catch (const DistBackendError& e) {
+        what = e.what();
+      }
+      for (const char* part : {"recv #", "from rank 1 (tag 8)", "rank 1 sent 8 bytes where the tensor holds 16"})
+        matrix::require(what.find(part) != std::string::npos,
+                        std::string("a short message's error lacks \"") + part + "\": " + what);
+      matrix::require(got[0] == 3.0f && got[1] == 3.0f && got[2] == -1.0f,
+                      "the short message's bytes did not land as sent");
+    }
+    // A tag beyond what MPI takes, refused before anything is sent.
+    int* tag_ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &tag_ub, &found);
+    if (found && *tag_ub < INT_MAX) {
+      std::string what;
+      try {
+        send(Tensor(sent.data(), 2), (me + 1) % n, nullptr, *tag_ub + 1);
+      } catch (const DistBackendError& e) {
+        what = e.what();
+      }
+      matrix::require(what.find("send #") != std::string::npos && what.find("MPI_TAG_UB") != std::string::npos,
+                      "a tag beyond MPI_TAG_UB was not refused by name: " + what);
+    }
+    // The group goes on.
+    std::vector<int32_t> y(3, 1);
+    all_reduce(Tensor(y.data(), 3))->wait();
+    matrix::require(y[2] == n, "the group's all_reduce after failed point-to-point calls is wrong");
   });
 }
 

@@ -79,9 +79,9 @@ void start_inline(const trace::FlightMark& mark) {
 }
 
 // Tests `requests` until all complete or the deadline passes (kExpired).
-int test_until(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& statuses, const Deadline& deadline) {
-  statuses.resize(requests.size());
-  const auto start = Clock::now();
+// `statuses` holds one per request.
+int test_until(std::span<MPI_Request> requests, std::span<MPI_Status> statuses, const Deadline& deadline) {
+  Clock::time_point start;
   for (unsigned round = 0;; ++round) {
     int flag = 0;
     int rc = MPI_Testall(static_cast<int>(requests.size()), requests.data(), &flag, statuses.data());
@@ -94,6 +94,7 @@ int test_until(std::vector<MPI_Request>& requests, std::vector<MPI_Status>& stat
     if (flag) return MPI_SUCCESS;
     if (round % 64 != 63) continue;
     const auto now = Clock::now();
+    if (round == 63) start = now;  // most calls end before: no clock read for them
     if (!deadline.is_never() && now >= deadline.at()) return kExpired;
     if (now - start < kSpinFor) continue;
     if (now - start < kYieldFor)
@@ -280,115 +281,164 @@ std::shared_ptr<Work> MpiBackend::run(const char* op, const char* mpi_name, std:
   return work;
 }
 
-// Point-to-point: MPI's non-blocking send or receive, tested until done or
-// the deadline (a blocking call, on this thread or the MPI thread), or
-// handed to the MPI thread (async_op).
-std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
-                                                 Millis timeout, bool async_op, const Operation& operation) {
-  std::shared_ptr<State> st = state_;
-  const uint64_t seq = p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1;
-  const char* op = is_send ? "send" : "recv";
-  auto work = std::make_shared<PendingWork>(op, seq, st->shared_label);
-  const std::string peer_name = peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer);
-  const std::string what = std::string(op) + " #" + std::to_string(seq) + " of " + tensor.str() + " " +
-                           (is_send ? "to " : "from ") + peer_name + " (tag " + std::to_string(tag) + ")";
-  if (auto e = st->failed_before(op, seq)) {
-    work->finish_unshared(e);
-    return work;
-  }
-  if (tag < 0 || tag > st->tag_ub)
-    throw DistBackendError(st->label + ": " + what + ": MPI takes tags from 0 to MPI_TAG_UB (" +
-                           std::to_string(st->tag_ub) + ")");
+// How a point-to-point call names itself in errors ("send #4 of float[2] to
+// rank 1 (tag 0)"): built only when one is raised, never on the hot path.
+namespace {
+std::string peer_name(int peer) {
+  return peer == kAnySource ? std::string("any rank") : "rank " + std::to_string(peer);
+}
+std::string p2p_what(bool is_send, uint64_t seq, const Tensor& tensor, int peer, int tag) {
+  return std::string(is_send ? "send" : "recv") + " #" + std::to_string(seq) + " of " + tensor.str() + " " +
+         (is_send ? "to " : "from ") + peer_name(peer) + " (tag " + std::to_string(tag) + ")";
+}
+
+// The checks of a point-to-point call before it starts (throwing), and the
+// byte count MPI is given.
+int p2p_count(const MpiBackend::State& st, bool is_send, const Tensor& tensor, int peer, int tag, uint64_t seq) {
+  if (tag < 0 || tag > st.tag_ub)
+    throw DistBackendError(st.label + ": " + p2p_what(is_send, seq, tensor, peer, tag) +
+                           ": MPI takes tags from 0 to MPI_TAG_UB (" + std::to_string(st.tag_ub) + ")");
   const size_t bytes = tensor.nbytes();
   if (bytes > static_cast<size_t>(INT_MAX))
-    throw DistBackendError(st->label + ": " + what + ": " + std::to_string(bytes) +
-                           " bytes exceed what one MPI message carries here (2^31-1)");
-  const int count = static_cast<int>(bytes);
+    throw DistBackendError(st.label + ": " + p2p_what(is_send, seq, tensor, peer, tag) + ": " +
+                           std::to_string(bytes) + " bytes exceed what one MPI message carries here (2^31-1)");
+  return static_cast<int>(bytes);
+}
+
+// What a finished send or receive ended with: null, or the error naming it.
+std::exception_ptr p2p_outcome(const MpiBackend::State& st, int rc, const MPI_Status& status, bool is_send,
+                               uint64_t seq, const Tensor& tensor, int peer, int tag) {
+  if (rc == MPI_SUCCESS && is_send) return nullptr;
+  int got = 0;
+  if (rc == MPI_SUCCESS) {
+    MPI_Get_count(&status, MPI_BYTE, &got);
+    if (static_cast<size_t>(got) == tensor.nbytes()) return nullptr;
+  }
+  const std::string what = p2p_what(is_send, seq, tensor, peer, tag);
+  if (rc != MPI_SUCCESS)
+    return std::make_exception_ptr(DistBackendError(st.label + ": " + what + " failed: " +
+                                                    (is_send ? "MPI_Isend" : "MPI_Irecv") + " returned " +
+                                                    error_string(rc)));
+  return std::make_exception_ptr(DistBackendError(st.label + ": " + what + " failed: rank " +
+                                                  std::to_string(status.MPI_SOURCE) + " sent " +
+                                                  std::to_string(got) + " bytes where the tensor holds " +
+                                                  std::to_string(tensor.nbytes())));
+}
+}  // namespace
+
+// A blocking send or receive: MPI's non-blocking one, tested on this thread
+// (or the MPI thread) until done or the deadline. Throws for what is wrong
+// before it starts; returns the error it ended with, or null, and the
+// receive's source in *source. No Work, no string and no allocation unless
+// something fails.
+std::exception_ptr MpiBackend::blocking_p2p(bool is_send, const Operation& operation, uint64_t seq, int* source) {
+  State* st = state_.get();
+  const Tensor& tensor = operation.tensor();
+  const int peer = operation.peer, tag = operation.tag;
+  if (auto e = st->failed_before(is_send ? "send" : "recv", seq)) return e;
+  const int count = p2p_count(*st, is_send, tensor, peer, tag, seq);
   const int mpi_peer = peer == kAnySource ? MPI_ANY_SOURCE : peer;
   // The flight recorder's entry, once the call is sure to run (until here,
   // the front ends it from what this returns or throws).
   trace::FlightMark mark = trace::claim_mark(operation);
   mark.engine(EngineKind::Mpi);
-  // The received message's size and source; an error, or null.
-  auto finish = [st, what, count, is_send, mark, recorder = mark.hold()](int rc, const MPI_Status& status,
-                                                                       PendingWork& w, bool shared) {
-    std::exception_ptr error;
-    if (rc == kExpired) {
-      error = std::make_exception_ptr(DistBackendError(st->label + ": " + what + ": Timed out"));
-    } else if (rc != MPI_SUCCESS) {
-      error = std::make_exception_ptr(
-          DistBackendError(st->label + ": " + what + " failed: " + (is_send ? "MPI_Isend" : "MPI_Irecv") +
-                           " returned " + error_string(rc)));
-    } else if (!is_send) {
-      int got = 0;
-      MPI_Get_count(&status, MPI_BYTE, &got);
-      w.set_source_rank(status.MPI_SOURCE);
-      if (got != count)
-        error = std::make_exception_ptr(DistBackendError(
-            st->label + ": " + what + " failed: rank " + std::to_string(status.MPI_SOURCE) + " sent " +
-            std::to_string(got) + " bytes where the tensor holds " + std::to_string(count)));
+  if (mark) start_inline(mark);
+  void* data = tensor.data();
+  const Deadline deadline = Deadline::after(timeout_of(operation.timeout));
+  int rc = MPI_SUCCESS;
+  MPI_Request request = MPI_REQUEST_NULL;
+  MPI_Status status{};
+  st->runtime->call([&] {
+    rc = is_send ? MPI_Isend(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request)
+                 : MPI_Irecv(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request);
+    if (rc != MPI_SUCCESS) return;
+    rc = test_until({&request, 1}, {&status, 1}, deadline);
+    if (rc == kExpired && !is_send) {
+      // A receive can be withdrawn: the tensor is the caller's again.
+      MPI_Cancel(&request);
+      MPI_Wait(&request, MPI_STATUS_IGNORE);
     }
+  });
+  std::exception_ptr error;
+  if (rc == kExpired) {
+    error = std::make_exception_ptr(DistBackendError(
+        st->label + ": " + p2p_what(is_send, seq, tensor, peer, tag) + ": Timed out after " +
+        format_ms(deadline.timeout()) +
+        (is_send ? " (MPI cannot withdraw a send: the tensor may still be read until " + peer_name(peer) +
+                       " receives it)"
+                 : std::string())));
+    if (is_send) st->runtime->track(request, [](int, const MPI_Status&) {});
+  } else {
+    error = p2p_outcome(*st, rc, status, is_send, seq, tensor, peer, tag);
+    if (!error && source) *source = status.MPI_SOURCE;
+  }
+  mark.ended(error);
+  return error;
+}
+
+void MpiBackend::blocking_send(const Operation& operation) {
+  if (auto error = blocking_p2p(true, operation, next_p2p_seq(), nullptr)) std::rethrow_exception(error);
+}
+
+int MpiBackend::blocking_recv(const Operation& operation) {
+  int source = -1;
+  if (auto error = blocking_p2p(false, operation, next_p2p_seq(), &source)) std::rethrow_exception(error);
+  return source;
+}
+
+// Point-to-point with a Work: blocking (done when it returns, its outcome
+// kept in the Work), or handed to the MPI thread (async_op), which posts it
+// and tracks it to completion.
+std::shared_ptr<Work> MpiBackend::point_to_point(bool is_send, const Operation& operation) {
+  std::shared_ptr<State> st = state_;
+  const char* op = is_send ? "send" : "recv";
+  const uint64_t seq = next_p2p_seq();
+  if (!operation.async_op) {
+    int source = -1;
+    std::exception_ptr error = blocking_p2p(is_send, operation, seq, is_send ? nullptr : &source);
+    auto work = std::make_shared<PendingWork>(op, seq, st->shared_label);
+    if (!error && !is_send) work->set_source_rank(source);
+    work->finish_unshared(error);
+    return work;
+  }
+  const Tensor& tensor = operation.tensor();
+  const int peer = operation.peer, tag = operation.tag;
+  auto work = std::make_shared<PendingWork>(op, seq, st->shared_label);
+  if (auto e = st->failed_before(op, seq)) {
+    work->finish_unshared(e);
+    return work;
+  }
+  const int count = p2p_count(*st, is_send, tensor, peer, tag, seq);
+  const int mpi_peer = peer == kAnySource ? MPI_ANY_SOURCE : peer;
+  trace::FlightMark mark = trace::claim_mark(operation);
+  mark.engine(EngineKind::Mpi);
+  // The caller keeps the tensor's memory until the Work completes; the copy
+  // here is what an error then names.
+  auto finish = [st, is_send, seq, tensor, peer, tag, mark, recorder = mark.hold()](
+                    int rc, const MPI_Status& status, PendingWork& w) {
+    std::exception_ptr error = p2p_outcome(*st, rc, status, is_send, seq, tensor, peer, tag);
+    if (!error && !is_send) w.set_source_rank(status.MPI_SOURCE);
     mark.ended(error);
-    if (shared)
-      w.finish(error);
-    else
-      w.finish_unshared(error);
+    w.finish(error);
   };
   void* data = tensor.data();
   if (mark) start_inline(mark);  // issued now, on whichever thread MPI then runs it
-  if (async_op) {
-    st->runtime->post([st, work, finish, is_send, data, count, mpi_peer, tag] {
-      MPI_Request request = MPI_REQUEST_NULL;
-      const int rc = is_send ? MPI_Isend(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request)
-                             : MPI_Irecv(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request);
-      if (rc != MPI_SUCCESS) {
-        finish(rc, MPI_Status{}, *work, true);
-        return;
-      }
-      st->runtime->track(request, [work, finish](int err, const MPI_Status& status) { finish(err, status, *work, true); });
-    });
-    return work;
-  }
-  const Deadline deadline = Deadline::after(timeout_of(timeout));
-  int rc = MPI_SUCCESS;
-  std::vector<MPI_Request> requests(1, MPI_REQUEST_NULL);
-  std::vector<MPI_Status> statuses(1);
-  st->runtime->call([&] {
-    rc = is_send ? MPI_Isend(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &requests[0])
-                 : MPI_Irecv(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &requests[0]);
-    if (rc != MPI_SUCCESS) return;
-    rc = test_until(requests, statuses, deadline);
-    if (rc == kExpired && !is_send) {
-      // A receive can be withdrawn: the tensor is the caller's again.
-      MPI_Cancel(&requests[0]);
-      MPI_Wait(&requests[0], MPI_STATUS_IGNORE);
+  st->runtime->post([st, work, finish, is_send, data, count, mpi_peer, tag] {
+    MPI_Request request = MPI_REQUEST_NULL;
+    const int rc = is_send ? MPI_Isend(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request)
+                           : MPI_Irecv(data, count, MPI_BYTE, mpi_peer, tag, st->comm, &request);
+    if (rc != MPI_SUCCESS) {
+      finish(rc, MPI_Status{}, *work);
+      return;
     }
+    st->runtime->track(request, [work, finish](int err, const MPI_Status& status) { finish(err, status, *work); });
   });
-  if (rc == kExpired) {
-    auto error = std::make_exception_ptr(DistBackendError(
-        st->label + ": " + what + ": Timed out after " + format_ms(deadline.timeout()) +
-        (is_send ? " (MPI cannot withdraw a send: the tensor may still be read until " + peer_name + " receives it)"
-                 : std::string())));
-    mark.ended(error);
-    work->finish_unshared(error);
-    if (is_send) st->runtime->track(requests[0], [](int, const MPI_Status&) {});
-    return work;
-  }
-  finish(rc, statuses[0], *work, false);
   return work;
 }
 
-std::shared_ptr<Work> MpiBackend::send(const Operation& operation) {
-  const Tensor& tensor = operation.tensor();
-  const int dst = operation.peer;
-  return point_to_point(true, tensor, dst, operation.tag, operation.timeout, operation.async_op, operation);
-}
+std::shared_ptr<Work> MpiBackend::send(const Operation& operation) { return point_to_point(true, operation); }
 
-std::shared_ptr<Work> MpiBackend::recv(const Operation& operation) {
-  const Tensor& tensor = operation.tensor();
-  const int src = operation.peer;
-  return point_to_point(false, tensor, src, operation.tag, operation.timeout, operation.async_op, operation);
-}
+std::shared_ptr<Work> MpiBackend::recv(const Operation& operation) { return point_to_point(false, operation); }
 
 std::shared_ptr<Work> MpiBackend::broadcast(const Operation& operation) {
   const Tensor& tensor = operation.tensor();
@@ -724,7 +774,7 @@ std::shared_ptr<Work> MpiBackend::monitored_barrier(const Operation& operation) 
   auto tokens = std::make_shared<std::vector<char>>(static_cast<size_t>(n) + 1, 1);
   std::string failure;
   st->runtime->call([&] {
-    std::vector<MPI_Status> statuses;
+    std::vector<MPI_Status> statuses(static_cast<size_t>(std::max(n, 2)));  // one per request of any call below
     if (rank() != 0) {
       std::vector<MPI_Request> requests(2, MPI_REQUEST_NULL);
       MPI_Isend(&(*tokens)[0], 1, MPI_CHAR, 0, 0, st->internal, &requests[0]);

@@ -38,6 +38,8 @@ class MpiBackend final : public Backend {
   std::string name() const override { return "mpi"; }
   std::shared_ptr<Work> send(const Operation& operation) override;
   std::shared_ptr<Work> recv(const Operation& operation) override;
+  void blocking_send(const Operation& operation) override;
+  int blocking_recv(const Operation& operation) override;
   std::shared_ptr<Work> broadcast(const Operation& operation) override;
   std::shared_ptr<Work> all_reduce(const Operation& operation) override;
   std::shared_ptr<Work> barrier(const Operation& operation) override;
@@ -69,8 +71,9 @@ class MpiBackend final : public Backend {
                             const Operation& operation,
                             Blocking&& blocking, Start&& start, std::function<void()> after = nullptr,
                             std::shared_ptr<void> keep = nullptr);
-  std::shared_ptr<Work> point_to_point(bool is_send, const Tensor& tensor, int peer, int tag,
-                                       std::chrono::milliseconds timeout, bool async_op, const Operation& operation);
+  std::shared_ptr<Work> point_to_point(bool is_send, const Operation& operation);
+  std::exception_ptr blocking_p2p(bool is_send, const Operation& operation, uint64_t seq, int* source);
+  uint64_t next_p2p_seq() { return p2p_seq_.fetch_add(1, std::memory_order_relaxed) + 1; }
   Millis timeout_of(Millis requested) const { return requested == kGroupTimeout ? options_.timeout : requested; }
 
   BackendOptions options_;
