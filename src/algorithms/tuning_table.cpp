@@ -34,15 +34,19 @@ constexpr TuningRow kBroadcastRows[] = {
     {.algorithm = "binomial", .below = 32 * KiB},
     {.algorithm = "chain"},
 };
-// One host: the chain folds each segment while it is in cache; across hosts
-// Rabenseifner sends less than the tree.
+// One host: the chain folds each segment while it is in cache. Across hosts
+// the chain too from 128 KiB: each link carries the buffer once and the root's
+// link too (Rabenseifner's gather and the tree put more on the busiest link);
+// below, Rabenseifner sends less than the tree. Two ranks: one message.
 constexpr TuningRow kReduceRows[] = {
     {.algorithm = "binomial", .need = FewerElementsThanRanks},
     {.algorithm = "binomial", .hosts = One, .below = 1 * MiB},
     {.algorithm = "chain", .hosts = One},
-    {.algorithm = "binomial", .ranks_below = 4},
+    {.algorithm = "binomial", .ranks_below = 3},
     {.algorithm = "binomial", .below = 64 * KiB},
-    {.algorithm = "rabenseifner"},
+    {.algorithm = "binomial", .below = 128 * KiB, .ranks_below = 4},
+    {.algorithm = "rabenseifner", .below = 128 * KiB},
+    {.algorithm = "chain"},
 };
 // Bruck: fewer rounds for equal blocks; with 2 ranks the ring lands in place.
 constexpr TuningRow kAllGatherRows[] = {

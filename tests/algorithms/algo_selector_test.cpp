@@ -91,8 +91,12 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "chain");
   EXPECT_EQ(pick_reduce(on_one_host(512 * KiB, 2)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
-  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "rabenseifner");
-  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 8)), "rabenseifner");
+  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 3)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(128 * KiB, 4)), "chain");
+  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "chain");
+  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "chain");
+  EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 2)), "binomial");
   EXPECT_EQ(pick_gather(on_one_host(1 * KiB, 16)), "linear");
   EXPECT_EQ(pick_scatter(on_one_host(1 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_scatter(on_one_host(1 * KiB, 4)), "linear");
