@@ -207,6 +207,10 @@ class HierarchicalEngine final : public Engine {
       transport_engine().reduce_scatter(ctx, output, inputs, op);
       return;
     }
+    if (output.nbytes() * inputs.size() <= kOneHostStepBytes) {
+      reduce_scatter_in_one_host_step(ctx, output, inputs, op);
+      return;
+    }
     const size_t hosts = s_.hosts.size(), bytes = output.nbytes();
     const int64_t count = output.numel();
     Scratch partial(hosts * bytes);
@@ -395,8 +399,9 @@ class HierarchicalEngine final : public Engine {
   // Steps in segments pipeline segments of this size (of the whole buffer),
   // at most this many.
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
-  // all_gather: up to this many bytes in all, the host's steps run as one
-  // (all_gather_in_one_host_step); above, the copies in and out of the packed
+  // all_gather and reduce_scatter: up to this many bytes in all, the host's
+  // steps run as one (all_gather_in_one_host_step,
+  // reduce_scatter_in_one_host_step); above, the copies in and out of the packed
   // blocks cost more than the waits they save (docs/algorithms.md: Across
   // hosts, where the time went).
   static constexpr size_t kOneHostStepBytes = 64 * 1024;
@@ -463,6 +468,28 @@ class HierarchicalEngine final : public Engine {
       const std::vector<Tensor> got = blocks_in(i);
       for (size_t h = 0; h < hosts; ++h) bulk_copy(outputs[s_.hosts[h][i]].data(), got[h].data(), block);
     }
+  }
+
+  // reduce_scatter's counterpart of all_gather_in_one_host_step: the H
+  // reduce-scatters inside the host, one per host's blocks, run as one over
+  // this rank's inputs packed by local index. Region i holds the inputs for
+  // the ranks of local index i, by host, so local rank i folds its region into
+  // the H parts that the step among hosts then reduce-scatters.
+  void reduce_scatter_in_one_host_step(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                                       ReduceOp op) {
+    const int local_n = s_.local->size();
+    const size_t hosts = s_.hosts.size(), block = output.nbytes();
+    Scratch packed(static_cast<size_t>(local_n) * hosts * block), partial(hosts * block);
+    for (int i = 0; i < local_n; ++i)
+      for (size_t h = 0; h < hosts; ++h)
+        bulk_copy(packed.get() + (static_cast<size_t>(i) * hosts + h) * block, inputs[s_.hosts[h][i]].data(), block);
+    const Tensor region_like(packed.get(), output.dtype(), {output.numel() * static_cast<int64_t>(hosts)});
+    const std::vector<Tensor> regions = pieces(packed.get(), region_like, static_cast<size_t>(local_n));
+    const Tensor folded(partial.get(), output.dtype(), {output.numel() * static_cast<int64_t>(hosts)});
+    auto fold = local(ctx, 0);
+    s_.local_engine->reduce_scatter(fold, folded, regions, op);
+    auto among = cross(ctx, 1);
+    s_.cross_engine->reduce_scatter(among, output, pieces(partial.get(), output, hosts), across(op));
   }
 
   // Whether `op` can run in steps: AVG only as an average of equal-sized
