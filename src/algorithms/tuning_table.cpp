@@ -76,11 +76,14 @@ constexpr TuningRow kBarrierRows[] = {{.algorithm = "dissemination"}};
 // so only the leader path fits them. On hosts of one size, few bytes go
 // `replicated` (two steps, and no rank waits for another's step among
 // hosts) while the extra copies on each host's link cost less than the step
-// inside the host it saves; then `leader` (the fewest bytes between hosts),
-// then `split`.
+// inside the host it saves, and every rank's exchange among hosts makes few
+// messages per host (2 hosts of 2: one round, two messages); with more, the
+// hosts' links and cores carry L times the leaders' messages and `leader`
+// is faster (docs/algorithms.md: hierarchical all_reduce). Then `leader`
+// (the fewest bytes between hosts), then `split`.
 constexpr TuningRow kHierarchicalAllReduceRows[] = {
     {.algorithm = "leader", .need = UnevenHosts},
-    {.algorithm = "replicated", .host_copies_at_most = 4 * KiB},
+    {.algorithm = "replicated", .host_copies_at_most = 4 * KiB, .need = FewCrossHostMessages},
     {.algorithm = "leader", .need = FewerElementsThanHostRanks},
     {.algorithm = "leader", .below = 64 * KiB},
     {.algorithm = "split"},
@@ -200,6 +203,11 @@ bool matches(const TuningRow& r, const Shape& s) {
     case EqualBlocks: return s.equal_blocks;
     case UnequalBlocks: return !s.equal_blocks;
     case UnevenHosts: return !s.uniform;
+    case FewCrossHostMessages: {
+      int rounds = 0;  // ceil(log2 hosts)
+      while ((1 << rounds) < s.hosts) ++rounds;
+      return per_host * static_cast<size_t>(rounds) <= 2;
+    }
   }
   return false;
 }
@@ -220,6 +228,7 @@ const char* need_text(Need n) {
     case EqualBlocks: return "blocks of one size";
     case UnequalBlocks: return "blocks of different sizes";
     case UnevenHosts: return "hosts of different sizes";
+    case FewCrossHostMessages: return "ranks per host × ⌈log2 hosts⌉ at most 2";
   }
   return "";
 }

@@ -86,6 +86,9 @@ enum class Need : uint8_t {
   EqualBlocks,
   UnequalBlocks,
   UnevenHosts,  // hosts hold different numbers of the group's ranks
+  // ranks_per_host x ceil(log2 hosts) <= 2: the messages each host sends in
+  // a recursive-doubling exchange among hosts that every rank takes part in
+  FewCrossHostMessages,
 };
 enum class Hosts : uint8_t { Any, One, Several };
 

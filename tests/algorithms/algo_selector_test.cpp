@@ -161,7 +161,13 @@ TEST(EngineSelector, DecidesTheEngineAndItsAlgorithmAtOnce) {
   d = decide(OpCode::AllReduce, hosts_of(2, 4, 1 * MiB), none, hier);
   EXPECT_EQ(d.engine, EngineKind::Hierarchical);
   EXPECT_STREQ(d.algorithm_name, "split");
-  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 4, 8), none, hier).algorithm_name, "replicated");
+  // replicated only where every rank's exchange among hosts makes few messages per host.
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 2, 8), none, hier).algorithm_name, "replicated");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 2, 2 * KiB), none, hier).algorithm_name, "replicated");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 2, 8 * KiB), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 4, 8), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(4, 2, 8), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(3, 2, 8), none, hier).algorithm_name, "leader");
   EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 4, 16 * KiB), none, hier).algorithm_name, "leader");
   EXPECT_STREQ(decide(OpCode::Broadcast, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::AllToAll, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "flat");
