@@ -1,5 +1,7 @@
-// all_to_all: pairwise exchange; Bruck for small equal blocks.
+// all_to_all: pairwise exchange; linear (everything posted at once); Bruck
+// for small equal blocks.
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,30 @@ void all_to_all_pairwise(CollectiveContext& ctx, const std::vector<Tensor>& outp
     ctx.send_recv(to, inputs[to].data(), inputs[to].nbytes(), from, outputs[from].data(), outputs[from].nbytes(),
                   static_cast<uint32_t>(s));
   }
+}
+
+// Linear: every receive, then every send, posted at once, then all waited
+// for: the exchange takes one message's latency where pairwise takes n-1 in a
+// row (a rank that is late, or waits for a core, holds up only the messages to
+// and from it). Sends go out in pairwise order, so no rank is everyone's first
+// target. Blocks may differ in size.
+void all_to_all_linear(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs) {
+  const int n = ctx.size(), rank = ctx.rank();
+  const uint64_t tag = step_tag(ctx.tag, 0);  // one message per pair of ranks
+  std::vector<std::shared_ptr<Request>> requests;
+  requests.reserve(2 * static_cast<size_t>(n - 1));
+  abort_on_error(ctx.transport, [&] {
+    for (int s = 1; s < n; ++s) {
+      const int from = (rank - s + n) % n;
+      requests.push_back(ctx.transport.irecv(from, tag, outputs[from].data(), outputs[from].nbytes()));
+    }
+    for (int s = 1; s < n; ++s) {
+      const int to = (rank + s) % n;
+      requests.push_back(ctx.transport.isend(to, tag, inputs[to].data(), inputs[to].nbytes()));
+    }
+    bulk_copy(outputs[rank].data(), inputs[rank].data(), outputs[rank].nbytes());
+    for (const auto& r : requests) ctx.transport.wait(*r, ctx.deadline);
+  });
 }
 
 // Bruck: ceil(log2 n) rounds instead of n-1. Blocks sit in slots rotated by
@@ -61,7 +87,8 @@ void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs
 void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                 bool uniform) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const std::vector<Tensor>&);
-  static constexpr Algorithm<Fn> kAlgorithms[] = {{"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}};
+  static constexpr Algorithm<Fn> kAlgorithms[] = {
+      {"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}, {"linear", all_to_all_linear}};
   static_assert(lists_exactly(kAlgorithms, kAllToAllAlgorithms));
   Fn run = select_algorithm(ctx, OpCode::AllToAll, kAlgorithms, [&] {
     Shape s = shape_of(ctx, inputs[0].nbytes());

@@ -124,7 +124,7 @@ void reduce_scatter_recursive_halving(CollectiveContext& ctx, const Tensor& outp
                                       const std::vector<Tensor>& inputs, ReduceOp op);
 void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs, ReduceOp op);
 
-// all_to_all: pairwise, bruck. outputs[i] gets rank i's inputs[rank()].
+// all_to_all: pairwise, bruck, linear. outputs[i] gets rank i's inputs[rank()].
 // uniform: the caller guarantees that every block of every rank has one size
 // (all_to_all_single without split sizes); only then may the selector pick
 // bruck, which needs it.
@@ -132,6 +132,8 @@ void all_to_all_pairwise(CollectiveContext& ctx, const std::vector<Tensor>& outp
                          const std::vector<Tensor>& inputs);
 void all_to_all_bruck(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                       const std::vector<Tensor>& inputs);
+void all_to_all_linear(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                       const std::vector<Tensor>& inputs);
 void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
                 bool uniform = false);
 

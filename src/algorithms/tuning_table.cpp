@@ -65,8 +65,12 @@ constexpr TuningRow kScatterRows[] = {
     {.algorithm = "binomial", .below = 16 * KiB, .ranks_from = 8},
     {.algorithm = "linear"},
 };
-// Bruck: fewer rounds for small equal blocks, which only the caller can vouch for.
+// Across hosts with 8 ranks or more, blocks under 64 KiB: linear, whose one
+// round of latency beats pairwise's n-1 and Bruck's log2 n when ranks wait
+// for cores or links. Bruck: fewer rounds for small equal blocks, which only
+// the caller can vouch for.
 constexpr TuningRow kAllToAllRows[] = {
+    {.algorithm = "linear", .hosts = Several, .below = 64 * KiB, .ranks_from = 8},
     {.algorithm = "bruck", .below = 8 * KiB, .at_most = true, .ranks_from = 3, .need = EqualBlocks},
     {.algorithm = "pairwise"},
 };

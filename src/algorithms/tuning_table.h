@@ -28,7 +28,7 @@ inline constexpr std::string_view kAllGatherAlgorithms[] = {"ring", "bruck"};
 inline constexpr std::string_view kGatherAlgorithms[] = {"linear", "binomial"};
 inline constexpr std::string_view kScatterAlgorithms[] = {"linear", "binomial"};
 inline constexpr std::string_view kReduceScatterAlgorithms[] = {"ring", "recursive_halving"};
-inline constexpr std::string_view kAllToAllAlgorithms[] = {"pairwise", "bruck"};
+inline constexpr std::string_view kAllToAllAlgorithms[] = {"pairwise", "bruck", "linear"};
 // The hierarchical engine's paths (engines/hierarchical_engine.cpp), one
 // list for every collective: "flat" runs the transport engine over the whole
 // group.

@@ -186,7 +186,7 @@ TEST_P(AllToAllAlgo, EveryDtypeAndSize) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(Forced, AllToAllAlgo, algo_params({"pairwise", "bruck"}), algo_param_name);
+INSTANTIATE_TEST_SUITE_P(Forced, AllToAllAlgo, algo_params({"pairwise", "bruck", "linear"}), algo_param_name);
 
 }  // namespace
 }  // namespace tdist::testing

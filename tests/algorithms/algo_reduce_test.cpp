@@ -252,7 +252,7 @@ TEST(AlgorithmSelector, UnknownNameIsAValueErrorListingTheValidNames) {
       {"TDIST_ALGO_ALL_GATHER", {"ring", "bruck"}},
       {"TDIST_ALGO_GATHER", {"linear", "binomial"}},
       {"TDIST_ALGO_SCATTER", {"linear", "binomial"}},
-      {"TDIST_ALGO_ALL_TO_ALL", {"pairwise", "bruck"}},
+      {"TDIST_ALGO_ALL_TO_ALL", {"pairwise", "bruck", "linear"}},
       {"TDIST_ALGO_BARRIER", {"dissemination"}},
   };
   for (const Case& c : cases) {

@@ -113,6 +113,10 @@ TEST(AlgorithmSelector, BlockCollectives) {
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), true), "bruck");
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), false), "pairwise");  // a rank cannot tell alone
   EXPECT_EQ(pick_all_to_all(on_one_host(64 * KiB, 8), true), "pairwise");
+  EXPECT_EQ(pick_all_to_all(across_hosts(1 * KiB, 8), true), "linear");
+  EXPECT_EQ(pick_all_to_all(across_hosts(8 * KiB, 16), false), "linear");  // blocks may differ
+  EXPECT_EQ(pick_all_to_all(across_hosts(64 * KiB, 8), true), "pairwise");
+  EXPECT_EQ(pick_all_to_all(across_hosts(1 * KiB, 4), true), "bruck");
 }
 
 // Every rank sees uneven blocks: each refuses with a DistValueError.

@@ -245,7 +245,8 @@ TEST(AlgorithmsAlone, ReduceScatterEvenAndUneven) {
 
 TEST(AlgorithmsAlone, AllToAll) {
   using Fn = void (*)(CollectiveContext&, const std::vector<Tensor>&, const std::vector<Tensor>&);
-  const std::pair<const char*, Fn> algos[] = {{"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}};
+  const std::pair<const char*, Fn> algos[] = {
+      {"pairwise", all_to_all_pairwise}, {"bruck", all_to_all_bruck}, {"linear", all_to_all_linear}};
   unsigned seed = 600;
   const DType dt = DType::Int32;
   for (int n : kWorldSizes)
