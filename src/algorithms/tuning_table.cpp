@@ -92,11 +92,16 @@ constexpr TuningRow kHierarchicalAllReduceRows[] = {
     {.algorithm = "leader", .below = 64 * KiB},
     {.algorithm = "split"},
 };
-// Where all_reduce would split, and the host's ranks divide the elements.
+// Where all_reduce would split, and the host's ranks divide the elements;
+// with 5 ranks or more only from 256 KiB: below, split's step among hosts
+// reduces each half by a tree (the root's link takes a buffer from each
+// child) where leader's whole buffer goes by the chain from 128 KiB, and its
+// L ranks crowd the network where leader's one does (docs/algorithms.md).
 constexpr TuningRow kHierarchicalReduceRows[] = {
     {.algorithm = "leader", .need = UnevenHosts},
     {.algorithm = "leader", .need = FewerElementsThanHostRanks},
     {.algorithm = "leader", .below = 64 * KiB},
+    {.algorithm = "leader", .below = 256 * KiB, .ranks_from = 5},
     {.algorithm = "leader", .need = ElementsNotMultipleOfHostRanks},
     {.algorithm = "split"},
 };
