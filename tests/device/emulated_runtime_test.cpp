@@ -102,10 +102,9 @@ TEST(EmulatedRuntime, HostWordWaitsHoldTheStreamAndWhatWaitsOnIt) {
   EXPECT_FALSE(rt->query(event));
   rt->stream_wait(other, event);
   int in = 7, out = 0;
-  std::thread setter = set_later(word, 1, std::chrono::milliseconds(0));  // not yet: 1 < 2
-  setter.join();
+  __atomic_store_n(word, 1, __ATOMIC_RELEASE);  // not yet: 1 < 2
   EXPECT_FALSE(rt->query(event));
-  setter = set_later(word, 2, std::chrono::milliseconds(50));
+  std::thread setter = set_later(word, 2, std::chrono::milliseconds(50));
   rt->copy(&out, &in, sizeof(in), other);  // runs once the word reaches 2
   EXPECT_EQ(__atomic_load_n(word, __ATOMIC_ACQUIRE), 2u);
   EXPECT_EQ(out, 7);
