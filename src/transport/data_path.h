@@ -44,6 +44,10 @@ class PathHost {
   // it. Returns where its payload goes (nullptr: discard it). With the mesh's
   // receive lock held (whoever makes progress).
   virtual char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) = 0;
+  // The same where a receive is posted for it (or it is dropped); else does
+  // nothing and sets `waiting` (Matching::begin_posted_message).
+  virtual char* begin_posted_message(int peer, const wire::MessageHeader& header, MessageSlot& slot,
+                                     bool& waiting) = 0;
   // Its last byte arrived: completes the receive or marks the buffer whole.
   virtual void end_message(int peer, MessageSlot& slot) = 0;
   // The peer broke the path's protocol: fails the peer.
@@ -93,6 +97,14 @@ class DataPath {
   // Its receive failed (its communicator aborted): the rest of its payload is
   // read and dropped, never written into the receive's buffer.
   virtual void discard_incoming() = 0;
+  // Receives matched earlier and still filling (the path's own state, beside
+  // incoming()) fail with `error`: those of communicator *comm, or all where
+  // comm is null (the peer failed, the mesh aborted). Once this returns
+  // nothing writes into their buffers. With the mesh's receive lock held.
+  virtual void fail_pending_receives_locked(const uint32_t* comm, const std::exception_ptr& error) {
+    (void)comm;
+    (void)error;
+  }
 };
 
 // TDIST_TRANSPORTS: the names in order; DistValueError naming the entry for

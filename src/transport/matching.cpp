@@ -69,6 +69,20 @@ char* Matching::begin_message(int peer, const wire::MessageHeader& header, Messa
   }
 }
 
+char* Matching::begin_posted_message(int peer, const wire::MessageHeader& header, MessageSlot& slot, bool& waiting) {
+  std::lock_guard<std::mutex> lock(mu_);
+  waiting = false;
+  bool fits = false;
+  if (auto req = take_posted_locked(peer, header.comm, header.tag, header.size, fits)) {
+    if (!fits) return nullptr;
+    char* dst = static_cast<char*>(req->data());
+    slot.request = std::move(req);
+    return dst;
+  }
+  waiting = !comm_closed_locked(header.comm);
+  return nullptr;
+}
+
 // Receives waiting on this peer for another operation will never be served.
 void Matching::fail_out_of_step_locked(int peer, uint32_t comm, uint64_t arrived_tag) {
   for (auto it = posted_.begin(); it != posted_.end();) {

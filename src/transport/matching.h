@@ -76,6 +76,10 @@ class Matching {
   // receive or buffers it. Returns where its payload goes (nullptr: discard
   // it). Takes the mutex.
   char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot);
+  // As begin_message, but only where a receive is posted for the message (or
+  // it is to be dropped); otherwise nothing happens, `waiting` is set and
+  // nullptr returned (a path that would rather wait for the receive).
+  char* begin_posted_message(int peer, const wire::MessageHeader& header, MessageSlot& slot, bool& waiting);
   // Its last byte arrived: completes the receive or marks the buffer whole.
   void end_message(int peer, MessageSlot& slot);
   // Removes the first posted receive matching a message; on a size mismatch

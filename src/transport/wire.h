@@ -107,17 +107,35 @@ static_assert(sizeof(PathPick) == 8);
 inline constexpr uint32_t kShmOfferMagic = 0x54445331;  // "TDS1"
 inline constexpr uint32_t kShmReplyMagic = 0x54445231;  // "TDR1"
 inline constexpr uint32_t kMaxShmName = 255;
+// Both also say who the rank is for large messages in one copy
+// (transport/shm/shm_single_copy.h): its pid, pid namespace, the address of
+// its word that will hold the other's nonce, and the nonce the other must
+// store (pid 0: it does not take part).
 struct ShmOffer {
   uint32_t magic;
   uint32_t name_size;
   uint64_t ring_bytes;  // capacity of each direction's ring
+  int32_t pid;
+  uint32_t unused;
+  uint64_t pid_ns;
+  uint64_t probe;
+  uint64_t nonce;
 };
-static_assert(sizeof(ShmOffer) == 16);
+static_assert(sizeof(ShmOffer) == 48);
 struct ShmReply {
   uint32_t magic;
   uint32_t accepted;  // 1: mapped, use the rings; 0: stay on TCP
+  int32_t pid;
+  uint32_t unused;
+  uint64_t pid_ns;
+  uint64_t probe;
+  uint64_t nonce;
 };
-static_assert(sizeof(ShmReply) == 8);
+static_assert(sizeof(ShmReply) == 40);
+// A large message announced in the ring, its bytes left where they are: a
+// MessageHeader with this magic and no payload after it; the pair's message
+// count in this direction names its slot (transport/shm/shm_single_copy.h).
+inline constexpr uint32_t kShmSingleCopyMagic = 0x54445a31;  // "TDZ1"
 
 // Large messages between sockets go by rendezvous, so that they land straight
 // in the receive buffer instead of an "unexpected" buffer the receiver would

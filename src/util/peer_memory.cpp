@@ -34,4 +34,19 @@ std::string read_peer_memory(int pid, const void* remote, void* local, size_t n)
   return "";
 }
 
+std::string write_peer_memory(int pid, const void* local, void* remote, size_t n) {
+  size_t done = 0;
+  while (done < n) {
+    iovec from{const_cast<char*>(static_cast<const char*>(local)) + done, n - done};
+    iovec to{static_cast<char*>(remote) + done, n - done};
+    const ssize_t put = process_vm_writev(pid, &from, 1, &to, 1, 0);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0)
+      return "process_vm_writev to pid " + std::to_string(pid) + ": " +
+             (put < 0 ? std::strerror(errno) : "no bytes moved");
+    done += static_cast<size_t>(put);
+  }
+  return "";
+}
+
 }  // namespace tdist

@@ -19,4 +19,8 @@ void allow_reads_by_peers();
 // pid 1234: Operation not permitted").
 std::string read_peer_memory(int pid, const void* remote, void* local, size_t n);
 
+// The other way: copies `n` bytes at `local` to `remote` in process `pid`
+// (process_vm_writev). Returns "" once all arrived, else why not.
+std::string write_peer_memory(int pid, const void* local, void* remote, size_t n);
+
 }  // namespace tdist

@@ -260,6 +260,11 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_SHM_RING_BYTES", .type = SettingType::Bytes, .group = "transport",
                 .meaning = "Each direction's ring between two ranks of a host.", .default_number = 512 * kKiB,
                 .min = 4 * kKiB, .max = 1 * kGiB},
+    SettingInfo{.name = "TDIST_SHM_P2P_SINGLE_COPY_BYTES", .type = SettingType::Bytes, .group = "transport",
+                .meaning = "Messages between two ranks of a host of at least this size go in one copy, the receiver "
+                           "reading one half from the sender's memory while the sender writes the other (cross-memory "
+                           "attach), instead of twice through the ring; 0: never.",
+                .default_number = 64 * kKiB, .min = 0},
     SettingInfo{.name = "TDIST_SHARE_CONNECTIONS", .type = SettingType::Bool, .group = "transport",
                 .meaning = "1: every group talks over the default group's connections and threads (a group's "
                            "abort or failure fails it alone; a lost peer or a timeout fails every group that talks "
@@ -336,7 +341,8 @@ inline constexpr std::array kSettingTable{
                 .default_number = 256 * kKiB, .min = 0},
     SettingInfo{.name = "TDIST_TEST_SHM_SINGLE_COPY_FAIL", .type = SettingType::Bool, .group = "engines",
                 .meaning = "For tests only: this rank's reads of another rank's memory fail as if the kernel "
-                           "refused them (the group then copies through its segment).",
+                           "refused them (the group then copies through its segment, and messages to and from the "
+                           "ranks of its host go through the rings).",
                 .default_number = 0},
     SettingInfo{.name = "TDIST_TEST_SHM_CREATE_PAUSE_MS", .type = SettingType::Millis, .group = "engines",
                 .meaning = "For tests and bench/shm_leftovers.py only: the rank that creates a group's shared-memory "

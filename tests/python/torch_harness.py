@@ -85,7 +85,21 @@ def run_ranks(fn, world, *args, init="file", backend="tdist", timeout=DEFAULT_TI
 
     Raises AssertionError with every failing rank's traceback, or naming the
     ranks still running at the deadline.
+
+    env:// and tcp:// need a port number before rank 0 binds it; another test running beside this
+    one may take that port in between. Such a run (rank 0's store reports the address in use) is
+    started again on a new port, up to three times in all; every other failure is raised at once.
     """
+    for attempt in range(3):
+        try:
+            return _run_ranks_once(fn, world, args, init, backend, timeout, start_method)
+        except AssertionError as e:
+            lost_port = init in ("env", "tcp") and ("EADDRINUSE" in str(e) or "Address already in use" in str(e))
+            if not lost_port or attempt == 2:
+                raise
+
+
+def _run_ranks_once(fn, world, args, init, backend, timeout, start_method):
     ctx = multiprocessing.get_context(start_method)
     errors = ctx.SimpleQueue()
     server = None

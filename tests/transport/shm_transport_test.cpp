@@ -13,6 +13,7 @@
 #include "backends/process_world.h"
 #include "backends/world.h"
 #include "common/scoped_env.h"
+#include "transport/exchange_sizes.h"
 #include "transport/shm_rings.h"
 
 namespace tdist::testing {
@@ -22,36 +23,8 @@ void require(bool cond, const std::string& what) {
   if (!cond) throw std::runtime_error(what);
 }
 
-std::vector<uint8_t> pattern(size_t n, int from, int to) {
-  std::vector<uint8_t> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = static_cast<uint8_t>(i * 31 + from * 7 + to * 3);
-  return v;
-}
-
 // Every rank sends every size to every other rank at once, then receives.
-void exchange_all_sizes(ProcessGroup& pg) {
-  const std::vector<size_t> sizes = {0, 1, 4095, 4096, 4097, 100003, size_t{1} << 20};
-  std::vector<std::shared_ptr<Work>> works;
-  std::vector<std::vector<uint8_t>> out, in;
-  out.reserve(64);
-  in.reserve(64);
-  for (int peer = 0; peer < pg.size(); ++peer) {
-    if (peer == pg.rank()) continue;
-    for (size_t k = 0; k < sizes.size(); ++k) {
-      in.emplace_back(sizes[k], 0xee);
-      works.push_back(pg.recv(Tensor(in.back().data(), static_cast<int64_t>(sizes[k])), peer, static_cast<int>(k)));
-      out.push_back(pattern(sizes[k], pg.rank(), peer));
-      works.push_back(pg.send(Tensor(out.back().data(), static_cast<int64_t>(sizes[k])), peer, static_cast<int>(k)));
-    }
-  }
-  for (auto& w : works) w->wait();
-  size_t at = 0;
-  for (int peer = 0; peer < pg.size(); ++peer) {
-    if (peer == pg.rank()) continue;
-    for (size_t k = 0; k < sizes.size(); ++k, ++at)
-      ASSERT_EQ(in[at], pattern(sizes[k], peer, pg.rank())) << "from rank " << peer << ", " << sizes[k] << " bytes";
-  }
-}
+void exchange_all_sizes(ProcessGroup& pg) { exchange_sizes(pg, {0, 1, 4095, 4096, 4097, 100003, size_t{1} << 20}); }
 
 // This process's ring segments in /dev/shm (names carry the creator's pid:
 // tests running in parallel create and unlink their own meanwhile).
@@ -94,7 +67,7 @@ TEST(ShmTransport, ManySmallMessagesKeepTheirOrderAcrossWrapArounds) {
 TEST(ShmTransport, AMessageLargerThanTheRingWaitsWholeForALateReceive) {
   ScopedEnv ring("TDIST_SHM_RING_BYTES", "4096");
   with_thread_world(2, [](ProcessGroup& pg) {
-    std::vector<uint8_t> big = pattern(300000, 0, 1);
+    std::vector<uint8_t> big = message_from(300000, 0, 1);
     if (pg.rank() == 0) {
       auto s = pg.send(Tensor(big.data(), static_cast<int64_t>(big.size())), 1);
       pg.barrier()->wait();  // rank 1 posts its receive only after this
@@ -132,7 +105,7 @@ TEST(ShmTransport, APeerThatSendsAndExitsIsStillHeard) {
   Shared<std::atomic<int>> sent;
   auto results = run_in_processes(2, [&](int rank) {
     init_process_world(*board, rank, 2, std::chrono::seconds(60));
-    std::vector<uint8_t> small = pattern(100, 1, 0), big = pattern(200000, 1, 0);
+    std::vector<uint8_t> small = message_from(100, 1, 0), big = message_from(200000, 1, 0);
     if (rank == 1) {
       send(Tensor(small.data(), 100), PeerRank(0), nullptr, 1);
       send(Tensor(big.data(), 200000), PeerRank(0), nullptr, 2);

@@ -1,5 +1,6 @@
 #include "transport/shm/shm_path.h"
 
+#include <chrono>
 #include <cstring>
 #include <new>
 #include <string>
@@ -22,13 +23,16 @@ std::exception_ptr bad_header(const std::string& peer, const wire::MessageHeader
 }
 }  // namespace
 
-void ShmLink::init_controls(ShmSegment& seg) {
+void ShmLink::init_controls(ShmSegment& seg, size_t ring_bytes) {
   char* base = static_cast<char*>(seg.data());
   new (base) ShmRingControl();
   new (base + sizeof(ShmRingControl)) ShmRingControl();
+  new (base + single_copy_offset(ring_bytes)) SingleCopyControl();
+  new (base + single_copy_offset(ring_bytes) + sizeof(SingleCopyControl)) SingleCopyControl();
+  new (base + single_copy_offset(ring_bytes) + 2 * sizeof(SingleCopyControl)) SingleCopyVerdicts();
 }
 
-ShmLink::ShmLink(ShmSegment seg, size_t ring_bytes, bool is_low) : segment(std::move(seg)) {
+ShmLink::ShmLink(ShmSegment seg, size_t ring_bytes, bool low) : segment(std::move(seg)), is_low(low) {
   char* base = static_cast<char*>(segment.data());
   auto* low_to_high = std::launder(reinterpret_cast<ShmRingControl*>(base));
   auto* high_to_low = std::launder(reinterpret_cast<ShmRingControl*>(base + sizeof(ShmRingControl)));
@@ -37,6 +41,26 @@ ShmLink::ShmLink(ShmSegment seg, size_t ring_bytes, bool is_low) : segment(std::
   ShmRing lh(low_to_high, data_lh, ring_bytes), hl(high_to_low, data_hl, ring_bytes);
   tx = is_low ? lh : hl;
   rx = is_low ? hl : lh;
+  auto* single_lh = std::launder(reinterpret_cast<SingleCopyControl*>(base + single_copy_offset(ring_bytes)));
+  auto* single_hl = std::launder(
+      reinterpret_cast<SingleCopyControl*>(base + single_copy_offset(ring_bytes) + sizeof(SingleCopyControl)));
+  single_tx = is_low ? single_lh : single_hl;
+  single_rx = is_low ? single_hl : single_lh;
+  verdicts = std::launder(
+      reinterpret_cast<SingleCopyVerdicts*>(base + single_copy_offset(ring_bytes) + 2 * sizeof(SingleCopyControl)));
+}
+
+void ShmLink::verify(const std::string& label, const std::string& peer_name) {
+  uint32_t none = 0;
+  if (!verdict.compare_exchange_strong(none, 3, std::memory_order_acq_rel)) return;
+  std::string why = "the peer does not take part";
+  if (is_low || verdicts->low.load(std::memory_order_acquire) == 1) why = probe_single_copy(peer, nonce_given);
+  if (!why.empty() && peer.pid > 0)
+    TDIST_LOG(LogLevel::Info, label << ": large messages to and from " << peer_name
+                                    << " go through the ring, not in one copy: " << why);
+  const uint32_t v = why.empty() ? 1 : 2;
+  verdict.store(v, std::memory_order_release);
+  (is_low ? verdicts->low : verdicts->high).store(v, std::memory_order_release);
 }
 
 // The registry holds its default and range (4 KiB to 1 GiB).
@@ -47,8 +71,16 @@ size_t shm_ring_bytes() { return static_cast<size_t>(settings::get<"TDIST_SHM_RI
 std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vector<ShmCandidate>& candidates,
                                                         bool enabled, Deadline deadline, const std::string& label) {
   const size_t ring_bytes = shm_ring_bytes();
+  // Large messages in one copy: each end tells the other who it is and a
+  // nonce to keep, and checks the other (ShmLink::verify).
+  const bool single_copy = enabled && settings::get<"TDIST_SHM_P2P_SINGLE_COPY_BYTES">() > 0;
+  auto identity = [&](const std::unique_ptr<std::atomic<uint64_t>>& word) {
+    return single_copy ? single_copy_identity(*word) : SingleCopyIdentity{};
+  };
   std::vector<std::unique_ptr<ShmLink>> links(candidates.size());
   std::vector<ShmSegment> offered(candidates.size());
+  std::vector<std::unique_ptr<std::atomic<uint64_t>>> offered_words(candidates.size());
+  std::vector<uint64_t> offered_nonces(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
     const ShmCandidate& c = candidates[i];
     if (c.peer < rank) continue;
@@ -56,13 +88,17 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
     if (enabled) {
       try {
         offered[i] = ShmSegment::create("p2p", ShmLink::segment_bytes(ring_bytes));
-        ShmLink::init_controls(offered[i]);
+        ShmLink::init_controls(offered[i], ring_bytes);
         name = offered[i].name();
       } catch (const DistError& e) {
         TDIST_LOG(LogLevel::Warn, label << ": no shared memory with " << c.name << ": " << e.what());
       }
     }
-    wire::ShmOffer offer{wire::kShmOfferMagic, static_cast<uint32_t>(name.size()), ring_bytes};
+    offered_words[i] = std::make_unique<std::atomic<uint64_t>>(0);
+    const SingleCopyIdentity me = identity(offered_words[i]);
+    offered_nonces[i] = me.nonce;
+    wire::ShmOffer offer{
+        wire::kShmOfferMagic, static_cast<uint32_t>(name.size()), ring_bytes, me.pid, 0, me.pid_ns, me.probe, me.nonce};
     send_all(c.fd, &offer, sizeof(offer), deadline, c.name);
     if (!name.empty()) send_all(c.fd, name.data(), name.size(), deadline, c.name);
   }
@@ -88,7 +124,16 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
         TDIST_LOG(LogLevel::Warn, label << ": no shared memory with " << c.name << ": " << e.what());
       }
     }
-    wire::ShmReply reply{wire::kShmReplyMagic, accepted};
+    SingleCopyIdentity me;
+    if (links[i]) {
+      ShmLink& link = *links[i];
+      // The peer's nonce is in place before the reply lets the peer look for it.
+      link.peer = SingleCopyIdentity{offer.pid, offer.pid_ns, offer.probe, offer.nonce};
+      link.probe_word = std::make_unique<std::atomic<uint64_t>>(offer.nonce);
+      me = identity(link.probe_word);
+      link.nonce_given = me.nonce;
+    }
+    wire::ShmReply reply{wire::kShmReplyMagic, accepted, me.pid, 0, me.pid_ns, me.probe, me.nonce};
     send_all(c.fd, &reply, sizeof(reply), deadline, c.name);
   }
   for (size_t i = 0; i < candidates.size(); ++i) {
@@ -101,6 +146,13 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
     if (reply.accepted == 1 && offered[i].valid()) {
       offered[i].unlink();  // both sides mapped it: nothing stays in /dev/shm
       links[i] = std::make_unique<ShmLink>(std::move(offered[i]), ring_bytes, /*is_low=*/true);
+      ShmLink& link = *links[i];
+      link.peer = SingleCopyIdentity{reply.pid, reply.pid_ns, reply.probe, reply.nonce};
+      link.probe_word = std::move(offered_words[i]);
+      // The peer's nonce is in place before this rank's verdict lets the peer look for it.
+      link.probe_word->store(reply.nonce, std::memory_order_relaxed);
+      link.nonce_given = offered_nonces[i];
+      link.verify(label, c.name);
     }
   }
   return links;
@@ -129,7 +181,14 @@ namespace {
 }  // namespace
 
 ShmPath::ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer)
-    : link_(std::move(link)), host_(host), peer_(peer) {}
+    : link_(std::move(link)), host_(host), peer_(peer),
+      single_copy_bytes_(static_cast<size_t>(settings::get<"TDIST_SHM_P2P_SINGLE_COPY_BYTES">())) {}
+
+bool ShmPath::use_single_copy(size_t bytes) {
+  if (single_copy_bytes_ == 0 || bytes < single_copy_bytes_) return false;
+  if (link_->verdict_due()) link_->verify("shared-memory path", host_.describe_peer(peer_));
+  return link_->single_copy_agreed();
+}
 
 // With nothing queued before it and room for all of it, the message is
 // written at once and the request completes here: no queue entry, and up to
@@ -137,6 +196,13 @@ ShmPath::ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer)
 // header and payload together, for the reader to see.
 void ShmPath::post_locked(std::shared_ptr<Request> req) {
   ShmRing& ring = link_->tx;
+  if (use_single_copy(req->size())) {
+    const wire::MessageHeader header{wire::kShmSingleCopyMagic, 0, req->tag(), req->size(), req->comm()};
+    txq_.push_back(Outgoing{header, std::move(req), 0, true});
+    flush_locked();
+    while (!txq_.empty() && may_announce() && ring.writer_prepare_sleep()) flush_locked();
+    return;
+  }
   const wire::MessageHeader header{wire::kMessageMagic, 0, req->tag(), req->size(), req->comm()};
   if (txq_.empty() && ring.write_both(&header, sizeof(header), req->data(), req->size())) {
     if (ring.reader_needs_doorbell()) host_.doorbell_locked(peer_);
@@ -148,14 +214,32 @@ void ShmPath::post_locked(std::shared_ptr<Request> req) {
   // What is left waits for room. Whoever drives flushes it (it polls and sees
   // the backlog); one that sleeps in epoll meanwhile is woken by the reader's
   // doorbell once it makes room, which the raised flag asks for.
-  while (!txq_.empty() && ring.writer_prepare_sleep()) flush_locked();
+  while (!txq_.empty() && may_announce() && ring.writer_prepare_sleep()) flush_locked();
 }
 
 void ShmPath::flush_locked() {
   ShmRing& ring = link_->tx;
   bool wrote = false;
+  if (!announced_.empty()) serve_single_copies_locked();
   while (!txq_.empty()) {
     auto& item = txq_.front();
+    if (item.single_copy) {
+      // The slot is set up before the header that names it is published (the
+      // ring's release); the header goes whole or not at all.
+      if (!may_announce()) break;
+      SingleCopySlot& slot = tx_slot(announced_sent_);
+      slot.src.store(reinterpret_cast<uintptr_t>(item.request->data()), std::memory_order_relaxed);
+      slot.dst.store(0, std::memory_order_relaxed);
+      slot.split.store(0, std::memory_order_relaxed);
+      slot.src_state.store(kSrcPosted, std::memory_order_relaxed);
+      slot.dst_state.store(kDstUnanswered, std::memory_order_relaxed);
+      static const char kNoPayload = 0;
+      if (!ring.write_both(&item.header, kHeaderBytes, &kNoPayload, 0)) break;
+      wrote = true;
+      announced_.push_back(Announced{std::move(item.request), announced_sent_++, nullptr});
+      txq_.pop_front();
+      continue;
+    }
     if (item.sent < kHeaderBytes) {
       size_t k = ring.write_some(reinterpret_cast<char*>(&item.header) + item.sent, kHeaderBytes - item.sent);
       item.sent += k;
@@ -172,13 +256,16 @@ void ShmPath::flush_locked() {
     item.request->complete(nullptr, peer_);
     txq_.pop_front();
   }
-  backlog_.store(!txq_.empty(), std::memory_order_relaxed);
+  backlog_.store(!txq_.empty() || !announced_.empty(), std::memory_order_relaxed);
   if (wrote && ring.reader_needs_doorbell()) host_.doorbell_locked(peer_);
 }
 
 void ShmPath::fail_sends_locked(const std::exception_ptr& error) {
   for (auto& item : txq_) item.request->complete(error, peer_);
   txq_.clear();
+  // The pair is done with: no slot is used again.
+  for (auto& a : announced_) withdraw_locked(a, error, /*wait_for_reader=*/true);
+  announced_.clear();
   backlog_.store(false, std::memory_order_relaxed);
 }
 
@@ -190,7 +277,7 @@ void ShmPath::abandon_sends_locked(uint32_t comm, const std::exception_ptr& erro
       ++it;
       continue;
     }
-    if (it->sent == 0) {
+    if (it->sent == 0) {  // an unannounced single copy too
       r.complete(error, peer_);
       it = txq_.erase(it);
       continue;
@@ -203,23 +290,55 @@ void ShmPath::abandon_sends_locked(uint32_t comm, const std::exception_ptr& erro
     r.complete(error, peer_);
     ++it;
   }
-  backlog_.store(!txq_.empty(), std::memory_order_relaxed);
+  // Announced ones keep their slots until the receiver is done with them.
+  for (auto& a : announced_)
+    if (a.request && a.request->comm() == comm) withdraw_locked(a, error, /*wait_for_reader=*/false);
+  backlog_.store(!txq_.empty() || !announced_.empty(), std::memory_order_relaxed);
 }
 
-bool ShmPath::prepare_sleep_locked() { return !txq_.empty() && link_->tx.writer_prepare_sleep(); }
+bool ShmPath::prepare_sleep_locked() {
+  if (!announced_.empty()) {
+    link_->single_tx->sender_waits.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (const auto& a : announced_) {
+      SingleCopySlot& slot = tx_slot(a.number);
+      if (slot.dst_state.load(std::memory_order_acquire) == kDstWanted ||
+          slot.src_state.load(std::memory_order_acquire) == kSrcDone)
+        return true;
+    }
+  }
+  return !txq_.empty() && may_announce() && link_->tx.writer_prepare_sleep();
+}
 
 // Consumes what the ring holds: headers and payloads are copied straight from
 // the ring to their place.
 bool ShmPath::poll() {
   if (broken_) return false;
   ShmRing& ring = link_->rx;
-  bool consumed = false;
+  if (owe_doorbell_) {
+    owe_doorbell_ = false;
+    host_.doorbell(peer_);
+  }
+  // The higher rank checks its peer as soon as the lower one has, so that
+  // neither waits for a large message of its own to learn whether it may.
+  if (single_copy_bytes_ > 0 && link_->verdict_due())
+    link_->verify("shared-memory path", host_.describe_peer(peer_));
+  bool consumed = !splitting_.empty() && settle_splitting();
+  // Nothing after a parked announcement is read before it: messages of one
+  // sender are matched in the order sent.
+  if (parked_ && !receive_single_copy()) return consumed;
   for (;;) {
     size_t avail = ring.available();
     if (!in_payload_) {
       if (avail < kHeaderBytes) break;
       ring.read(&header_, kHeaderBytes);
       consumed = true;
+      if (header_.magic == wire::kShmSingleCopyMagic && header_.size <= wire::kMaxUnexpectedBytes) {
+        parked_ = true;
+        parked_since_ = std::chrono::steady_clock::now();
+        if (!receive_single_copy()) break;
+        continue;
+      }
       if (header_.magic != wire::kMessageMagic || header_.size > wire::kMaxUnexpectedBytes) {
         broken_ = true;
         host_.path_failed(peer_, bad_header(host_.describe_peer(peer_), header_));
@@ -245,6 +364,17 @@ bool ShmPath::poll() {
   return consumed;
 }
 
-bool ShmPath::prepare_sleep() { return link_->rx.reader_prepare_sleep(); }
+bool ShmPath::prepare_sleep() {
+  if (parked_) return true;  // it is taken or read whole soon: keep polling
+  if (!splitting_.empty()) {
+    link_->single_rx->receiver_waits.store(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    for (const auto& s : splitting_) {
+      const uint32_t state = rx_slot(s.number).dst_state.load(std::memory_order_acquire);
+      if (state != kDstWanted && state != kDstWriting) return true;
+    }
+  }
+  return link_->rx.reader_prepare_sleep();
+}
 
 }  // namespace tdist

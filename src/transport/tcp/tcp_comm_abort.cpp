@@ -100,6 +100,7 @@ void TcpTransport::drop_comm_locked(uint32_t comm, const std::exception_ptr& cau
         p.rx.request.reset();
         p.dst = nullptr;
       }
+      if (p.path) p.path->fail_pending_receives_locked(&comm, cause);
       if (p.path && ours(p.path->incoming().request)) {
         failed.push_back(std::move(p.path->incoming().request));
         p.path->incoming().request.reset();

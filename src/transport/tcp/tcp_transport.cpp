@@ -526,6 +526,7 @@ void TcpTransport::fail_rendezvous_receives_locked(Peer& p, const std::exception
 // Fails the receive of the message arriving from p (over its socket or its
 // path), if any. With rx_mu_ and mu_ held.
 void TcpTransport::fail_incoming_locked(Peer& p, const std::exception_ptr& error) {
+  if (p.path) p.path->fail_pending_receives_locked(nullptr, error);
   for (MessageSlot* slot : {&p.rx, p.path ? &p.path->incoming() : nullptr}) {
     if (!slot) continue;
     if (slot->request) slot->request->complete(error, p.rank);

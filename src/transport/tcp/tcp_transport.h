@@ -152,6 +152,9 @@ class TcpTransport final : public Mesh, private PathHost {
 
   // PathHost: what a data path asks of the mesh (tcp_receive.cpp, tcp_transport.cpp).
   char* begin_message(int peer, const wire::MessageHeader& header, MessageSlot& slot) override;
+  char* begin_posted_message(int peer, const wire::MessageHeader& header, MessageSlot& slot, bool& waiting) override {
+    return matching_.begin_posted_message(peer, header, slot, waiting);
+  }
   void end_message(int peer, MessageSlot& slot) override;
   void path_failed(int peer, std::exception_ptr error) override;
   void doorbell_locked(int peer) override;
