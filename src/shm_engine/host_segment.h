@@ -116,9 +116,9 @@ class HostSegment {
   bool oversubscribed() const { return oversubscribed_; }
 
   // One copy. Whether blocks of `block_bytes` go straight from the owner's
-  // memory to the reader's (from TDIST_SHM_SINGLE_COPY_BYTES to below
-  // TDIST_SHM_SINGLE_COPY_MAX_BYTES, the same on every rank; off for good once
-  // a read failed anywhere): the owner puts the block's address and size in
+  // memory to the reader's (from TDIST_SHM_SINGLE_COPY_BYTES on; with more
+  // ranks than cores only below TDIST_SHM_SINGLE_COPY_MAX_BYTES; the same on
+  // every rank; off for good once a read failed anywhere): the owner puts the block's address and size in
   // its slot of the operation's first round (put_block; all_to_all in the
   // directory), each reader copies it
   // (read_block, read_from), and all_read() ends the operation with a second
@@ -127,10 +127,14 @@ class HostSegment {
   // the segment, where the root's copy in and the readers' copies out overlap.
   // `oversubscribed_too`: also with more ranks than cores (the same answer on
   // every rank of a host), where reading everything in place took longer for
-  // all_gather than the segment's pieces (docs/tuning_log.md).
+  // all_gather than the segment's pieces (docs/tuning_log.md). With a core
+  // each, large blocks go in one copy too: through the segment they cost
+  // twice as much and more where the ranks' cores share no cache
+  // (docs/tuning_log.md, "Point-to-point in one copy", "One copy for large
+  // blocks with a core each").
   bool single_copy(size_t block_bytes, bool oversubscribed_too = true) const {
-    return single_copy_.bytes != 0 && block_bytes >= single_copy_.bytes && block_bytes < single_copy_.below &&
-           (oversubscribed_too || !oversubscribed_);
+    return single_copy_.bytes != 0 && block_bytes >= single_copy_.bytes &&
+           (!oversubscribed_ || (oversubscribed_too && block_bytes < single_copy_.below));
   }
   void put_block(uint32_t round, const void* data, size_t n) {
     const uint64_t where[2] = {reinterpret_cast<uintptr_t>(data), n};

@@ -334,10 +334,11 @@ inline constexpr std::array kSettingTable{
                            "reads, it finds out at its first such call and copies through its segment from then on.",
                 .default_number = 32 * kKiB, .min = 0},
     SettingInfo{.name = "TDIST_SHM_SINGLE_COPY_MAX_BYTES", .type = SettingType::Bytes, .group = "engines",
-                .meaning = "One copy (TDIST_SHM_SINGLE_COPY_BYTES) only below this size (the same block or rest); "
-                           "larger ones go through the segment, where two copies that stay in the caches beat the "
-                           "kernel's one on the machine measured (docs/tuning_log.md: One copy). 0: no limit. A "
-                           "group uses the smallest of its ranks' limits.",
+                .meaning = "With more ranks on the machine than cores, one copy (TDIST_SHM_SINGLE_COPY_BYTES) only "
+                           "below this size (the same block or rest); larger ones go through the segment, where two "
+                           "copies that stay in the caches beat the kernel's one on the machine measured "
+                           "(docs/tuning_log.md: One copy). With a core for each rank there is no limit. 0: no "
+                           "limit. A group uses the smallest of its ranks' limits.",
                 .default_number = 256 * kKiB, .min = 0},
     SettingInfo{.name = "TDIST_TEST_SHM_SINGLE_COPY_FAIL", .type = SettingType::Bool, .group = "engines",
                 .meaning = "For tests only: this rank's reads of another rank's memory fail as if the kernel "
