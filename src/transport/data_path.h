@@ -92,6 +92,10 @@ class DataPath {
   // Before sleeping: asks the writer for a doorbell when it writes. True when
   // something arrived already (do not sleep).
   virtual bool prepare_sleep() = 0;
+  // As poll(), but holding nothing back for a receive not yet posted: a
+  // notice from the peer (it left the group, aborted it, gave up) follows,
+  // and must find every message sent before it with the mesh.
+  virtual bool drain() { return poll(); }
   // The message being received, if any (abort fails its receive).
   virtual MessageSlot& incoming() = 0;
   // Its receive failed (its communicator aborted): the rest of its payload is

@@ -74,12 +74,12 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
   // Large messages in one copy: each end tells the other who it is and a
   // nonce to keep, and checks the other (ShmLink::verify).
   const bool single_copy = enabled && settings::get<"TDIST_SHM_P2P_SINGLE_COPY_BYTES">() > 0;
-  auto identity = [&](const std::unique_ptr<std::atomic<uint64_t>>& word) {
+  auto identity = [&](std::atomic<uint64_t>* word) {
     return single_copy ? single_copy_identity(*word) : SingleCopyIdentity{};
   };
   std::vector<std::unique_ptr<ShmLink>> links(candidates.size());
   std::vector<ShmSegment> offered(candidates.size());
-  std::vector<std::unique_ptr<std::atomic<uint64_t>>> offered_words(candidates.size());
+  std::vector<std::atomic<uint64_t>*> offered_words(candidates.size());
   std::vector<uint64_t> offered_nonces(candidates.size());
   for (size_t i = 0; i < candidates.size(); ++i) {
     const ShmCandidate& c = candidates[i];
@@ -94,7 +94,7 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
         TDIST_LOG(LogLevel::Warn, label << ": no shared memory with " << c.name << ": " << e.what());
       }
     }
-    offered_words[i] = std::make_unique<std::atomic<uint64_t>>(0);
+    offered_words[i] = single_copy ? new_probe_word() : nullptr;
     const SingleCopyIdentity me = identity(offered_words[i]);
     offered_nonces[i] = me.nonce;
     wire::ShmOffer offer{
@@ -129,7 +129,10 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
       ShmLink& link = *links[i];
       // The peer's nonce is in place before the reply lets the peer look for it.
       link.peer = SingleCopyIdentity{offer.pid, offer.pid_ns, offer.probe, offer.nonce};
-      link.probe_word = std::make_unique<std::atomic<uint64_t>>(offer.nonce);
+      if (single_copy) {
+        link.probe_word = new_probe_word();
+        link.probe_word->store(offer.nonce, std::memory_order_relaxed);
+      }
       me = identity(link.probe_word);
       link.nonce_given = me.nonce;
     }
@@ -148,9 +151,9 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
       links[i] = std::make_unique<ShmLink>(std::move(offered[i]), ring_bytes, /*is_low=*/true);
       ShmLink& link = *links[i];
       link.peer = SingleCopyIdentity{reply.pid, reply.pid_ns, reply.probe, reply.nonce};
-      link.probe_word = std::move(offered_words[i]);
+      link.probe_word = offered_words[i];
       // The peer's nonce is in place before this rank's verdict lets the peer look for it.
-      link.probe_word->store(reply.nonce, std::memory_order_relaxed);
+      if (link.probe_word) link.probe_word->store(reply.nonce, std::memory_order_relaxed);
       link.nonce_given = offered_nonces[i];
       link.verify(label, c.name);
     }
@@ -264,7 +267,7 @@ void ShmPath::fail_sends_locked(const std::exception_ptr& error) {
   for (auto& item : txq_) item.request->complete(error, peer_);
   txq_.clear();
   // The pair is done with: no slot is used again.
-  for (auto& a : announced_) withdraw_locked(a, error, /*wait_for_reader=*/true);
+  for (auto& a : announced_) withdraw_locked(a, error);
   announced_.clear();
   backlog_.store(false, std::memory_order_relaxed);
 }
@@ -292,7 +295,7 @@ void ShmPath::abandon_sends_locked(uint32_t comm, const std::exception_ptr& erro
   }
   // Announced ones keep their slots until the receiver is done with them.
   for (auto& a : announced_)
-    if (a.request && a.request->comm() == comm) withdraw_locked(a, error, /*wait_for_reader=*/false);
+    if (a.request && a.request->comm() == comm) withdraw_locked(a, error);
   backlog_.store(!txq_.empty() || !announced_.empty(), std::memory_order_relaxed);
 }
 

@@ -36,7 +36,7 @@ struct ShmLink {
   // and this rank's own verdict on the peer (kept here, not in the segment
   // the peer may write): 0 not yet, 1 verified, 2 not, 3 being checked.
   SingleCopyIdentity peer;
-  std::unique_ptr<std::atomic<uint64_t>> probe_word;
+  std::atomic<uint64_t>* probe_word = nullptr;  // new_probe_word()
   uint64_t nonce_given = 0;
   std::atomic<uint32_t> verdict{0};
 
@@ -90,6 +90,7 @@ std::vector<std::unique_ptr<ShmLink>> connect_shm_links(int rank, const std::vec
 class ShmPath final : public DataPath {
  public:
   ShmPath(std::unique_ptr<ShmLink> link, PathHost& host, int peer);
+  ~ShmPath() override;
 
   void post_locked(std::shared_ptr<Request> request) override;
   void flush_locked() override;
@@ -99,6 +100,10 @@ class ShmPath final : public DataPath {
   bool prepare_sleep_locked() override;
   bool poll() override;
   bool prepare_sleep() override;
+  bool drain() override {
+    patient_ = false;  // a parked announcement is read into a buffer now
+    return poll();
+  }
   MessageSlot& incoming() override { return rx_slot_; }
   void discard_incoming() override { dst_ = nullptr; }
   void fail_pending_receives_locked(const uint32_t* comm, const std::exception_ptr& error) override;
@@ -114,7 +119,7 @@ class ShmPath final : public DataPath {
   struct Announced {
     std::shared_ptr<Request> request;  // null once completed (a withdrawn send waits for the slot)
     uint64_t number;                   // the message's number in this direction: its slot
-    std::exception_ptr error;          // it completes with this (its communicator aborted)
+    std::exception_ptr error;          // it completes with this (its write failed)
   };
   // A receive whose second part the sender writes.
   struct Splitting {
@@ -132,8 +137,9 @@ class ShmPath final : public DataPath {
   }
   // Sender: writes the parts receivers asked for, completes what is done.
   void serve_single_copies_locked();
-  // Sender: gives up its announced messages (withdraws what the receiver has not begun).
-  void withdraw_locked(Announced& a, const std::exception_ptr& error, bool wait_for_reader);
+  // Sender: gives up an announced message (withdraws what the receiver has not
+  // begun, waits for what it has) and completes it with `error`.
+  void withdraw_locked(Announced& a, const std::exception_ptr& error);
   // Receiver: the message announced in header_; false while it waits for its
   // receive (parked_).
   bool receive_single_copy();

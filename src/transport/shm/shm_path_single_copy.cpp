@@ -38,6 +38,25 @@ bool wait_while(const SingleCopyIdentity& peer, Busy busy) {
 }
 }  // namespace
 
+// Whatever is still in flight: the peer's copies touch this process's
+// buffers no more once this returns (a path closed without failing its
+// requests first).
+ShmPath::~ShmPath() {
+  if (splitting_.empty() && announced_.empty()) return;
+  const auto closed = single_copy_error("the shared-memory path to rank " + std::to_string(peer_) + " closed");
+  // The mesh may be half gone: only the requests are touched, not the host.
+  for (auto& s : splitting_) {
+    SingleCopySlot& slot = rx_slot(s.number);
+    uint32_t wanted = kDstWanted;
+    if (!slot.dst_state.compare_exchange_strong(wanted, kDstRevoked, std::memory_order_acq_rel))
+      wait_while(link_->peer, [&] { return slot.dst_state.load(std::memory_order_acquire) == kDstWriting; });
+    slot.src_state.store(kSrcDone, std::memory_order_release);
+    if (s.slot.request) s.slot.request->complete(closed, peer_);
+  }
+  splitting_.clear();
+  for (auto& a : announced_) withdraw_locked(a, closed);
+}
+
 std::exception_ptr ShmPath::single_copy_error(const std::string& what) const {
   return std::make_exception_ptr(DistNetworkError(what));
 }
@@ -73,7 +92,7 @@ void ShmPath::serve_single_copies_locked() {
   }
 }
 
-void ShmPath::withdraw_locked(Announced& a, const std::exception_ptr& error, bool wait_for_reader) {
+void ShmPath::withdraw_locked(Announced& a, const std::exception_ptr& error) {
   if (!a.request) return;
   SingleCopySlot& slot = tx_slot(a.number);
   uint32_t src = kSrcPosted;
@@ -83,16 +102,18 @@ void ShmPath::withdraw_locked(Announced& a, const std::exception_ptr& error, boo
     uint32_t expected = from;
     if (slot.dst_state.compare_exchange_strong(expected, kDstRevoked, std::memory_order_acq_rel)) break;
   }
+  // A read under way ends within one copy: the buffer is the caller's again
+  // once this returns.
   if (!withdrawn && src == kSrcReading) {
-    if (!wait_for_reader) {
-      a.error = error;  // completes once the receiver has read its part
-      return;
-    }
     if (!wait_while(link_->peer, [&] { return slot.src_state.load(std::memory_order_acquire) == kSrcReading; }))
-      TDIST_LOG(LogLevel::Warn, host_.describe_peer(peer_) << " still reads a failed send's buffer after "
-                                                           << kLongestPartWait.count() << " s");
+      TDIST_LOG(LogLevel::Warn, "rank " << peer_ << " (pid " << link_->peer.pid
+                                        << ") still reads a failed send's buffer after " << kLongestPartWait.count()
+                                        << " s");
   }
-  a.request->complete(error, peer_);
+  // A receiver done with the slot has the message (it settled the second
+  // half before saying so): the send succeeded, whatever stopped it since.
+  const bool delivered = !withdrawn && slot.src_state.load(std::memory_order_acquire) == kSrcDone;
+  a.request->complete(delivered ? a.error : error, peer_);
   a.request.reset();
 }
 
@@ -118,10 +139,10 @@ bool ShmPath::receive_single_copy() {
   if (!slot.src_state.compare_exchange_strong(src, kSrcReading, std::memory_order_acq_rel)) {
     release_rx_slot(number, /*ring_now=*/true);
     if (target.request)
-      target.request->complete(single_copy_error("receiving " + std::to_string(size) + " bytes from " +
-                                                 host_.describe_peer(peer_) +
-                                                 " in one copy: it withdrew the message (its send failed)"),
-                               peer_);
+      target.request->complete(
+          single_copy_error("receiving " + std::to_string(size) + " bytes from " + host_.describe_peer(peer_) +
+                            " in one copy: it withdrew the message (its send failed)"),
+          peer_);
     return true;
   }
   patient_ = !waiting;
@@ -208,9 +229,9 @@ void ShmPath::finish_splitting(Splitting& s, uint32_t state, bool ring_now) {
     if (why.empty()) state = kDstWritten;
   }
   if (!error && state != kDstWritten)
-    error = single_copy_error("receiving " + std::to_string(s.size) + " bytes from " + host_.describe_peer(peer_) +
-                              " in one copy: " +
-                              (state == kDstFailed ? "its write of the second half failed" : "the read failed"));
+    error = single_copy_error(
+        "receiving " + std::to_string(s.size) + " bytes from " + host_.describe_peer(peer_) +
+        " in one copy: " + (state == kDstFailed ? "its write of the second half failed" : "the read failed"));
   release_rx_slot(s.number, ring_now);
   if (!error) {
     count_single_copy_message();
@@ -241,17 +262,17 @@ void ShmPath::fail_pending_receives_locked(const uint32_t* comm, const std::exce
     if (slot.dst_state.compare_exchange_strong(state, kDstRevoked, std::memory_order_acq_rel)) {
       state = kDstRevoked;
     } else if (state == kDstWriting) {
-      if (comm) {  // the pair goes on: it settles in poll() once the write ends
-        it->error = error;
-        ++it;
-        continue;
-      }
+      // The write under way ends within one copy: the buffer is the caller's
+      // again once this returns.
       if (!wait_while(link_->peer, [&] { return slot.dst_state.load(std::memory_order_acquire) == kDstWriting; }))
-        TDIST_LOG(LogLevel::Warn, host_.describe_peer(peer_) << " still writes into a failed receive's buffer after "
-                                                             << kLongestPartWait.count() << " s");
+        TDIST_LOG(LogLevel::Warn, "rank " << peer_ << " (pid " << link_->peer.pid
+                                          << ") still writes into a failed receive's buffer after "
+                                          << kLongestPartWait.count() << " s");
       state = slot.dst_state.load(std::memory_order_acquire);
     }
-    it->error = error;
+    // A peer lost after it wrote its half has delivered the message (as one
+    // that sent through the ring and exited); an aborted group fails it.
+    it->error = comm == nullptr && state == kDstWritten ? nullptr : error;
     // The mesh's locks are held: the sender's doorbell waits for the next poll().
     finish_splitting(*it, state, /*ring_now=*/false);
     it = splitting_.erase(it);

@@ -1,5 +1,7 @@
 #include "transport/shm/shm_single_copy.h"
 
+#include <deque>
+#include <mutex>
 #include <string>
 
 #include "util/job_token.h"
@@ -12,6 +14,13 @@ namespace tdist {
 namespace {
 std::atomic<uint64_t> g_received{0};
 }  // namespace
+
+std::atomic<uint64_t>* new_probe_word() {
+  static std::mutex mu;
+  static auto* words = new std::deque<std::atomic<uint64_t>>();  // never destroyed: addresses stay valid
+  std::lock_guard<std::mutex> lock(mu);
+  return &words->emplace_back(0);
+}
 
 uint64_t single_copy_messages_received() { return g_received.load(std::memory_order_relaxed); }
 void count_single_copy_message() { g_received.fetch_add(1, std::memory_order_relaxed); }

@@ -87,6 +87,11 @@ struct SingleCopyIdentity {
   uint64_t nonce = 0;
 };
 
+// A word for one pair's probe. Never freed, nor used for anything else: a
+// peer may still probe it after the pair is gone (it writes what it read
+// back), and must not write into memory that something else owns by then.
+std::atomic<uint64_t>* new_probe_word();
+
 // This process's identity for a pair whose probe word is `word` (having
 // allowed the peers of its user to read and write its memory:
 // util/peer_memory.h), with a fresh nonce.

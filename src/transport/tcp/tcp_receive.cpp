@@ -255,7 +255,7 @@ void TcpTransport::on_control_socket(Peer& p) {
 
 bool TcpTransport::poll_path(Peer& p) {
   if (p.failed) return false;
-  return p.path->poll();
+  return p.path->drain();
 }
 
 void TcpTransport::path_failed(int peer, std::exception_ptr error) {
