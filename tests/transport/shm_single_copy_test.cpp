@@ -20,6 +20,7 @@
 #include "backends/world.h"
 #include "common/scoped_env.h"
 #include "transport/exchange_sizes.h"
+#include "transport/shm/shm_path.h"
 
 namespace tdist::testing {
 namespace {
@@ -196,6 +197,50 @@ TEST(ShmSingleCopy, APidIsTrustedOnlyWhereItHoldsTheNonceGiven) {
   (void)!write(done[1], &c, 1);
   waitpid(child, nullptr, 0);
   for (int fd : {ready[0], ready[1], done[0], done[1]}) close(fd);
+}
+
+// What a path asks of its mesh, recorded: here only how the path fails.
+struct RecordingHost final : PathHost {
+  std::string failed;
+  char* begin_message(int, const wire::MessageHeader&, MessageSlot&) override { return nullptr; }
+  char* begin_posted_message(int, const wire::MessageHeader&, MessageSlot&, bool& waiting) override {
+    waiting = false;
+    return nullptr;
+  }
+  void end_message(int, MessageSlot&) override {}
+  void path_failed(int, std::exception_ptr error) override {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      failed = e.what();
+    }
+  }
+  void doorbell_locked(int) override {}
+  void doorbell(int) override {}
+  std::string describe_peer(int peer) const override { return "rank " + std::to_string(peer); }
+};
+
+// A peer that announces a message in one copy without having been verified
+// (its verdicts in the segment say yes, as a hostile peer may write them) is
+// a protocol error: the receiver copies nothing from a pid it has not checked.
+TEST(ShmSingleCopy, AnAnnouncementFromAPeerNotVerifiedIsABadHeader) {
+  constexpr size_t kRing = 4096;
+  ShmSegment made = ShmSegment::create("p2p", ShmLink::segment_bytes(kRing));
+  ShmLink::init_controls(made, kRing);
+  ShmSegment mapped = ShmSegment::open(made.name(), ShmLink::segment_bytes(kRing));
+  made.unlink();
+  ShmLink low(std::move(made), kRing, /*is_low=*/true);
+  auto high = std::make_unique<ShmLink>(std::move(mapped), kRing, /*is_low=*/false);
+  high->verdicts->low.store(1);
+  high->verdicts->high.store(1);
+  high->peer = SingleCopyIdentity{::getpid(), 0, 0, 0};  // no probe word: the check fails
+  RecordingHost host;
+  ShmPath path(std::move(high), host, 0);
+  const wire::MessageHeader announce{wire::kShmSingleCopyMagic, 0, 1, size_t{1} << 20, 0};
+  const char none = 0;
+  ASSERT_TRUE(low.tx.write_both(&announce, sizeof announce, &none, 0));
+  path.poll();
+  EXPECT_NE(host.failed.find("bad message header"), std::string::npos) << host.failed;
 }
 
 TEST(ShmSingleCopy, ARankThatMayNotReachItsPeerKeepsTheRings) {

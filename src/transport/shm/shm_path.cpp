@@ -336,7 +336,10 @@ bool ShmPath::poll() {
       if (avail < kHeaderBytes) break;
       ring.read(&header_, kHeaderBytes);
       consumed = true;
-      if (header_.magic == wire::kShmSingleCopyMagic && header_.size <= wire::kMaxUnexpectedBytes) {
+      // Only from a peer this rank verified (ShmLink::verify): anything else
+      // is a bad header, whatever the segment says.
+      if (header_.magic == wire::kShmSingleCopyMagic && header_.size <= wire::kMaxUnexpectedBytes &&
+          link_->verdict.load(std::memory_order_acquire) == 1) {
         parked_ = true;
         parked_since_ = std::chrono::steady_clock::now();
         if (!receive_single_copy()) break;

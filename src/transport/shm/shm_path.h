@@ -122,9 +122,13 @@ class ShmPath final : public DataPath {
     std::exception_ptr error;          // it completes with this (its write failed)
   };
   // A receive whose second part the sender writes.
+  // Its sizes and buffer are kept here: the slot's copies lie in memory the
+  // peer may write.
   struct Splitting {
     uint64_t number;
     size_t size;
+    size_t split;  // the sender writes [split, size)
+    char* rest;    // the receive buffer at split
     MessageSlot slot;
     std::exception_ptr error;  // it completes with this once the sender's part is settled
   };

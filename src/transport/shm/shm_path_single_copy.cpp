@@ -176,7 +176,7 @@ bool ShmPath::receive_single_copy() {
     error = single_copy_error("receiving " + std::to_string(size) + " bytes from " + host_.describe_peer(peer_) +
                               " in one copy: " + why);
   if (split < size) {
-    Splitting s{number, size, std::move(target), error};
+    Splitting s{number, size, split, dst + split, std::move(target), error};
     wanted = kDstWanted;
     if (error && slot.dst_state.compare_exchange_strong(wanted, kDstRevoked, std::memory_order_acq_rel)) {
       finish_splitting(s, kDstRevoked, /*ring_now=*/true);
@@ -221,11 +221,9 @@ void ShmPath::finish_splitting(Splitting& s, uint32_t state, bool ring_now) {
   if (!error && state == kDstRevoked) {
     // The sender gave up its half (its send failed) while this side still
     // holds its buffer: this side reads that half too.
-    SingleCopySlot& slot = rx_slot(s.number);
-    const uint64_t split = slot.split.load(std::memory_order_relaxed);
-    const char* from = reinterpret_cast<const char*>(static_cast<uintptr_t>(slot.src.load(std::memory_order_relaxed)));
-    char* to = reinterpret_cast<char*>(static_cast<uintptr_t>(slot.dst.load(std::memory_order_relaxed)));
-    const std::string why = read_peer_memory(link_->peer.pid, from + split, to, s.size - split);
+    const char* from =
+        reinterpret_cast<const char*>(static_cast<uintptr_t>(rx_slot(s.number).src.load(std::memory_order_relaxed)));
+    const std::string why = read_peer_memory(link_->peer.pid, from + s.split, s.rest, s.size - s.split);
     if (why.empty()) state = kDstWritten;
   }
   if (!error && state != kDstWritten)
