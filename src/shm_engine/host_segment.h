@@ -136,6 +136,8 @@ class HostSegment {
     return single_copy_.bytes != 0 && block_bytes >= single_copy_.bytes &&
            (!oversubscribed_ || (oversubscribed_too && block_bytes < single_copy_.below));
   }
+  // The least block that goes in one copy (TDIST_SHM_SINGLE_COPY_BYTES, as agreed; 0: none).
+  size_t single_copy_bytes() const { return single_copy_.bytes; }
   void put_block(uint32_t round, const void* data, size_t n) {
     const uint64_t where[2] = {reinterpret_cast<uintptr_t>(data), n};
     std::memcpy(slot(round, rank_), where, sizeof where);

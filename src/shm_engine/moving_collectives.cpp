@@ -33,6 +33,25 @@ bool words_suffice(const std::vector<Tensor>& blocks) {
   return true;
 }
 
+// The rounds an all_to_all needs, as each rank publishes them in its first
+// round (its signature's size) and every rank then takes the largest of.
+struct Rounds {
+  static constexpr uint64_t kMax = UINT32_MAX;
+  size_t rounds = 1;         // through the segment
+  size_t direct_rounds = 0;  // the blocks read in one copy would need there, if the reads fail (0: none)
+  void add(size_t count, bool direct) {
+    size_t& r = direct ? direct_rounds : rounds;
+    r = std::max(r, count);
+  }
+  bool too_many() const { return rounds > kMax || direct_rounds > kMax; }
+  bool any_direct() const { return direct_rounds > 0; }
+  uint64_t packed() const { return rounds | uint64_t{direct_rounds} << 32; }
+  void merge(uint64_t other) {
+    rounds = std::max<size_t>(rounds, other & kMax);
+    direct_rounds = std::max<size_t>(direct_rounds, other >> 32);
+  }
+};
+
 }  // namespace
 
 void barrier(HostSegment& a, CollectiveContext& ctx) { a.start(ctx, signature(OpCode::Barrier)); }
@@ -163,33 +182,49 @@ void scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const
 
 // Each slot holds one part per destination. A rank knows only the sizes it
 // sends and receives, so in the first round each tells d in the directory how
-// much it sends to d (checked by d) and publishes the rounds it needs; all run
-// the largest count.
+// much it sends to d and from where (checked by d), and publishes the rounds
+// it needs; all run the largest count.
+//
+// With a core for each rank, a block of TDIST_SHM_SINGLE_COPY_BYTES or more
+// is not copied into the segment at all: its receiver reads it whole from
+// the sender's input after the first round (HostSegment: one copy), and a
+// last round (all_read) keeps the inputs untouched until every read is over.
+// Its sender and receiver decide alike from its size, which they agree on
+// (checked). Through the segment such a block crosses between the ranks'
+// cores twice, which costs 3x more where they share no cache
+// (docs/tuning_log.md: "all_to_all in one copy with a core each").
 void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                 const std::vector<Tensor>& inputs) {
   const int n = a.size(), me = a.rank();
   const size_t cap = part_bytes(a.slot_bytes(), n);
-  size_t rounds = 1;
-  for (int i = 0; i < n; ++i)
-    rounds = std::max({rounds, rounds_for(inputs[i].nbytes(), cap), rounds_for(outputs[i].nbytes(), cap)});
-  const Signature sig = signature(OpCode::AllToAll, static_cast<int>(inputs[me].dtype()), -1, -1, rounds);
+  // Decided once: a failed read turns one copy off for the group (all_read).
+  const size_t direct_from = a.single_copy(SIZE_MAX, /*oversubscribed_too=*/false) ? a.single_copy_bytes() : SIZE_MAX;
+  const auto direct = [&](size_t bytes) { return bytes != 0 && bytes >= direct_from; };
+  Rounds need;
+  for (int i = 0; i < n; ++i) {
+    if (i == me) continue;  // copied here
+    for (size_t bytes : {inputs[i].nbytes(), outputs[i].nbytes()}) need.add(rounds_for(bytes, cap), direct(bytes));
+  }
+  if (need.too_many()) a.fail(ctx, "a block of more than 2^32 - 1 pieces of " + std::to_string(cap) + " bytes");
+  const Signature sig = signature(OpCode::AllToAll, static_cast<int>(inputs[me].dtype()), -1, -1, need.packed());
   bulk_copy(outputs[me].data(), inputs[me].data(), outputs[me].nbytes());
-  for (size_t j = 0; j < rounds; ++j) {
+  // Piece j of every block that `moves` through the segment; the first round starts the operation.
+  const auto move_pieces = [&](size_t j, const auto& moves, bool first) {
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * cap;
     for (int d = 0; d < n; ++d) {
       if (d == me) continue;
       // How many bytes go to d, and where they lie (for one copy).
-      if (j == 0) *a.directory(r, me, d) = {inputs[d].nbytes(), reinterpret_cast<uintptr_t>(inputs[d].data())};
-      if (size_t len = piece_len(inputs[d].nbytes(), at, cap))
+      if (first) *a.directory(r, me, d) = {inputs[d].nbytes(), reinterpret_cast<uintptr_t>(inputs[d].data())};
+      if (size_t len = piece_len(inputs[d].nbytes(), at, cap); len > 0 && moves(inputs[d].nbytes()))
         copy(a.slot(r, me) + static_cast<size_t>(d) * cap, bytes_of(inputs[d]) + at, len);
     }
-    if (j == 0) {
-      const uint32_t first = a.start(ctx, sig, /*sizes_may_differ=*/true);
+    if (first) {
+      const uint32_t started = a.start(ctx, sig, /*sizes_may_differ=*/true);
       for (int q = 0; q < n; ++q) {
         if (q == me) continue;
-        rounds = std::max<size_t>(rounds, a.size_of(q, first));
-        const uint64_t sends = a.directory(first, q, me)->bytes;
+        need.merge(a.size_of(q, started));
+        const uint64_t sends = a.directory(started, q, me)->bytes;
         if (sends != outputs[q].nbytes())
           a.fail(ctx, "size mismatch: " + a.describe_rank(q) + " sends " + std::to_string(sends) +
                           " bytes to this rank, which expects " + std::to_string(outputs[q].nbytes()));
@@ -198,25 +233,37 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
       a.sync(ctx);
     }
     for (int q = 0; q < n; ++q)
-      if (size_t len = piece_len(outputs[q].nbytes(), at, cap); q != me && len > 0)
+      if (size_t len = piece_len(outputs[q].nbytes(), at, cap); q != me && len > 0 && moves(outputs[q].nbytes()))
         copy(bytes_of(outputs[q]) + at, a.slot(r, q) + static_cast<size_t>(me) * cap, len);
-    // One copy (HostSegment): past the first piece, each rank reads the rest
-    // of its blocks from their senders' inputs where they lie, when some
-    // block needs at least two more rounds (`rounds` is the same on every
-    // rank by now) and what would follow is at least the threshold; for one
-    // more piece the extra round cost more than the copy saved.
-    if (j == 0 && rounds > 2 && a.single_copy((rounds - 1) * cap)) {
-      std::string why;
-      for (int q = 0; q < n && why.empty(); ++q) {
-        if (q == me || outputs[q].nbytes() <= cap) continue;
-        const uint64_t address = a.directory(r, q, me)->address;
-        why = a.read_from(q, reinterpret_cast<const char*>(static_cast<uintptr_t>(address)) + cap,
-                          bytes_of(outputs[q]) + cap, outputs[q].nbytes() - cap);
-      }
-      if (a.all_read(ctx, why)) return;
-      // Refused somewhere: the rest goes through the segment, from the second piece on.
+    return r;
+  };
+  const auto in_segment = [&](size_t bytes) { return !direct(bytes); };
+  const uint32_t first = move_pieces(0, in_segment, /*first=*/true);
+  std::string why;
+  if (need.any_direct()) {
+    for (int q = 0; q < n && why.empty(); ++q)
+      if (q != me && direct(outputs[q].nbytes()))
+        why = a.read_from(q, reinterpret_cast<const void*>(static_cast<uintptr_t>(a.directory(first, q, me)->address)),
+                          outputs[q].data(), outputs[q].nbytes());
+  } else if (need.rounds > 2 && a.single_copy((need.rounds - 1) * cap)) {
+    // With more ranks than cores: past the first piece, each rank reads the
+    // rest of its blocks from their senders' inputs, when some block needs
+    // at least two more rounds and what would follow is at least the
+    // threshold; for one more piece the extra round cost more than the copy
+    // saved.
+    for (int q = 0; q < n && why.empty(); ++q) {
+      if (q == me || outputs[q].nbytes() <= cap) continue;
+      const uint64_t address = a.directory(first, q, me)->address;
+      why = a.read_from(q, reinterpret_cast<const char*>(static_cast<uintptr_t>(address)) + cap,
+                        bytes_of(outputs[q]) + cap, outputs[q].nbytes() - cap);
     }
+    if (a.all_read(ctx, why)) return;
+    // Refused somewhere: the rest goes through the segment, from the second piece on.
   }
+  for (size_t j = 1; j < need.rounds; ++j) move_pieces(j, in_segment, false);
+  if (!need.any_direct() || a.all_read(ctx, why)) return;
+  // Refused somewhere: the blocks meant for one copy go through the segment.
+  for (size_t j = 0; j < need.direct_rounds; ++j) move_pieces(j, direct, false);
 }
 
 }  // namespace tdist::shm_engine

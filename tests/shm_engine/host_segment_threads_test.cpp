@@ -5,6 +5,7 @@
 // rank-order reduction computed locally. (A world of one has no arena: the
 // transport's answer must agree.)
 #include <cstring>
+#include <initializer_list>
 #include <numeric>
 
 #include "shm_engine/host_segment_util.h"
@@ -228,12 +229,13 @@ void all_to_all_cases(int n) {
 
 // Blocks of exactly one, two and three parts of a slot (a slot holds one part
 // per destination, kSlot / n bytes in whole lines), and an element either side:
-// the edges where a block takes one round more or less.
-void all_to_all_part_edges(int n) {
+// the edges where a block takes one round more or less. `parts` in the order
+// given: the world's first call is the one whose reads fail first.
+void all_to_all_part_edges(int n, std::initializer_list<size_t> part_counts = {1, 2, 3}) {
   with_thread_world(n, [&](ProcessGroup& pg) {
     const int me = pg.rank();
     const size_t part = kSlot / static_cast<size_t>(n) / 64 * 64;
-    for (size_t parts : {1, 2, 3})
+    for (size_t parts : part_counts)
       for (int delta : {-1, 0, 1}) {
         const size_t block = parts * part / sizeof(int32_t) + static_cast<size_t>(delta);
         Buffer in(DType::Int32, block * n), out(DType::Int32, block * n), want(DType::Int32, block * n);
@@ -263,6 +265,12 @@ TEST_P(ArenaThreads, AllToAllInOneCopyUnevenSplitsAndLists) {
 }
 TEST_P(ArenaThreads, AllToAllWhoseReadsFailCopiesThroughTheSegment) {
   under(Copies::OneCopyRefused, [&] { all_to_all_cases(GetParam()); });
+}
+// The first call's blocks (three parts and one element) are read in one copy
+// with a core per rank; the reads fail, and they go through the segment in
+// four rounds after the others' blocks.
+TEST_P(ArenaThreads, AllToAllOfLargeBlocksWhoseReadsFailCopiesThroughTheSegment) {
+  under(Copies::OneCopyRefused, [&] { all_to_all_part_edges(GetParam(), {3, 2, 1}); });
 }
 
 TEST_P(ArenaThreads, GatherAndScatterEveryRoot) {
