@@ -112,6 +112,50 @@ TEST(ArenaProcesses, ARankThatCannotReadTheOthersMakesTheGroupCopyThroughTheSegm
   EXPECT_EQ(describe_failures(results), "");
 }
 
+// all_to_all between two processes (a core each on a 2-core machine): blocks
+// of TDIST_SHM_SINGLE_COPY_BYTES and more are read from the other process's
+// input in one copy, smaller ones go through the segment, in one call. With
+// `refused`, rank 1 cannot read: the first call moves the large blocks
+// through the segment after all, and so do the later ones.
+void all_to_all_between_processes(bool refused) {
+  constexpr int n = 2;
+  Shared<PortBoard> board;
+  auto results = run_in_processes(n, [&](int me) {
+    if (refused && me == 1) setenv("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1", 1);
+    init_process_world(*board, me, n, milliseconds(30000));
+    require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
+    // rows(s, d) int32 rows of 4 go from s to d: 0 -> 1 about 2 MB (several slots), 1 -> 0 400 bytes.
+    auto rows = [](int s, int d, int k) -> int64_t { return s == d ? 3 : s == 0 ? 130001 + k : 25; };
+    auto value = [](int s, int d, int64_t i) { return static_cast<long>((s * 7919 + d * 104729 + i) % 1000003); };
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int64_t> in_splits(n), out_splits(n);
+      int64_t in_rows = 0, out_rows = 0;
+      for (int q = 0; q < n; ++q) {
+        in_rows += in_splits[q] = rows(me, q, k);
+        out_rows += out_splits[q] = rows(q, me, k);
+      }
+      Buffer in(DType::Int32, static_cast<size_t>(in_rows) * 4), out(DType::Int32, static_cast<size_t>(out_rows) * 4);
+      Buffer want(DType::Int32, static_cast<size_t>(out_rows) * 4);
+      for (int q = 0, at = 0, got = 0; q < n;
+           at += static_cast<int>(in_splits[q] * 4), got += static_cast<int>(out_splits[q] * 4), ++q) {
+        for (int64_t i = 0; i < in_splits[q] * 4; ++i) in.set(at + i, value(me, q, i));
+        for (int64_t i = 0; i < out_splits[q] * 4; ++i) want.set(got + i, value(q, me, i));
+      }
+      all_to_all_single(Tensor(out.data(), DType::Int32, {out_rows, 4}), Tensor(in.data(), DType::Int32, {in_rows, 4}),
+                        out_splits, in_splits);
+      require(compare_exact(out, want).empty(), "all_to_all_single " + std::to_string(k) + " on rank " +
+                                                    std::to_string(me) + ": " + compare_exact(out, want));
+    }
+    destroy_process_group();
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
+TEST(ArenaProcesses, AllToAllReadsLargeBlocksFromTheOtherProcess) { all_to_all_between_processes(false); }
+TEST(ArenaProcesses, AllToAllWhoseReadsAreRefusedMovesLargeBlocksThroughTheSegment) {
+  all_to_all_between_processes(true);
+}
+
 TEST(ArenaProcesses, RankKilledWhileOthersWaitInSharedMemoryIsNamed) {
   constexpr int n = 3;
   Shared<PortBoard> board;
