@@ -93,6 +93,36 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
   }
 }
 
+// A reduce of 2 ranks with a core each, in chunks of a slot: the other rank
+// streams chunk j into its slot and goes on, the root folds both slots'
+// chunk j into its tensor. Shared folding (fold_in_shares) has each rank fold
+// half and the root copy the other's half from that rank's cache, which
+// costs 3-5x more where the two cores share no cache; here the root reads
+// only what the other rank streamed to memory, for the same work on 2 ranks
+// (with more ranks the root would fold alone what they share).
+// docs/tuning_log.md: "A reduce of 2 ranks folded by its root".
+void fold_at_root(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+  const int me = a.rank();
+  const size_t es = t.element_size();
+  const size_t count = static_cast<size_t>(t.numel());
+  const size_t chunk = a.slot_bytes() / es;  // elements
+  const size_t chunks = ceil_div(count, chunk);
+  char* data = static_cast<char*>(t.data());
+  for (size_t j = 0; j < chunks; ++j) {
+    const uint32_t r = a.next_round(ctx);
+    const size_t len = std::min(chunk, count - j * chunk);
+    char* in = data + j * chunk * es;
+    publish(a.slot(r, me), in, len * es, /*stream=*/me != dest);
+    if (me != dest) {
+      j == 0 ? (j + 1 == chunks ? a.start_and_leave(ctx, sig) : a.start(ctx, sig))
+             : (j + 1 == chunks ? a.sync_and_leave(ctx) : a.sync(ctx));
+      continue;
+    }
+    j == 0 ? a.start(ctx, sig) : a.sync(ctx);
+    fold(op, t.dtype(), in, [&](int q) { return a.slot(r, q); }, a.size(), len);
+  }
+}
+
 // At most a word (HostSegment::kWordBytes), one round: every rank publishes its data
 // in its RankLine with its arrival, and the ranks that want the result fold
 // copies of the others' words. A waiter takes one cache miss per rank instead
@@ -141,6 +171,8 @@ void reduce_to(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tens
     fold_posts(a, ctx, sig, t, op, dest);
   else if (t.nbytes() <= one_round_limit(a))
     fold_everything(a, ctx, sig, t, op, dest);
+  else if (dest >= 0 && a.size() == 2 && !a.oversubscribed())
+    fold_at_root(a, ctx, sig, t, op, dest);
   else
     fold_in_shares(a, ctx, sig, t, op, dest);
 }

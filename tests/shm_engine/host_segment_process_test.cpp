@@ -156,6 +156,31 @@ TEST(ArenaProcesses, AllToAllWhoseReadsAreRefusedMovesLargeBlocksThroughTheSegme
   all_to_all_between_processes(true);
 }
 
+// reduce between two processes with a core each (the root folds both; the
+// other rank streams its chunks into its slot and leaves after the last):
+// several slots, either root, results bit for bit; the other rank's tensor
+// is left as it was.
+TEST(ArenaProcesses, ReduceOfTwoProcessesFoldedByTheRoot) {
+  constexpr int n = 2;
+  Shared<PortBoard> board;
+  auto results = run_in_processes(n, [&](int me) {
+    init_process_world(*board, me, n, milliseconds(30000));
+    require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
+    for (size_t count : {size_t{20000}, size_t{700001}})
+      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MIN})
+        for (int root = 0; root < n; ++root) {
+          Buffer b = rank_buffer(DType::Float32, count, me);
+          reduce(b.tensor(), root, op);
+          Buffer want =
+              me == root ? expected_reduction(DType::Float32, op, count, n) : rank_buffer(DType::Float32, count, me);
+          require(compare_exact(b, want).empty(), "reduce " + std::string(op.name()) + " of " + std::to_string(count) +
+                                                      " to " + std::to_string(root) + ": " + compare_exact(b, want));
+        }
+    destroy_process_group();
+  });
+  EXPECT_EQ(describe_failures(results), "");
+}
+
 TEST(ArenaProcesses, RankKilledWhileOthersWaitInSharedMemoryIsNamed) {
   constexpr int n = 3;
   Shared<PortBoard> board;
