@@ -37,6 +37,15 @@ void fold(ReduceOp op, DType dtype, char* out, const Src& src, int n, size_t cou
   }
 }
 
+// A tensor in chunks of a slot: element size, elements, elements per chunk, chunks.
+struct Chunks {
+  size_t es, count, chunk, chunks;
+};
+Chunks chunks_of(const HostSegment& a, const Tensor& t) {
+  const size_t es = t.element_size(), count = static_cast<size_t>(t.numel()), chunk = a.slot_bytes() / es;
+  return {es, count, chunk, ceil_div(count, chunk)};
+}
+
 // Small data, one round: every rank copies its tensor into its slot; then
 // every rank that wants the result (all, or only `dest`) folds all slots.
 void fold_everything(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
@@ -60,10 +69,7 @@ void fold_everything(HostSegment& a, CollectiveContext& ctx, Signature sig, cons
 // else, so it stays out of the slot and is folded straight from the tensor.
 void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const int me = a.rank();
-  const size_t es = t.element_size();
-  const size_t count = static_cast<size_t>(t.numel());
-  const size_t chunk = a.slot_bytes() / es;  // elements
-  const size_t chunks = ceil_div(count, chunk);
+  const auto [es, count, chunk, chunks] = chunks_of(a, t);
   const size_t unit = std::max<size_t>(1, 64 / es);  // shares of whole cache lines
   const bool wants_result = dest < 0 || dest == me;
   // One piece to one reader (reduce) streams (chunking.h: publish), unless
@@ -103,10 +109,7 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
 // docs/tuning_log.md: "A reduce of 2 ranks folded by its root".
 void fold_at_root(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const int me = a.rank();
-  const size_t es = t.element_size();
-  const size_t count = static_cast<size_t>(t.numel());
-  const size_t chunk = a.slot_bytes() / es;  // elements
-  const size_t chunks = ceil_div(count, chunk);
+  const auto [es, count, chunk, chunks] = chunks_of(a, t);
   char* data = static_cast<char*>(t.data());
   for (size_t j = 0; j < chunks; ++j) {
     const uint32_t r = a.next_round(ctx);
