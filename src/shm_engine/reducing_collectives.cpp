@@ -100,11 +100,11 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
 }
 
 // A reduce of 2 ranks with a core each, in chunks of a slot: the other rank
-// streams chunk j into its slot and goes on, the root folds both slots'
-// chunk j into its tensor. Shared folding (fold_in_shares) has each rank fold
+// streams chunk j into its slot and goes on, the root folds that chunk into
+// its tensor in place. Shared folding (fold_in_shares) has each rank fold
 // half and the root copy the other's half from that rank's cache, which
-// costs 3-5x more where the two cores share no cache; here the root reads
-// only what the other rank streamed to memory, for the same work on 2 ranks
+// costs 5-10x more where the two cores share no cache; here the root reads
+// only what the other rank streamed to memory, and copies nothing of its own
 // (with more ranks the root would fold alone what they share).
 // docs/tuning_log.md: "A reduce of 2 ranks folded by its root".
 void fold_at_root(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
@@ -115,14 +115,16 @@ void fold_at_root(HostSegment& a, CollectiveContext& ctx, Signature sig, const T
     const uint32_t r = a.next_round(ctx);
     const size_t len = std::min(chunk, count - j * chunk);
     char* in = data + j * chunk * es;
-    publish(a.slot(r, me), in, len * es, /*stream=*/me != dest);
     if (me != dest) {
+      publish(a.slot(r, me), in, len * es, /*stream=*/true);
       j == 0 ? (j + 1 == chunks ? a.start_and_leave(ctx, sig) : a.start(ctx, sig))
              : (j + 1 == chunks ? a.sync_and_leave(ctx) : a.sync(ctx));
       continue;
     }
     j == 0 ? a.start(ctx, sig) : a.sync(ctx);
-    fold(op, t.dtype(), in, [&](int q) { return a.slot(r, q); }, a.size(), len);
+    // In place: with 2 ranks the one combine's output is exactly one of its
+    // inputs, which reduction::combine allows.
+    fold(op, t.dtype(), in, [&](int q) { return q == me ? in : a.slot(r, q); }, a.size(), len);
   }
 }
 
