@@ -99,15 +99,18 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
   }
 }
 
-// A reduce of 2 ranks with a core each, in chunks of a slot: the other rank
-// streams chunk j into its slot and goes on, the root folds that chunk into
-// its tensor in place. Shared folding (fold_in_shares) has each rank fold
-// half and the root copy the other's half from that rank's cache, which
-// costs 5-10x more where the two cores share no cache; here the root reads
-// only what the other rank streamed to memory, and copies nothing of its own
-// (with more ranks the root would fold alone what they share).
+// 2 ranks with a core each, in chunks of a slot. A rank whose data the other
+// needs (a reduce's other rank; both in an all_reduce) streams chunk j into
+// its slot; a rank that wants the result (the root; both) folds the other's
+// chunk into its own tensor in place. Shared folding (fold_in_shares) has
+// each rank fold half and copy the other's half from that rank's cache,
+// which costs 5-10x more where the two cores share no cache; here a rank
+// reads only what the other streamed to memory, and copies nothing of its
+// own. With more ranks the folding would no longer be shared; an all_reduce
+// above a slot waits on memory where the cores share a cache (1.2-1.5x slower
+// there), so it comes here only up to a slot.
 // docs/tuning_log.md: "A reduce of 2 ranks folded by its root".
-void fold_at_root(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+void fold_two_in_place(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
   const int me = a.rank();
   const auto [es, count, chunk, chunks] = chunks_of(a, t);
   char* data = static_cast<char*>(t.data());
@@ -115,8 +118,8 @@ void fold_at_root(HostSegment& a, CollectiveContext& ctx, Signature sig, const T
     const uint32_t r = a.next_round(ctx);
     const size_t len = std::min(chunk, count - j * chunk);
     char* in = data + j * chunk * es;
-    if (me != dest) {
-      publish(a.slot(r, me), in, len * es, /*stream=*/true);
+    if (me != dest) publish(a.slot(r, me), in, len * es, /*stream=*/true);
+    if (dest >= 0 && me != dest) {
       j == 0 ? (j + 1 == chunks ? a.start_and_leave(ctx, sig) : a.start(ctx, sig))
              : (j + 1 == chunks ? a.sync_and_leave(ctx) : a.sync(ctx));
       continue;
@@ -176,8 +179,8 @@ void reduce_to(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tens
     fold_posts(a, ctx, sig, t, op, dest);
   else if (t.nbytes() <= one_round_limit(a))
     fold_everything(a, ctx, sig, t, op, dest);
-  else if (dest >= 0 && a.size() == 2 && !a.oversubscribed())
-    fold_at_root(a, ctx, sig, t, op, dest);
+  else if (a.size() == 2 && !a.oversubscribed() && (dest >= 0 || t.nbytes() <= a.slot_bytes()))
+    fold_two_in_place(a, ctx, sig, t, op, dest);
   else
     fold_in_shares(a, ctx, sig, t, op, dest);
 }

@@ -159,8 +159,8 @@ TEST(ArenaProcesses, AllToAllWhoseReadsAreRefusedMovesLargeBlocksThroughTheSegme
 // reduce between two processes with a core each (the root folds both; the
 // other rank streams its chunks into its slot and leaves after the last):
 // several slots, either root, results bit for bit; the other rank's tensor
-// is left as it was.
-TEST(ArenaProcesses, ReduceOfTwoProcessesFoldedByTheRoot) {
+// is left as it was. all_reduce the same way up to a slot.
+TEST(ArenaProcesses, ReduceAndAllReduceOfTwoProcessesFoldedInPlace) {
   constexpr int n = 2;
   Shared<PortBoard> board;
   auto results = run_in_processes(n, [&](int me) {
@@ -176,6 +176,15 @@ TEST(ArenaProcesses, ReduceOfTwoProcessesFoldedByTheRoot) {
           require(compare_exact(b, want).empty(), "reduce " + std::string(op.name()) + " of " + std::to_string(count) +
                                                       " to " + std::to_string(root) + ": " + compare_exact(b, want));
         }
+    // all_reduce of up to a slot takes the same path on both ranks; above, the shares.
+    for (size_t count : {size_t{20000}, size_t{131072}, size_t{700001}})
+      for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX}) {
+        Buffer b = rank_buffer(DType::Float32, count, me);
+        all_reduce(b.tensor(), op);
+        const Buffer want = expected_reduction(DType::Float32, op, count, n);
+        require(compare_exact(b, want).empty(), "all_reduce " + std::string(op.name()) + " of " +
+                                                    std::to_string(count) + ": " + compare_exact(b, want));
+      }
     destroy_process_group();
   });
   EXPECT_EQ(describe_failures(results), "");

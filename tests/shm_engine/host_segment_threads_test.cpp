@@ -60,6 +60,26 @@ TEST_P(ArenaThreads, AllReduceEveryDtypeOpAndSize) {
   });
 }
 
+// Data above the one-round limit that fits one slot: on 2 ranks with a core
+// each, both fold the whole of it in place (fold_two_in_place); otherwise the
+// shares.
+TEST_P(ArenaThreads, AllReduceOfOneSlotEveryDtypeAndOp) {
+  const int n = GetParam();
+  ScopedEnv one_round("TDIST_SHM_ONE_ROUND_BYTES", "256");
+  with_thread_world(n, [&](ProcessGroup& pg) {
+    for (DType dt : all_dtypes())
+      for (ReduceOp op : all_ops()) {
+        if (!reduce_op_supported(op, dt)) continue;
+        for (size_t count : {300 / dtype_size(dt) + 1, kSlot / dtype_size(dt)}) {
+          Buffer b = rank_buffer(dt, count, pg.rank());
+          blocking(pg.all_reduce(b.tensor(), {.op = op, .async_op = false}));
+          EXPECT_EQ(compare_exact(b, expected_reduction(dt, op, count, n)), "")
+              << "all_reduce " << op.name() << " of " << where(dt, count, pg.rank());
+        }
+      }
+  });
+}
+
 TEST_P(ArenaThreads, ReduceEveryRootDtypeAndOp) {
   const int n = GetParam();
   with_thread_world(n, [&](ProcessGroup& pg) {
