@@ -22,7 +22,9 @@ size_t one_round_limit(const HostSegment& a) { return std::min(a.one_round_bytes
 
 // out[i] = src(0)[i] op src(1)[i] op ... op src(n-1)[i] for i < count, folded
 // left in rank order (bitwise the same result on every rank), then finalized
-// (AVG, PREMUL_SUM). src(q) is rank q's first element; out may be none of them.
+// (AVG, PREMUL_SUM). src(q) is rank q's first element; out may be src(0), or
+// src(1) when n is 2 (each combine's output is then exactly one of its
+// inputs, as reduction::combine allows), and none of the others.
 template <typename Src>
 void fold(ReduceOp op, DType dtype, char* out, const Src& src, int n, size_t count) {
   const size_t es = dtype_size(dtype);
@@ -119,14 +121,18 @@ void fold_two_in_place(HostSegment& a, CollectiveContext& ctx, Signature sig, co
     const size_t len = std::min(chunk, count - j * chunk);
     char* in = data + j * chunk * es;
     if (me != dest) publish(a.slot(r, me), in, len * es, /*stream=*/true);
-    if (dest >= 0 && me != dest) {
-      j == 0 ? (j + 1 == chunks ? a.start_and_leave(ctx, sig) : a.start(ctx, sig))
-             : (j + 1 == chunks ? a.sync_and_leave(ctx) : a.sync(ctx));
+    if (dest >= 0 && me != dest) {  // nothing to read: it leaves the last round
+      const bool last = j + 1 == chunks;
+      if (j == 0)
+        last ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
+      else
+        last ? a.sync_and_leave(ctx) : a.sync(ctx);
       continue;
     }
-    j == 0 ? a.start(ctx, sig) : a.sync(ctx);
-    // In place: with 2 ranks the one combine's output is exactly one of its
-    // inputs, which reduction::combine allows.
+    if (j == 0)
+      a.start(ctx, sig);
+    else
+      a.sync(ctx);
     fold(op, t.dtype(), in, [&](int q) { return q == me ? in : a.slot(r, q); }, a.size(), len);
   }
 }
