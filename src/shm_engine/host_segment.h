@@ -231,6 +231,13 @@ class HostSegment {
   // nothing left to read: arrive and leave (see Leaving above).
   uint32_t start_and_leave(CollectiveContext& ctx, Signature sig);
   uint32_t sync_and_leave(CollectiveContext& ctx);
+  // Round j of an operation that runs in rounds: the first starts it, the
+  // others sync (so does the first of a fallback after one copy failed:
+  // `started`); `leave` for a rank with nothing to read in it.
+  uint32_t enter(CollectiveContext& ctx, size_t j, Signature sig, bool leave = false, bool started = false) {
+    if (j == 0 && !started) return leave ? start_and_leave(ctx, sig) : start(ctx, sig);
+    return leave ? sync_and_leave(ctx) : sync(ctx);
+  }
   // The size rank r published for the operation that started at `first`.
   uint64_t size_of(int r, uint32_t first) const;
 

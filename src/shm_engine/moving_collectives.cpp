@@ -13,17 +13,6 @@ namespace tdist::shm_engine {
 
 namespace {
 
-// The first round of an operation checks its signature; the others only
-// sync (so does the first of a fallback after one copy failed: `started`). A
-// rank with nothing to read in the operation's last round leaves it without
-// waiting (HostSegment: Leaving).
-void enter(HostSegment& a, CollectiveContext& ctx, size_t j, Signature sig, bool leave = false, bool started = false) {
-  if (j == 0 && !started)
-    leave ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
-  else
-    leave ? a.sync_and_leave(ctx) : a.sync(ctx);
-}
-
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
 
 // Every rank's block fits in its word (HostSegment::word): one round, no slots.
@@ -84,7 +73,7 @@ void broadcast(HostSegment& a, CollectiveContext& ctx, const Tensor& t, int root
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
     if (is_root) publish(a.slots(r), bytes_of(t) + at, len, rounds == 1 && streams(len));
-    enter(a, ctx, j, sig, /*leave=*/is_root && j + 1 == rounds);
+    a.enter(ctx, j, sig, /*leave=*/is_root && j + 1 == rounds);
     if (!is_root && len > 0) copy(bytes_of(t) + at, a.slots(r), len);
   }
 }
@@ -127,7 +116,7 @@ void all_gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece;
     if (size_t len = piece_len(input.nbytes(), at, piece)) copy(a.slot(r, me), bytes_of(input) + at, len);
-    enter(a, ctx, j, sig, /*leave=*/false, started);
+    a.enter(ctx, j, sig, /*leave=*/false, started);
     for (int q = 0; q < n; ++q)
       if (size_t len = piece_len(outputs[q].nbytes(), at, piece); q != me && len > 0)
         copy(bytes_of(outputs[q]) + at, a.slot(r, q), len);
@@ -156,7 +145,7 @@ void gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& o
     const uint32_t r = a.next_round(ctx);
     const size_t at = j * piece, len = piece_len(bytes, at, piece);
     if (me != root && len > 0) copy(a.slot(r, me), bytes_of(input) + at, len);
-    enter(a, ctx, j, sig, /*leave=*/me != root && j + 1 == rounds);
+    a.enter(ctx, j, sig, /*leave=*/me != root && j + 1 == rounds);
     if (me != root || len == 0) continue;
     for (int q = 0; q < n; ++q)
       if (q != root) copy(bytes_of(outputs[q]) + at, a.slot(r, q), len);
@@ -175,7 +164,7 @@ void scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const
     if (me == root && len > 0)
       for (int q = 0; q < n; ++q)
         if (q != root) copy(a.slot(r, q), bytes_of(inputs[q]) + at, len);
-    enter(a, ctx, j, sig, /*leave=*/me == root && j + 1 == rounds);
+    a.enter(ctx, j, sig, /*leave=*/me == root && j + 1 == rounds);
     if (me != root && len > 0) copy(bytes_of(output) + at, a.slot(r, me), len);
   }
 }

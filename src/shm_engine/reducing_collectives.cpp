@@ -89,10 +89,7 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
       publish(a.slot(r, me), in, off, stream);
       publish(a.slot(r, me) + s.end * es, in + s.end * es, (len - s.end) * es, stream);
     }
-    if (j == 0)
-      a.start(ctx, sig);
-    else
-      a.sync(ctx);
+    a.enter(ctx, j, sig);
     if (j > 0 && wants_result)
       copy(data + (j - 1) * chunk * es, a.result(r - 1), std::min(chunk, count - (j - 1) * chunk) * es);
     if (s.end == s.begin) continue;
@@ -122,17 +119,10 @@ void fold_two_in_place(HostSegment& a, CollectiveContext& ctx, Signature sig, co
     char* in = data + j * chunk * es;
     if (me != dest) publish(a.slot(r, me), in, len * es, /*stream=*/true);
     if (dest >= 0 && me != dest) {  // nothing to read: it leaves the last round
-      const bool last = j + 1 == chunks;
-      if (j == 0)
-        last ? a.start_and_leave(ctx, sig) : a.start(ctx, sig);
-      else
-        last ? a.sync_and_leave(ctx) : a.sync(ctx);
+      a.enter(ctx, j, sig, /*leave=*/j + 1 == chunks);
       continue;
     }
-    if (j == 0)
-      a.start(ctx, sig);
-    else
-      a.sync(ctx);
+    a.enter(ctx, j, sig);
     fold(op, t.dtype(), in, [&](int q) { return q == me ? in : a.slot(r, q); }, a.size(), len);
   }
 }
@@ -233,10 +223,7 @@ void reduce_scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output
     for (int d = 0; d < n; ++d)
       if (size_t len = piece_len(inputs[d].nbytes(), at, part); (d != me || !direct) && len > 0)
         copy(a.slot(r, me) + d * part, static_cast<const char*>(inputs[d].data()) + at, len);
-    if (j == 0)
-      a.start(ctx, sig);
-    else
-      a.sync(ctx);
+    a.enter(ctx, j, sig);
     const size_t len = piece_len(output.nbytes(), at, part);
     if (len == 0) continue;
     fold(op, output.dtype(), out + at,
