@@ -250,6 +250,12 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
   one_round_bytes_ = static_cast<size_t>(settings::get<"TDIST_SHM_ONE_ROUND_BYTES">());
   single_copy_ = single_copy;
   test_read_fails_ = settings::get<"TDIST_TEST_SHM_SINGLE_COPY_FAIL">();
+  // The registry checked the values and spells them as their choices do.
+  const std::string_view fold = settings::get<"TDIST_SHM_TWO_RANK_ALL_REDUCE">();
+  two_rank_all_reduce_.told = fold == "SHARES" ? 0 : fold == "IN_PLACE" ? 1 : RankZeroChoice::kTimed;
+  const std::string_view blocks = settings::get<"TDIST_SHM_LARGE_BLOCKS">();
+  all_gather_blocks_.told = blocks == "ONE_COPY" ? 0 : blocks == "SEGMENT" ? 1 : RankZeroChoice::kTimed;
+  all_to_all_blocks_.told = all_gather_blocks_.told;
   // Before this rank's first arrival: a peer may read this process from its first operation on.
   if (single_copy_.bytes != 0) allow_reads_by_peers();
   round_ = confirmed_ = lines_[rank_].round.load(std::memory_order_relaxed);
@@ -261,6 +267,29 @@ HostSegment::HostSegment(ShmSegment segment, Layout layout, int rank, std::vecto
 }
 
 HostSegment::~HostSegment() = default;
+
+void HostSegment::propose_as_rank_zero(uint32_t round, RankZeroChoice& choice, size_t bytes) {
+  choice.bytes = bytes;
+  choice.now =
+      choice.told == RankZeroChoice::kTimed ? choice.times.pick(bytes) : MeasuredChoice::Pick{choice.told, false};
+  const uint8_t way = static_cast<uint8_t>(choice.now.way);
+  put_word(round, &way, sizeof way);
+}
+
+void HostSegment::record_last_call(uint32_t round, RankZeroChoice& choice) {
+  // A part longer than an hour is no time of ours (a rank that wrote its word wrong).
+  constexpr uint64_t kHourNs = uint64_t{3600} * 1000 * 1000 * 1000;
+  uint64_t longest = static_cast<uint64_t>(choice.last_ns);
+  bool all = true;
+  for (int q = 1; q < size_; ++q) {
+    const uint64_t ns = word(round, q);
+    all = all && ns != 0 && ns < kHourNs;
+    longest = std::max(longest, ns);
+  }
+  if (all && choice.last.counts && choice.last_bytes != 0)
+    choice.times.record(choice.last_bytes, choice.last.way, std::chrono::nanoseconds(longest));
+  choice.last_ns = 0;
+}
 
 std::string HostSegment::read_block(int r, uint32_t round, void* out) const {
   uint64_t where[2];

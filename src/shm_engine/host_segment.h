@@ -61,6 +61,7 @@
 
 #include "algorithms/collective.h"
 #include "shm_engine/layout.h"
+#include "shm_engine/measured_choice.h"
 #include "tdist/store.h"
 #include "util/deadline.h"
 #include "util/shm_segment.h"
@@ -135,6 +136,42 @@ class HostSegment {
   bool single_copy(size_t block_bytes, bool oversubscribed_too = true) const {
     return single_copy_.bytes != 0 && block_bytes >= single_copy_.bytes &&
            (!oversubscribed_ || (oversubscribed_too && block_bytes < single_copy_.below));
+  }
+  // Choices that turn on where the ranks run (measured_choice.h), made by
+  // rank 0 and followed by every rank: rank 0 propose()s its pick in its word
+  // of the operation's first round (before arriving), and every rank reads
+  // picked() there after the round's wait. Each rank's setting is read when
+  // the group is made; rank 0's decides.
+  //   two_rank_all_reduce (TDIST_SHM_TWO_RANK_ALL_REDUCE): an all_reduce above
+  //     a slot on 2 ranks with a core each; way 0 in shares, 1 in place.
+  //   all_gather_blocks, all_to_all_blocks (TDIST_SHM_LARGE_BLOCKS): their
+  //     blocks that would go in one copy, with a core for each rank; way 0 in
+  //     one copy, 1 through the segment (timed apart: which is faster need
+  //     not be the same for both).
+  RankZeroChoice& two_rank_all_reduce() { return two_rank_all_reduce_; }
+  RankZeroChoice& all_gather_blocks() { return all_gather_blocks_; }
+  RankZeroChoice& all_to_all_blocks() { return all_to_all_blocks_; }
+  // Rank 0 puts its pick for a call of `bytes` (0: it has nothing the choice
+  // is about, way 0) in its word of `round`; every other rank puts how long
+  // its part of the last call of `choice` took, if it timed one (each rank
+  // times the same calls: rank 0 reads the others' words only when it did).
+  void propose(uint32_t round, RankZeroChoice& choice, size_t bytes) {
+    if (rank_ == 0 && bytes == 0) {  // the common case of small data, inline
+      choice.bytes = 0;
+      line(rank_).word[round & 1].store(0, std::memory_order_relaxed);
+      return;
+    }
+    if (rank_ == 0) return propose_as_rank_zero(round, choice, bytes);
+    if (choice.last_ns == 0) return;
+    const uint64_t ns = static_cast<uint64_t>(choice.last_ns);
+    put_word(round, &ns, sizeof ns);
+    choice.last_ns = 0;
+  }
+  // After the round's wait: rank 0's pick. Rank 0 also records the last call
+  // it timed: the longest part.
+  int picked(uint32_t round, RankZeroChoice& choice) {
+    if (rank_ == 0 && choice.last_ns != 0) record_last_call(round, choice);
+    return static_cast<int>(word(round, 0) & 1);
   }
   // The least block that goes in one copy (TDIST_SHM_SINGLE_COPY_BYTES, as agreed; 0: none).
   size_t single_copy_bytes() const { return single_copy_.bytes; }
@@ -312,6 +349,8 @@ class HostSegment {
     return v;
   }
   uint32_t post(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
+  void propose_as_rank_zero(uint32_t round, RankZeroChoice& choice, size_t bytes);
+  void record_last_call(uint32_t round, RankZeroChoice& choice);
   // After waiting for `round`: fails if another rank failed it (or earlier).
   void check_verdict(uint32_t round, CollectiveContext& ctx) {
     if (abort_->state.load(std::memory_order_seq_cst) != 0) check_verdict_slow(round, ctx);
@@ -366,6 +405,9 @@ class HostSegment {
   bool oversubscribed_ = false;         // more ranks than the host has cores
   size_t post_bytes_ = 0;               // layout_.post_bytes()
   bool test_read_fails_ = false;        // TDIST_TEST_SHM_SINGLE_COPY_FAIL
+  RankZeroChoice two_rank_all_reduce_;
+  RankZeroChoice all_gather_blocks_;
+  RankZeroChoice all_to_all_blocks_;
   Clock::time_point next_liveness_check_{};  // wait_slow: when to look at the missing ranks' processes again
 };
 

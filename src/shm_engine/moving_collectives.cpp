@@ -4,6 +4,7 @@
 // to fill the other parity's buffers with the next piece.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "shm_engine/chunking.h"
 #include "shm_engine/collectives.h"
@@ -14,6 +15,9 @@ namespace tdist::shm_engine {
 namespace {
 
 char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
+
+// The ways of HostSegment::all_gather_blocks and all_to_all_blocks.
+constexpr int kOneCopy = 0;
 
 // Every rank's block fits in its word (HostSegment::word): one round, no slots.
 bool words_suffice(const std::vector<Tensor>& blocks) {
@@ -97,19 +101,28 @@ void all_gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     return;
   }
   bool started = false;
-  if (a.single_copy(total / static_cast<size_t>(n), /*oversubscribed_too=*/false)) {
-    // Each rank reads every other rank's input where it lies (HostSegment: one copy).
+  std::optional<TimedWay> timed;
+  if (const size_t block = total / static_cast<size_t>(n); a.single_copy(block, /*oversubscribed_too=*/false)) {
+    // Each rank reads every other rank's input where it lies (HostSegment: one
+    // copy); with a core for each rank, unless rank 0 picks the segment
+    // (HostSegment::all_gather_blocks), which then carries them from the next round on.
     const uint32_t r = a.next_round(ctx);
     a.put_block(r, input.data(), input.nbytes());
+    const bool chosen = !a.oversubscribed();
+    if (chosen) a.propose(r, a.all_gather_blocks(), block);
     a.start(ctx, sig);
     for (int q = 0; q < n; ++q)
       if (q != me && a.block_size(q, r) != outputs[q].nbytes())
         a.fail(ctx, "size mismatch: " + a.describe_rank(q) + " contributes " + std::to_string(a.block_size(q, r)) +
                         " bytes where this rank's output for it holds " + std::to_string(outputs[q].nbytes()));
-    std::string why;
-    for (int q = 0; q < n && why.empty(); ++q)
-      if (q != me) why = a.read_block(q, r, outputs[q].data());
-    if (a.all_read(ctx, why)) return;
+    const int way = chosen ? a.picked(r, a.all_gather_blocks()) : kOneCopy;
+    if (chosen) timed.emplace(a.all_gather_blocks());
+    if (way == kOneCopy) {
+      std::string why;
+      for (int q = 0; q < n && why.empty(); ++q)
+        if (q != me) why = a.read_block(q, r, outputs[q].data());
+      if (a.all_read(ctx, why)) return;
+    }
     started = true;
   }
   for (size_t j = 0; j < rounds; ++j) {
@@ -181,7 +194,10 @@ void scatter(HostSegment& a, CollectiveContext& ctx, const Tensor& output, const
 // Its sender and receiver decide alike from its size, which they agree on
 // (checked). Through the segment such a block crosses between the ranks'
 // cores twice, which costs 3x more where they share no cache
-// (docs/tuning_log.md: "all_to_all in one copy with a core each").
+// (docs/tuning_log.md: "all_to_all in one copy with a core each"), and 1.4x
+// less where they share one; so rank 0 picks (HostSegment::all_to_all_blocks) in
+// the first round, and such blocks follow the others through the segment
+// where it picks the segment.
 void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                 const std::vector<Tensor>& inputs) {
   const int n = a.size(), me = a.rank();
@@ -190,9 +206,14 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
   const size_t direct_from = a.single_copy(SIZE_MAX, /*oversubscribed_too=*/false) ? a.single_copy_bytes() : SIZE_MAX;
   const auto direct = [&](size_t bytes) { return bytes != 0 && bytes >= direct_from; };
   Rounds need;
+  size_t largest = 0;  // of the blocks meant for one copy: the size rank 0's pick is for
   for (int i = 0; i < n; ++i) {
     if (i == me) continue;  // copied here
-    for (size_t bytes : {inputs[i].nbytes(), outputs[i].nbytes()}) need.add(rounds_for(bytes, cap), direct(bytes));
+    for (size_t bytes : {inputs[i].nbytes(), outputs[i].nbytes()}) {
+      const bool one_copy = direct(bytes);
+      need.add(rounds_for(bytes, cap), one_copy);
+      if (one_copy) largest = std::max(largest, bytes);
+    }
   }
   if (need.too_many()) a.fail(ctx, "a block of more than 2^32 - 1 pieces of " + std::to_string(cap) + " bytes");
   const Signature sig = signature(OpCode::AllToAll, static_cast<int>(inputs[me].dtype()), -1, -1, need.packed());
@@ -209,6 +230,7 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
         copy(a.slot(r, me) + static_cast<size_t>(d) * cap, bytes_of(inputs[d]) + at, len);
     }
     if (first) {
+      if (direct_from != SIZE_MAX) a.propose(r, a.all_to_all_blocks(), largest);
       const uint32_t started = a.start(ctx, sig, /*sizes_may_differ=*/true);
       for (int q = 0; q < n; ++q) {
         if (q == me) continue;
@@ -229,7 +251,15 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
   const auto in_segment = [&](size_t bytes) { return !direct(bytes); };
   const uint32_t first = move_pieces(0, in_segment, /*first=*/true);
   std::string why;
+  std::optional<TimedWay> timed;
   if (need.any_direct()) {
+    const int way = a.picked(first, a.all_to_all_blocks());
+    timed.emplace(a.all_to_all_blocks());
+    if (way != kOneCopy) {
+      for (size_t j = 1; j < need.rounds; ++j) move_pieces(j, in_segment, false);
+      for (size_t j = 0; j < need.direct_rounds; ++j) move_pieces(j, direct, false);
+      return;
+    }
     for (int q = 0; q < n && why.empty(); ++q)
       if (q != me && direct(outputs[q].nbytes()))
         why = a.read_from(q, reinterpret_cast<const void*>(static_cast<uintptr_t>(a.directory(first, q, me)->address)),

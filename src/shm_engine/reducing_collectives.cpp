@@ -69,7 +69,9 @@ void fold_everything(HostSegment& a, CollectiveContext& ctx, Signature sig, cons
 // rounds of one sync each, and a rank copies chunk j+1 in while slower ranks
 // still fold chunk j. A rank's own share of its own data is read by nobody
 // else, so it stays out of the slot and is folded straight from the tensor.
-void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+// `started`: a round of this operation has run already (fold_two_chosen's).
+void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest,
+                    bool started = false) {
   const int me = a.rank();
   const auto [es, count, chunk, chunks] = chunks_of(a, t);
   const size_t unit = std::max<size_t>(1, 64 / es);  // shares of whole cache lines
@@ -89,7 +91,7 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
       publish(a.slot(r, me), in, off, stream);
       publish(a.slot(r, me) + s.end * es, in + s.end * es, (len - s.end) * es, stream);
     }
-    a.enter(ctx, j, sig);
+    a.enter(ctx, j, sig, /*leave=*/false, started);
     if (j > 0 && wants_result)
       copy(data + (j - 1) * chunk * es, a.result(r - 1), std::min(chunk, count - (j - 1) * chunk) * es);
     if (s.end == s.begin) continue;
@@ -107,9 +109,10 @@ void fold_in_shares(HostSegment& a, CollectiveContext& ctx, Signature sig, const
 // reads only what the other streamed to memory, and copies nothing of its
 // own. With more ranks the folding would no longer be shared; an all_reduce
 // above a slot waits on memory where the cores share a cache (1.2-1.5x slower
-// there), so it comes here only up to a slot.
+// there), so it comes here only when fold_two_chosen finds it faster.
 // docs/tuning_log.md: "A reduce of 2 ranks folded by its root".
-void fold_two_in_place(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest) {
+void fold_two_in_place(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op, int dest,
+                       bool started = false) {
   const int me = a.rank();
   const auto [es, count, chunk, chunks] = chunks_of(a, t);
   char* data = static_cast<char*>(t.data());
@@ -122,9 +125,28 @@ void fold_two_in_place(HostSegment& a, CollectiveContext& ctx, Signature sig, co
       a.enter(ctx, j, sig, /*leave=*/j + 1 == chunks);
       continue;
     }
-    a.enter(ctx, j, sig);
+    a.enter(ctx, j, sig, /*leave=*/false, started);
     fold(op, t.dtype(), in, [&](int q) { return q == me ? in : a.slot(r, q); }, a.size(), len);
   }
+}
+
+// An all_reduce above a slot on 2 ranks with a core each: in shares or in
+// place, as rank 0 picks (HostSegment::two_rank_all_reduce: by timing both
+// ways here, or as its setting says). A first round of its own carries the
+// pick, so both ranks run the same way whatever their own settings, and each
+// rank's time of the last call. The round costs one sync, under 1% of a
+// slot's all_reduce.
+void fold_two_chosen(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tensor& t, ReduceOp op) {
+  constexpr int kInPlace = 1;
+  const uint32_t r = a.next_round(ctx);
+  a.propose(r, a.two_rank_all_reduce(), t.nbytes());
+  a.start(ctx, sig);
+  const int way = a.picked(r, a.two_rank_all_reduce());
+  TimedWay timed(a.two_rank_all_reduce());
+  if (way == kInPlace)
+    fold_two_in_place(a, ctx, sig, t, op, -1, /*started=*/true);
+  else
+    fold_in_shares(a, ctx, sig, t, op, -1, /*started=*/true);
 }
 
 // At most a word (HostSegment::kWordBytes), one round: every rank publishes its data
@@ -177,6 +199,8 @@ void reduce_to(HostSegment& a, CollectiveContext& ctx, Signature sig, const Tens
     fold_everything(a, ctx, sig, t, op, dest);
   else if (a.size() == 2 && !a.oversubscribed() && (dest >= 0 || t.nbytes() <= a.slot_bytes()))
     fold_two_in_place(a, ctx, sig, t, op, dest);
+  else if (a.size() == 2 && !a.oversubscribed())
+    fold_two_chosen(a, ctx, sig, t, op);
   else
     fold_in_shares(a, ctx, sig, t, op, dest);
 }

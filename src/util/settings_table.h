@@ -325,13 +325,30 @@ inline constexpr std::array kSettingTable{
     SettingInfo{.name = "TDIST_SHM_ONE_ROUND_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Up to this size a shared-memory reduction folds everything in one round.",
                 .default_number = 8 * kKiB, .min = 0},
+    SettingInfo{.name = "TDIST_SHM_TWO_RANK_ALL_REDUCE", .type = SettingType::Choice, .group = "engines",
+                .meaning = "How a shared-memory all_reduce larger than a slot (TDIST_SHM_SLOT_BYTES) runs on 2 ranks "
+                           "with a core each: IN_PLACE, each rank folds what the other streamed to memory into its "
+                           "own tensor (fast where the two cores share no cache); SHARES, each folds half and "
+                           "copies the other half (fast where they share one); AUTO times both on rank 0 and runs "
+                           "the faster per size, trying the other now and then. Rank 0's setting decides for the "
+                           "group.",
+                .default_text = "AUTO", .choices = "AUTO, SHARES, IN_PLACE"},
+    SettingInfo{.name = "TDIST_SHM_LARGE_BLOCKS", .type = SettingType::Choice, .group = "engines",
+                .meaning = "How shared-memory all_gathers and all_to_alls move the blocks that go in one copy "
+                           "(TDIST_SHM_SINGLE_COPY_BYTES) when every rank has a core: ONE_COPY, each rank reads "
+                           "them from their owners' memory (fast where the ranks' cores share no cache); SEGMENT, "
+                           "through the segment (fast where they share one); AUTO times both on rank 0 and runs "
+                           "the faster per size, trying the other now and then. Rank 0's setting decides for the "
+                           "group.",
+                .default_text = "AUTO", .choices = "AUTO, ONE_COPY, SEGMENT"},
     SettingInfo{.name = "TDIST_SHM_SINGLE_COPY_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "Shared-memory all-gathers whose blocks average at least this size, and all-to-alls "
-                           "for what follows a block's first piece when some block spans more than two pieces and "
-                           "that rest is at least this size, read them straight from their owners' memory (process_vm_readv): one copy "
-                           "instead of two. 0: "
-                           "never. A group uses the smallest of its ranks' values; where the kernel refuses the "
-                           "reads, it finds out at its first such call and copies through its segment from then on.",
+                           "for their blocks of at least this size (with more ranks than cores: for what follows a "
+                           "block's first piece when some block spans more than two pieces and that rest is at "
+                           "least this size), read them straight from their owners' memory (process_vm_readv): one "
+                           "copy instead of two. 0: never. A group uses the smallest of its ranks' values; where "
+                           "the kernel refuses the reads, it finds out at its first such call and copies through "
+                           "its segment from then on.",
                 .default_number = 32 * kKiB, .min = 0},
     SettingInfo{.name = "TDIST_SHM_SINGLE_COPY_MAX_BYTES", .type = SettingType::Bytes, .group = "engines",
                 .meaning = "With more ranks on the machine than cores, one copy (TDIST_SHM_SINGLE_COPY_BYTES) only "

@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <thread>
 
@@ -92,6 +93,7 @@ TEST(ArenaProcesses, ARankThatCannotReadTheOthersMakesTheGroupCopyThroughTheSegm
   Shared<PortBoard> board;
   auto results = run_in_processes(n, [&](int me) {
     if (me == 1) setenv("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1", 1);
+    setenv("TDIST_SHM_LARGE_BLOCKS", "ONE_COPY", 1);
     init_process_world(*board, me, n, milliseconds(30000));
     require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
     for (int k = 0; k < 3; ++k) {
@@ -116,18 +118,23 @@ TEST(ArenaProcesses, ARankThatCannotReadTheOthersMakesTheGroupCopyThroughTheSegm
 // of TDIST_SHM_SINGLE_COPY_BYTES and more are read from the other process's
 // input in one copy, smaller ones go through the segment, in one call. With
 // `refused`, rank 1 cannot read: the first call moves the large blocks
-// through the segment after all, and so do the later ones.
-void all_to_all_between_processes(bool refused) {
+// through the segment after all, and so do the later ones. `told`: each
+// rank's TDIST_SHM_LARGE_BLOCKS, of which rank 0's decides (a rank that went
+// its own way would break the results, or wait for a round the other never
+// enters).
+void all_to_all_between_processes(bool refused, std::array<const char*, 2> told = {"ONE_COPY", "ONE_COPY"},
+                                  int calls = 3) {
   constexpr int n = 2;
   Shared<PortBoard> board;
   auto results = run_in_processes(n, [&](int me) {
     if (refused && me == 1) setenv("TDIST_TEST_SHM_SINGLE_COPY_FAIL", "1", 1);
+    setenv("TDIST_SHM_LARGE_BLOCKS", told[me], 1);
     init_process_world(*board, me, n, milliseconds(30000));
     require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
     // rows(s, d) int32 rows of 4 go from s to d: 0 -> 1 about 2 MB (several slots), 1 -> 0 400 bytes.
     auto rows = [](int s, int d, int k) -> int64_t { return s == d ? 3 : s == 0 ? 130001 + k : 25; };
     auto value = [](int s, int d, int64_t i) { return static_cast<long>((s * 7919 + d * 104729 + i) % 1000003); };
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < calls; ++k) {
       std::vector<int64_t> in_splits(n), out_splits(n);
       int64_t in_rows = 0, out_rows = 0;
       for (int q = 0; q < n; ++q) {
@@ -155,6 +162,11 @@ TEST(ArenaProcesses, AllToAllReadsLargeBlocksFromTheOtherProcess) { all_to_all_b
 TEST(ArenaProcesses, AllToAllWhoseReadsAreRefusedMovesLargeBlocksThroughTheSegment) {
   all_to_all_between_processes(true);
 }
+TEST(ArenaProcesses, AllToAllMovesLargeBlocksTheWayRankZeroPicks) {
+  all_to_all_between_processes(false, {"SEGMENT", "ONE_COPY"});
+  all_to_all_between_processes(false, {"ONE_COPY", "SEGMENT"});
+  all_to_all_between_processes(false, {"AUTO", "SEGMENT"}, 16);  // past the warm-up: both ways
+}
 
 // reduce between two processes with a core each (the root folds both; the
 // other rank streams its chunks into its slot and leaves after the last):
@@ -176,7 +188,7 @@ TEST(ArenaProcesses, ReduceAndAllReduceOfTwoProcessesFoldedInPlace) {
           require(compare_exact(b, want).empty(), "reduce " + std::string(op.name()) + " of " + std::to_string(count) +
                                                       " to " + std::to_string(root) + ": " + compare_exact(b, want));
         }
-    // all_reduce of up to a slot takes the same path on both ranks; above, the shares.
+    // all_reduce of up to a slot takes the same path on both ranks; above, the way rank 0 picks.
     for (size_t count : {size_t{20000}, size_t{131072}, size_t{700001}})
       for (ReduceOp op : {ReduceOp::SUM, ReduceOp::AVG, ReduceOp::MAX}) {
         Buffer b = rank_buffer(DType::Float32, count, me);
@@ -188,6 +200,36 @@ TEST(ArenaProcesses, ReduceAndAllReduceOfTwoProcessesFoldedInPlace) {
     destroy_process_group();
   });
   EXPECT_EQ(describe_failures(results), "");
+}
+
+// Above a slot, 2 ranks with a core each run an all_reduce in place or in
+// shares as rank 0 picks: here the two processes are told different ways, so
+// a rank that ran its own would break the result (or wait for a round the
+// other never enters, until the timeout). AUTO runs each way after its
+// warm-up (MeasuredChoice::kWarmUpCalls), then the faster.
+TEST(ArenaProcesses, AllReduceAboveASlotOfTwoProcessesRunsTheWayRankZeroPicks) {
+  constexpr int n = 2;
+  const char* ways[][2] = {{"IN_PLACE", "SHARES"}, {"SHARES", "IN_PLACE"}, {"AUTO", "SHARES"}, {"AUTO", "AUTO"}};
+  for (auto& way : ways) {
+    Shared<PortBoard> board;
+    auto results = run_in_processes(n, [&](int me) {
+      setenv("TDIST_SHM_TWO_RANK_ALL_REDUCE", way[me], 1);
+      init_process_world(*board, me, n, milliseconds(30000));
+      require(maps_an_arena(), "rank " + std::to_string(me) + " maps no arena");
+      for (int call = 0; call < 16; ++call)
+        for (size_t count : {size_t{131073}, size_t{700001}}) {
+          const ReduceOp op = call % 2 ? ReduceOp::AVG : ReduceOp::SUM;
+          Buffer b = rank_buffer(DType::Float32, count, me);
+          all_reduce(b.tensor(), op);
+          const Buffer want = expected_reduction(DType::Float32, op, count, n);
+          require(compare_exact(b, want).empty(), "all_reduce " + std::string(op.name()) + " #" + std::to_string(call) +
+                                                      " of " + std::to_string(count) + " with rank 0 told " + way[0] +
+                                                      ", rank 1 " + way[1] + ": " + compare_exact(b, want));
+        }
+      destroy_process_group();
+    });
+    EXPECT_EQ(describe_failures(results), "") << "rank 0 told " << way[0] << ", rank 1 " << way[1];
+  }
 }
 
 TEST(ArenaProcesses, RankKilledWhileOthersWaitInSharedMemoryIsNamed) {

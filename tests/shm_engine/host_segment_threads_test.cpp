@@ -80,6 +80,29 @@ TEST_P(ArenaThreads, AllReduceOfOneSlotEveryDtypeAndOp) {
   });
 }
 
+// Data above a slot: on 2 ranks with a core each, in place or in shares as
+// rank 0 picks (each way told, and AUTO, which runs both at its first calls);
+// otherwise the shares.
+TEST_P(ArenaThreads, AllReduceAboveASlotEachWayEveryDtypeAndOp) {
+  const int n = GetParam();
+  for (const char* way : {"IN_PLACE", "SHARES", "AUTO"}) {
+    ScopedEnv told("TDIST_SHM_TWO_RANK_ALL_REDUCE", way);
+    with_thread_world(n, [&](ProcessGroup& pg) {
+      for (DType dt : all_dtypes())
+        for (ReduceOp op : all_ops()) {
+          if (!reduce_op_supported(op, dt)) continue;
+          for (size_t count :
+               {kSlot / dtype_size(dt) + 1, 2 * kSlot / dtype_size(dt), 5 * kSlot / dtype_size(dt) + 3}) {
+            Buffer b = rank_buffer(dt, count, pg.rank());
+            blocking(pg.all_reduce(b.tensor(), {.op = op, .async_op = false}));
+            EXPECT_EQ(compare_exact(b, expected_reduction(dt, op, count, n)), "")
+                << "all_reduce " << op.name() << " of " << where(dt, count, pg.rank()) << ", " << way;
+          }
+        }
+    });
+  }
+}
+
 TEST_P(ArenaThreads, ReduceEveryRootDtypeAndOp) {
   const int n = GetParam();
   with_thread_world(n, [&](ProcessGroup& pg) {
@@ -188,11 +211,17 @@ void all_gather_cases(int n) {
 // the kernel's reads allow too; all_gather does so only with no more ranks
 // than cores, n = 2 on a 2-core machine, all_to_all at every size of group);
 // or with reads that fail on every rank, so that the first such call falls
-// back to the segment, and so do the later ones.
-enum class Copies { ThroughSegment, OneCopy, OneCopyRefused };
+// back to the segment, and so do the later ones. With a core for each rank
+// (HostSegment::all_gather_blocks, all_to_all_blocks), rank 0 may also pick
+// the segment for the blocks meant for one copy (SegmentPicked), or time both
+// ways (Timed: each runs after the warm-up's calls).
+enum class Copies { ThroughSegment, OneCopy, OneCopyRefused, SegmentPicked, Timed };
 void under(Copies how, const std::function<void()>& cases) {
   ScopedEnv bytes("TDIST_SHM_SINGLE_COPY_BYTES", how == Copies::ThroughSegment ? "0" : "1");
   ScopedEnv refused("TDIST_TEST_SHM_SINGLE_COPY_FAIL", how == Copies::OneCopyRefused ? "1" : "0");
+  ScopedEnv large("TDIST_SHM_LARGE_BLOCKS", how == Copies::SegmentPicked ? "SEGMENT"
+                                            : how == Copies::Timed       ? "AUTO"
+                                                                         : "ONE_COPY");
   cases();
 }
 
@@ -204,6 +233,30 @@ TEST_P(ArenaThreads, AllGatherInOneCopyEvenUnevenAndIntoTensor) {
 }
 TEST_P(ArenaThreads, AllGatherWhoseReadsFailCopiesThroughTheSegment) {
   under(Copies::OneCopyRefused, [&] { all_gather_cases(GetParam()); });
+}
+TEST_P(ArenaThreads, AllGatherOfBlocksForOneCopyThatRankZeroSendsThroughTheSegment) {
+  under(Copies::SegmentPicked, [&] { all_gather_cases(GetParam()); });
+}
+// The same all_gather or all_to_all (blocks of a few slots) this many times:
+// past MeasuredChoice's warm-up, so that a timed choice runs both ways.
+constexpr int kTimedCalls = 16;
+
+TEST_P(ArenaThreads, AllGatherOfBlocksForOneCopyEitherWayAsRankZeroTimesThem) {
+  under(Copies::Timed, [&] {
+    with_thread_world(GetParam(), [&](ProcessGroup& pg) {
+      const int n = pg.size(), me = pg.rank();
+      const size_t count = 3 * kSlot / sizeof(int32_t) + 5;
+      for (int call = 0; call < kTimedCalls; ++call) {
+        Buffer out(DType::Int32, count * n);
+        Buffer in = rank_buffer(DType::Int32, count, me + call);
+        blocking(pg.all_gather_into_tensor(out.tensor(), in.tensor(), {.async_op = false}));
+        for (int q = 0; q < n; ++q)
+          EXPECT_EQ(
+              compare_exact(part(DType::Int32, out, count * q, count), rank_buffer(DType::Int32, count, q + call)), "")
+              << "all_gather #" << call << " block " << q << " on rank " << me;
+      }
+    });
+  });
 }
 
 void all_to_all_cases(int n) {
@@ -285,6 +338,31 @@ TEST_P(ArenaThreads, AllToAllInOneCopyUnevenSplitsAndLists) {
 }
 TEST_P(ArenaThreads, AllToAllWhoseReadsFailCopiesThroughTheSegment) {
   under(Copies::OneCopyRefused, [&] { all_to_all_cases(GetParam()); });
+}
+TEST_P(ArenaThreads, AllToAllOfBlocksForOneCopyThatRankZeroSendsThroughTheSegment) {
+  under(Copies::SegmentPicked, [&] {
+    all_to_all_cases(GetParam());
+    all_to_all_part_edges(GetParam());
+  });
+}
+TEST_P(ArenaThreads, AllToAllOfBlocksForOneCopyEitherWayAsRankZeroTimesThem) {
+  under(Copies::Timed, [&] {
+    all_to_all_cases(GetParam());
+    with_thread_world(GetParam(), [&](ProcessGroup& pg) {
+      const int n = pg.size(), me = pg.rank();
+      const size_t block = 3 * kSlot / sizeof(int32_t) + 5;
+      for (int call = 0; call < kTimedCalls; ++call) {
+        Buffer in(DType::Int32, block * n), out(DType::Int32, block * n), want(DType::Int32, block * n);
+        for (int q = 0; q < n; ++q)
+          for (size_t k = 0; k < block; ++k) {
+            in.set(q * block + k, static_cast<long>((me * 131 + q * 17 + k + call) % 100000));
+            want.set(q * block + k, static_cast<long>((q * 131 + me * 17 + k + call) % 100000));
+          }
+        blocking(pg.all_to_all_single(out.tensor(), in.tensor(), AllToAllOptions{.async_op = false}));
+        EXPECT_EQ(compare_exact(out, want), "") << "all_to_all #" << call << " on rank " << me;
+      }
+    });
+  });
 }
 // The first call's blocks (three parts and one element) are read in one copy
 // with a core per rank; the reads fail, and they go through the segment in
