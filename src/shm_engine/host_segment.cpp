@@ -270,10 +270,9 @@ HostSegment::~HostSegment() = default;
 
 void HostSegment::propose_as_rank_zero(uint32_t round, RankZeroChoice& choice, size_t bytes) {
   choice.bytes = bytes;
-  choice.now =
-      choice.told == RankZeroChoice::kTimed ? choice.times.pick(bytes) : MeasuredChoice::Pick{choice.told, false};
-  const uint8_t way = static_cast<uint8_t>(choice.now.way);
-  put_word(round, &way, sizeof way);
+  choice.now = choice.times.pick(bytes);
+  const uint64_t word = static_cast<uint64_t>(choice.now.way) | 2;  // bit 1: timed
+  line(rank_).word[round & 1].store(word, std::memory_order_relaxed);
 }
 
 void HostSegment::record_last_call(uint32_t round, RankZeroChoice& choice) {

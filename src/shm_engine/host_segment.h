@@ -151,14 +151,16 @@ class HostSegment {
   RankZeroChoice& two_rank_all_reduce() { return two_rank_all_reduce_; }
   RankZeroChoice& all_gather_blocks() { return all_gather_blocks_; }
   RankZeroChoice& all_to_all_blocks() { return all_to_all_blocks_; }
-  // Rank 0 puts its pick for a call of `bytes` (0: it has nothing the choice
-  // is about, way 0) in its word of `round`; every other rank puts how long
-  // its part of the last call of `choice` took, if it timed one (each rank
-  // times the same calls: rank 0 reads the others' words only when it did).
+  // Rank 0 puts its pick for a call of `bytes` in its word of `round` (0: it
+  // has nothing the choice is about, or too little to time: way 0), with
+  // whether the call is timed; every other rank puts how long its part of the
+  // last timed call took, if it has not yet (each rank times the same calls:
+  // rank 0 reads the others' words only when it timed the last one).
   void propose(uint32_t round, RankZeroChoice& choice, size_t bytes) {
-    if (rank_ == 0 && bytes == 0) {  // the common case of small data, inline
+    if (rank_ == 0 && (bytes == 0 || choice.told != RankZeroChoice::kTimed)) {  // inline: small data
       choice.bytes = 0;
-      line(rank_).word[round & 1].store(0, std::memory_order_relaxed);
+      const uint64_t way = bytes == 0 ? 0 : static_cast<uint64_t>(choice.told);
+      line(rank_).word[round & 1].store(way, std::memory_order_relaxed);
       return;
     }
     if (rank_ == 0) return propose_as_rank_zero(round, choice, bytes);
@@ -169,9 +171,10 @@ class HostSegment {
   }
   // After the round's wait: rank 0's pick. Rank 0 also records the last call
   // it timed: the longest part.
-  int picked(uint32_t round, RankZeroChoice& choice) {
+  RankZeroChoice::Picked picked(uint32_t round, RankZeroChoice& choice) {
     if (rank_ == 0 && choice.last_ns != 0) record_last_call(round, choice);
-    return static_cast<int>(word(round, 0) & 1);
+    const uint64_t w = word(round, 0);
+    return {static_cast<int>(w & 1), (w & 2) != 0};
   }
   // The least block that goes in one copy (TDIST_SHM_SINGLE_COPY_BYTES, as agreed; 0: none).
   size_t single_copy_bytes() const { return single_copy_.bytes; }

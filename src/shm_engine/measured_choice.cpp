@@ -26,7 +26,10 @@ MeasuredChoice::Pick MeasuredChoice::pick(size_t bytes) {
   if (t.runs[0] < kFirstRuns || t.runs[1] < kFirstRuns) {
     want = t.runs[1] < t.runs[0] ? 1 : 0;
   } else {
-    const int best = t.ns_per_byte[1] < t.ns_per_byte[0] ? 1 : 0;
+    // The other way takes over only when clearly faster: two ways within a few
+    // percent would otherwise swap on noise, and each swap runs a cold call.
+    if (t.ns_per_byte[1 - t.best] < kTakeOverBelow * t.ns_per_byte[t.best]) t.best = static_cast<int8_t>(1 - t.best);
+    const int best = t.best;
     const double ratio = t.ns_per_byte[1 - best] / std::max(t.ns_per_byte[best], 1e-12);
     want = best;
     if (++t.since_retry >= retry_every(ratio)) {
@@ -45,7 +48,7 @@ void MeasuredChoice::record(size_t bytes, int way, std::chrono::nanoseconds took
   const double x =
       static_cast<double>(std::max<int64_t>(took.count(), 1)) / static_cast<double>(std::max<size_t>(bytes, 1));
   double& e = t.ns_per_byte[way];
-  const bool best = t.runs[1 - way] == 0 || e <= t.ns_per_byte[1 - way];
+  const bool best = way == t.best;
   if (t.runs[way]++ == 0)
     e = x;
   else

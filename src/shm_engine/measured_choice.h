@@ -37,6 +37,9 @@ class MeasuredChoice {
   // however slow it is, and a change of place shows within a few hundred
   // calls (at most 8192).
   static uint32_t retry_every(double ratio);
+  // The slower way takes over when its estimate falls below this share of the
+  // faster's.
+  static constexpr double kTakeOverBelow = 0.95;
 
   // The way (0 or 1) the next call of `bytes` runs, and whether its time
   // counts: not when the way differs from the last call's (a way's first call
@@ -48,8 +51,8 @@ class MeasuredChoice {
   };
   Pick pick(size_t bytes);
   // A call of `bytes` whose pick counts ran `way` and took `took`. The
-  // estimate moves an eighth of the way to it for the faster way (which runs
-  // nearly every call), half for the other (which runs rarely), counting at
+  // estimate moves an eighth of the way to it for the way that runs (nearly
+  // every call), half for the other (which runs rarely), counting at
   // most twice the estimate: one preempted call does not condemn a way, and
   // one that became 5x slower loses to one 1.4x faster within three calls.
   void record(size_t bytes, int way, std::chrono::nanoseconds took);
@@ -62,6 +65,7 @@ class MeasuredChoice {
     uint32_t runs[2] = {0, 0};
     uint32_t since_retry = 0;
     uint32_t calls = 0;  // up to kWarmUpCalls
+    int8_t best = 0;     // the way that runs but for retries
     int8_t last = -1;    // the way of the last pick
     uint8_t burst = 0;   // picks left that go the last way whatever the times
   };
@@ -81,9 +85,14 @@ struct RankZeroChoice {
   int told = kTimed;  // 0 or 1: that way always
   MeasuredChoice times;
   // On rank 0, the call under way: its size (0: rank 0 has nothing the choice
-  // is about; not timed) and pick.
+  // is about, or too little to be worth timing) and pick.
   size_t bytes = 0;
   MeasuredChoice::Pick now;
+  // What every rank learnt of the call under way (HostSegment::picked).
+  struct Picked {
+    int way = 0;
+    bool timed = false;  // by timing: every rank times its part (TimedWay)
+  };
   // The last call this rank timed (TimedWay): how long its part took (0: none,
   // or it failed) and, on rank 0, its size and pick.
   int64_t last_ns = 0;
@@ -91,8 +100,8 @@ struct RankZeroChoice {
   MeasuredChoice::Pick last;
 };
 
-// Times this rank's part of a call of `choice`, from here to the end of the
-// scope, unless the call failed (threw).
+// Times this rank's part of a call of `choice` (one whose pick said it is
+// timed), from here to the end of the scope, unless the call failed (threw).
 class TimedWay {
  public:
   explicit TimedWay(RankZeroChoice& choice)

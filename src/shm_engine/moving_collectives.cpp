@@ -19,6 +19,12 @@ char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
 // The ways of HostSegment::all_gather_blocks and all_to_all_blocks.
 constexpr int kOneCopy = 0;
 
+// The size rank 0 picks a way of moving blocks of `bytes` for: 0 (one copy,
+// untimed) below half a slot, where one copy was as fast or faster in both
+// placements of the cores measured (docs/tuning_log.md, "Ways picked by timing
+// both") and timing cost more than it could save.
+size_t timed_from(const HostSegment& a, size_t bytes) { return bytes >= a.slot_bytes() / 2 ? bytes : 0; }
+
 // Every rank's block fits in its word (HostSegment::word): one round, no slots.
 bool words_suffice(const std::vector<Tensor>& blocks) {
   for (const auto& b : blocks)
@@ -109,15 +115,15 @@ void all_gather(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
     const uint32_t r = a.next_round(ctx);
     a.put_block(r, input.data(), input.nbytes());
     const bool chosen = !a.oversubscribed();
-    if (chosen) a.propose(r, a.all_gather_blocks(), block);
+    if (chosen) a.propose(r, a.all_gather_blocks(), timed_from(a, block));
     a.start(ctx, sig);
     for (int q = 0; q < n; ++q)
       if (q != me && a.block_size(q, r) != outputs[q].nbytes())
         a.fail(ctx, "size mismatch: " + a.describe_rank(q) + " contributes " + std::to_string(a.block_size(q, r)) +
                         " bytes where this rank's output for it holds " + std::to_string(outputs[q].nbytes()));
-    const int way = chosen ? a.picked(r, a.all_gather_blocks()) : kOneCopy;
-    if (chosen) timed.emplace(a.all_gather_blocks());
-    if (way == kOneCopy) {
+    const RankZeroChoice::Picked way = chosen ? a.picked(r, a.all_gather_blocks()) : RankZeroChoice::Picked{};
+    if (way.timed) timed.emplace(a.all_gather_blocks());
+    if (way.way == kOneCopy) {
       std::string why;
       for (int q = 0; q < n && why.empty(); ++q)
         if (q != me) why = a.read_block(q, r, outputs[q].data());
@@ -230,7 +236,7 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
         copy(a.slot(r, me) + static_cast<size_t>(d) * cap, bytes_of(inputs[d]) + at, len);
     }
     if (first) {
-      if (direct_from != SIZE_MAX) a.propose(r, a.all_to_all_blocks(), largest);
+      if (direct_from != SIZE_MAX) a.propose(r, a.all_to_all_blocks(), timed_from(a, largest));
       const uint32_t started = a.start(ctx, sig, /*sizes_may_differ=*/true);
       for (int q = 0; q < n; ++q) {
         if (q == me) continue;
@@ -253,9 +259,9 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
   std::string why;
   std::optional<TimedWay> timed;
   if (need.any_direct()) {
-    const int way = a.picked(first, a.all_to_all_blocks());
-    timed.emplace(a.all_to_all_blocks());
-    if (way != kOneCopy) {
+    const RankZeroChoice::Picked way = a.picked(first, a.all_to_all_blocks());
+    if (way.timed) timed.emplace(a.all_to_all_blocks());
+    if (way.way != kOneCopy) {
       for (size_t j = 1; j < need.rounds; ++j) move_pieces(j, in_segment, false);
       for (size_t j = 0; j < need.direct_rounds; ++j) move_pieces(j, direct, false);
       return;

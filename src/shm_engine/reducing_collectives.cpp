@@ -1,6 +1,7 @@
 // The reducing collectives in the host segment: all_reduce, reduce, reduce_scatter.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "shm_engine/chunking.h"
 #include "shm_engine/collectives.h"
@@ -141,9 +142,10 @@ void fold_two_chosen(HostSegment& a, CollectiveContext& ctx, Signature sig, cons
   const uint32_t r = a.next_round(ctx);
   a.propose(r, a.two_rank_all_reduce(), t.nbytes());
   a.start(ctx, sig);
-  const int way = a.picked(r, a.two_rank_all_reduce());
-  TimedWay timed(a.two_rank_all_reduce());
-  if (way == kInPlace)
+  const RankZeroChoice::Picked way = a.picked(r, a.two_rank_all_reduce());
+  std::optional<TimedWay> timed;
+  if (way.timed) timed.emplace(a.two_rank_all_reduce());
+  if (way.way == kInPlace)
     fold_two_in_place(a, ctx, sig, t, op, -1, /*started=*/true);
   else
     fold_in_shares(a, ctx, sig, t, op, -1, /*started=*/true);

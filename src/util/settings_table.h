@@ -334,8 +334,8 @@ inline constexpr std::array kSettingTable{
                            "group.",
                 .default_text = "AUTO", .choices = "AUTO, SHARES, IN_PLACE"},
     SettingInfo{.name = "TDIST_SHM_LARGE_BLOCKS", .type = SettingType::Choice, .group = "engines",
-                .meaning = "How shared-memory all_gathers and all_to_alls move the blocks that go in one copy "
-                           "(TDIST_SHM_SINGLE_COPY_BYTES) when every rank has a core: ONE_COPY, each rank reads "
+                .meaning = "How shared-memory all_gathers and all_to_alls move blocks of half a slot and more "
+                           "(TDIST_SHM_SLOT_BYTES) when every rank has a core: ONE_COPY, each rank reads "
                            "them from their owners' memory (fast where the ranks' cores share no cache); SEGMENT, "
                            "through the segment (fast where they share one); AUTO times both on rank 0 and runs "
                            "the faster per size, trying the other now and then. Rank 0's setting decides for the "

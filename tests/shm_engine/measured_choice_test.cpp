@@ -78,7 +78,7 @@ TEST(MeasuredChoice, AWayThatBecomesFasterTakesOverWithinAFewTries) {
   // its estimate and its time, so it takes over within a few tries (under
   // 2000 calls here); from then on way 1 runs only when tried.
   int calls = 0;
-  for (; calls < 2000 && c.estimate(kBytes, 0) >= c.estimate(kBytes, 1); ++calls)
+  for (; calls < 2000 && c.estimate(kBytes, 0) >= MeasuredChoice::kTakeOverBelow * c.estimate(kBytes, 1); ++calls)
     run(c, 1, [](int w) { return w == 1 ? 1.3 : 1.0; });
   EXPECT_LT(calls, 2000);
   run(c, 4, [](int w) { return w == 1 ? 1.3 : 1.0; });  // past the switch's calls
@@ -91,6 +91,19 @@ TEST(MeasuredChoice, AWayThatBecomesSlowerLosesWithinAFewCalls) {
   ASSERT_EQ(c.pick(kBytes).way, 0);
   // Way 0 now takes 5: way 1 (estimated at 1.3) runs from the fourth call on.
   EXPECT_EQ(run(c, 20, [](int w) { return w == 0 ? 5.0 : 1.0; }), 17);
+}
+
+TEST(MeasuredChoice, WaysWithinAFewPercentDoNotSwapOnNoise) {
+  MeasuredChoice c;
+  run(c, kFirstCalls, [](int w) { return w == 0 ? 1.0 : 1.03; });
+  // Way 1 now takes 0.98 and 1.02 in turn, way 0 1.0: it never gets 5%
+  // ahead, so it runs only when tried (twice a cycle).
+  int call = 0;
+  EXPECT_LE(run(c, 10 * cycle(1.0), [&](int w) { return w == 0 ? 1.0 : (++call % 2 ? 0.98 : 1.02); }), 20);
+  // At 0.9 it takes over at its next try.
+  run(c, cycle(1.0), [](int w) { return w == 0 ? 1.0 : 0.9; });
+  EXPECT_LT(run(c, cycle(1.0), [](int w) { return w == 0 ? 1.0 : 0.9; }), cycle(1.0));
+  EXPECT_GT(run(c, 3 * cycle(1.0), [](int w) { return w == 0 ? 1.0 : 0.9; }), 3 * cycle(1.0) - 8);
 }
 
 TEST(MeasuredChoice, OneSlowCallDoesNotChangeTheWay) {
