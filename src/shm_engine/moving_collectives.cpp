@@ -256,10 +256,13 @@ void all_to_all(HostSegment& a, CollectiveContext& ctx, const std::vector<Tensor
   };
   const auto in_segment = [&](size_t bytes) { return !direct(bytes); };
   const uint32_t first = move_pieces(0, in_segment, /*first=*/true);
+  // Read wherever rank 0 proposed, so that it takes the others' reports of
+  // the last timed call from the round they were put in.
+  const RankZeroChoice::Picked way =
+      direct_from != SIZE_MAX ? a.picked(first, a.all_to_all_blocks()) : RankZeroChoice::Picked{};
   std::string why;
   std::optional<TimedWay> timed;
   if (need.any_direct()) {
-    const RankZeroChoice::Picked way = a.picked(first, a.all_to_all_blocks());
     if (way.timed) timed.emplace(a.all_to_all_blocks());
     if (way.way != kOneCopy) {
       for (size_t j = 1; j < need.rounds; ++j) move_pieces(j, in_segment, false);
