@@ -20,10 +20,10 @@ char* bytes_of(const Tensor& t) { return static_cast<char*>(t.data()); }
 constexpr int kOneCopy = 0;
 
 // The size rank 0 picks a way of moving blocks of `bytes` for: 0 (one copy,
-// untimed) below half a slot, where one copy was as fast or faster in both
+// untimed) below a slot, where one copy was as fast or faster in both
 // placements of the cores measured (docs/tuning_log.md, "Ways picked by timing
 // both") and timing cost more than it could save.
-size_t timed_from(const HostSegment& a, size_t bytes) { return bytes >= a.slot_bytes() / 2 ? bytes : 0; }
+size_t timed_from(const HostSegment& a, size_t bytes) { return bytes >= a.slot_bytes() ? bytes : 0; }
 
 // Every rank's block fits in its word (HostSegment::word): one round, no slots.
 bool words_suffice(const std::vector<Tensor>& blocks) {

@@ -334,7 +334,7 @@ inline constexpr std::array kSettingTable{
                            "group.",
                 .default_text = "AUTO", .choices = "AUTO, SHARES, IN_PLACE"},
     SettingInfo{.name = "TDIST_SHM_LARGE_BLOCKS", .type = SettingType::Choice, .group = "engines",
-                .meaning = "How shared-memory all_gathers and all_to_alls move blocks of half a slot and more "
+                .meaning = "How shared-memory all_gathers and all_to_alls move blocks of a slot and more "
                            "(TDIST_SHM_SLOT_BYTES) when every rank has a core: ONE_COPY, each rank reads "
                            "them from their owners' memory (fast where the ranks' cores share no cache); SEGMENT, "
                            "through the segment (fast where they share one); AUTO times both on rank 0 and runs "
