@@ -81,8 +81,8 @@ TEST_P(ArenaThreads, AllReduceOfOneSlotEveryDtypeAndOp) {
 }
 
 // Data above a slot: on 2 ranks with a core each, in place or in shares as
-// rank 0 picks (each way told, and AUTO, which runs both at its first calls);
-// otherwise the shares.
+// rank 0 picks (each way told, and AUTO, which runs both after its warm-up:
+// each size class here sees dozens of calls); otherwise the shares.
 TEST_P(ArenaThreads, AllReduceAboveASlotEachWayEveryDtypeAndOp) {
   const int n = GetParam();
   for (const char* way : {"IN_PLACE", "SHARES", "AUTO"}) {
