@@ -271,8 +271,7 @@ HostSegment::~HostSegment() = default;
 void HostSegment::propose_as_rank_zero(uint32_t round, RankZeroChoice& choice, size_t bytes) {
   choice.bytes = bytes;
   choice.now = choice.times.pick(bytes);
-  const uint64_t word = static_cast<uint64_t>(choice.now.way) | 2;  // bit 1: timed
-  line(rank_).word[round & 1].store(word, std::memory_order_relaxed);
+  line(rank_).word[round & 1].store(static_cast<uint64_t>(choice.now.way) | kPickTimed, std::memory_order_relaxed);
 }
 
 void HostSegment::record_last_call(uint32_t round, RankZeroChoice& choice) {

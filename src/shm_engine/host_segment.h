@@ -157,16 +157,14 @@ class HostSegment {
   // last timed call took, if it has not yet (each rank times the same calls:
   // rank 0 reads the others' words only when it timed the last one).
   void propose(uint32_t round, RankZeroChoice& choice, size_t bytes) {
-    if (rank_ == 0 && (bytes == 0 || choice.told != RankZeroChoice::kTimed)) {  // inline: small data
-      choice.bytes = 0;
-      const uint64_t way = bytes == 0 ? 0 : static_cast<uint64_t>(choice.told);
-      line(rank_).word[round & 1].store(way, std::memory_order_relaxed);
+    std::atomic<uint64_t>& mine = line(rank_).word[round & 1];
+    if (rank_ == 0 && (bytes == 0 || choice.told != RankZeroChoice::kTimed)) {  // inline: small data, untimed
+      mine.store(bytes == 0 ? 0 : static_cast<uint64_t>(choice.told), std::memory_order_relaxed);
       return;
     }
     if (rank_ == 0) return propose_as_rank_zero(round, choice, bytes);
     if (choice.last_ns == 0) return;
-    const uint64_t ns = static_cast<uint64_t>(choice.last_ns);
-    put_word(round, &ns, sizeof ns);
+    mine.store(static_cast<uint64_t>(choice.last_ns), std::memory_order_relaxed);
     choice.last_ns = 0;
   }
   // After the round's wait: rank 0's pick. Rank 0 also records the last call
@@ -174,7 +172,7 @@ class HostSegment {
   RankZeroChoice::Picked picked(uint32_t round, RankZeroChoice& choice) {
     if (rank_ == 0 && choice.last_ns != 0) record_last_call(round, choice);
     const uint64_t w = word(round, 0);
-    return {static_cast<int>(w & 1), (w & 2) != 0};
+    return {static_cast<int>(w & 1), (w & kPickTimed) != 0};
   }
   // The least block that goes in one copy (TDIST_SHM_SINGLE_COPY_BYTES, as agreed; 0: none).
   size_t single_copy_bytes() const { return single_copy_.bytes; }
@@ -352,6 +350,8 @@ class HostSegment {
     return v;
   }
   uint32_t post(CollectiveContext& ctx, Signature sig, const void* data, size_t n, bool awaited);
+  // Rank 0's word in a round that carries a pick: the way in bit 0, and this bit when the call is timed.
+  static constexpr uint64_t kPickTimed = 2;
   void propose_as_rank_zero(uint32_t round, RankZeroChoice& choice, size_t bytes);
   void record_last_call(uint32_t round, RankZeroChoice& choice);
   // After waiting for `round`: fails if another rank failed it (or earlier).

@@ -84,8 +84,7 @@ struct RankZeroChoice {
   static constexpr int kTimed = -1;
   int told = kTimed;  // 0 or 1: that way always
   MeasuredChoice times;
-  // On rank 0, the call under way: its size (0: rank 0 has nothing the choice
-  // is about, or too little to be worth timing) and pick.
+  // On rank 0, the timed call under way: its size and pick.
   size_t bytes = 0;
   MeasuredChoice::Pick now;
   // What every rank learnt of the call under way (HostSegment::picked).
