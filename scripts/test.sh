@@ -151,6 +151,12 @@ run_suite() {
     summaries+=("$name ($dir): PASSED: ${result:-ok} ($((SECONDS - start))s)")
   else
     summaries+=("$name ($dir): FAILED: ${result:-ctest exited $rc} ($((SECONDS - start))s)")
+    # The failed tests' names again at the very end, where a log cut to its tail still shows them.
+    local failed
+    failed=$(sed -n '/The following tests FAILED:/,$p' "$ctest_log" | grep -E '^[[:space:]]+[0-9]+ - ' || true)
+    if [[ -n $failed ]]; then
+      summaries+=("$failed")
+    fi
     status=1
   fi
   return "$rc"

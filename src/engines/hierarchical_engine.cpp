@@ -15,6 +15,7 @@
 #include "engines/engine.h"
 #include "tensor/split.h"
 #include "trace/timeline.h"
+#include "transport/transport.h"
 #include "util/bulk_copy.h"
 #include "util/thread_name.h"
 
@@ -509,12 +510,16 @@ class HierarchicalEngine final : public Engine {
     return CollectiveContext{*s_.local, step_tag_of(ctx, step), ctx.deadline, ctx.forced, &s_.local_placement,
                              after_network};
   }
-  // Steps among hosts end a little before the operation's deadline: a rank
-  // stuck on the network then fails first and tells the ranks of its host,
-  // which wait for it in a step inside the host, why (the peer it lost)
-  // before they time out themselves and could only name it.
+  // Steps among hosts end before the operation's deadline: a rank stuck on
+  // the network then fails first and tells the ranks of its host, which wait
+  // for it in a step inside the host, why (the peer it lost) before they time
+  // out themselves and could only name it. Its error is final only after it
+  // listened for the other ranks' notices (stall_grace), so the steps end two
+  // such graces early: one to listen, one for a rank of this host that
+  // started the operation later than the one waiting for it. Never more than
+  // a fifth of the timeout (a grace is at least 50 ms).
   static Deadline among_hosts(const Deadline& d) {
-    return d.sooner(std::min<Millis>(d.timeout() / 10, Millis(2000)));
+    return d.sooner(std::min(2 * stall_grace(d.timeout()), d.timeout() / 5));
   }
   CollectiveContext cross(CollectiveContext& ctx, uint32_t step) const {
     return CollectiveContext{*s_.cross, step_tag_of(ctx, step), among_hosts(ctx.deadline), ctx.forced,

@@ -2,6 +2,7 @@
 // Messages between two ranks with the same tag arrive in the order sent.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -29,6 +30,12 @@ inline constexpr const char* kLeftByDestroy = "it called destroy_process_group";
 inline std::string peer_left_text(const std::string& described_peer, const std::string& how) {
   return described_peer + " left the group: " + how;
 }
+
+// How long a rank that timed out waiting for a peer keeps listening for the
+// other ranks' notices before its error is final (TcpTransport::explain_stall):
+// long enough for ranks whose deadlines expire a little later, short against
+// the timeout.
+inline Millis stall_grace(Millis timeout) { return std::clamp(timeout / 10, Millis(50), Millis(2000)); }
 
 class Transport {
  public:

@@ -24,11 +24,6 @@
 namespace tdist {
 
 namespace {
-// How long a rank that gave up listens for the others' notices: long enough
-// for ranks whose deadlines expire a little later, short against the timeout.
-Millis grace_for(Millis timeout) {
-  return std::clamp(timeout / 10, Millis(50), Millis(2000));
-}
 constexpr Millis kListenSlice{10};
 }  // namespace
 
@@ -79,7 +74,7 @@ std::string TcpTransport::explain_stall(int peer, Deadline deadline, const std::
     send_notice_locked(*p, peer, what);
   }
   // Listen by driving the transport for a request that never completes.
-  const Millis grace = grace_for(deadline.timeout());
+  const Millis grace = stall_grace(deadline.timeout());
   const Deadline until = Deadline::after(grace);
   Request listen(Request::Kind::Recv, rank_, 0, nullptr, 0);
   bool settled = false;
