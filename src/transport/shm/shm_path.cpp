@@ -330,6 +330,7 @@ bool ShmPath::poll() {
   // Nothing after a parked announcement is read before it: messages of one
   // sender are matched in the order sent.
   if (parked_ && !receive_single_copy()) return consumed;
+  if (!in_payload_) ring.prefetch_next();
   for (;;) {
     size_t avail = ring.available();
     if (!in_payload_) {

@@ -94,6 +94,14 @@ class ShmRing {
   size_t available() const {
     return std::min<size_t>(static_cast<size_t>(ctl_->head.load(std::memory_order_acquire) - tail_), cap_);
   }
+  // Starts fetching the lines the next message's head and first bytes will be
+  // read from, before the writer's position is read: a reader that polls then
+  // waits for one cache line transfer per message instead of two in a row.
+  void prefetch_next() const {
+    const size_t at = static_cast<size_t>(tail_ % cap_);
+    __builtin_prefetch(data_ + at);
+    __builtin_prefetch(data_ + (at + 64 < cap_ ? at + 64 : 0));
+  }
   // Copies n bytes out (dst may be null: discard); n <= available().
   void read(void* dst, size_t n) {
     for (size_t done = 0; done < n;) {
