@@ -97,10 +97,15 @@ class ShmRing {
   // Starts fetching the lines the next message's head and first bytes will be
   // read from, before the writer's position is read: a reader that polls then
   // waits for one cache line transfer per message instead of two in a row.
-  void prefetch_next() const {
-    const size_t at = static_cast<size_t>(tail_ % cap_);
-    __builtin_prefetch(data_ + at);
-    __builtin_prefetch(data_ + (at + 64 < cap_ ? at + 64 : 0));
+  // The offset is worked out once per position, not on every poll (a
+  // division: the capacity need not be a power of two).
+  void prefetch_next() {
+    if (prefetch_tail_ != tail_) {
+      prefetch_tail_ = tail_;
+      prefetch_at_ = static_cast<size_t>(tail_ % cap_);
+    }
+    __builtin_prefetch(data_ + prefetch_at_);
+    __builtin_prefetch(data_ + (prefetch_at_ + 64 < cap_ ? prefetch_at_ + 64 : 0));
   }
   // Copies n bytes out (dst may be null: discard); n <= available().
   void read(void* dst, size_t n) {
@@ -158,6 +163,8 @@ class ShmRing {
   uint64_t head_ = 0;  // writer's own position
   uint64_t tail_ = 0;  // reader's own position
   uint64_t seen_tail_ = 0;  // writer: the reader's position when last read
+  uint64_t prefetch_tail_ = ~uint64_t{0};  // reader: the position prefetch_at_ is of
+  size_t prefetch_at_ = 0;
 };
 
 }  // namespace tdist
