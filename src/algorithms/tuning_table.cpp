@@ -118,9 +118,15 @@ constexpr TuningRow kHierarchicalBlocksRows[] = {
     {.algorithm = "split"},
 };
 constexpr TuningRow kHierarchicalLeaderRows[] = {{.algorithm = "leader"}};
-// Each block already crosses its host's link once: steps through leaders
-// would only merge messages.
-constexpr TuningRow kHierarchicalFlatRows[] = {{.algorithm = "flat"}};
+// Each block already crosses its host's link once over the whole group;
+// small blocks of one size go grouped by host (`split`: fewer messages, the
+// same bytes), which only a call without split sizes can vouch for on every
+// rank (docs/algorithms.md: all_to_all).
+constexpr TuningRow kHierarchicalAllToAllRows[] = {
+    {.algorithm = "flat", .need = UnevenHosts},
+    {.algorithm = "split", .below = 16 * KiB, .need = EvenSplit},
+    {.algorithm = "flat"},
+};
 
 // A table's rows with each algorithm's index filled in, so that a pick
 // compares no strings.
@@ -148,7 +154,7 @@ constexpr auto kHierarchicalReduce = indexed(kHierarchicalReduceRows, kHierarchi
 constexpr auto kHierarchicalBroadcast = indexed(kHierarchicalBroadcastRows, kHierarchicalPaths);
 constexpr auto kHierarchicalBlocks = indexed(kHierarchicalBlocksRows, kHierarchicalPaths);
 constexpr auto kHierarchicalLeader = indexed(kHierarchicalLeaderRows, kHierarchicalPaths);
-constexpr auto kHierarchicalFlat = indexed(kHierarchicalFlatRows, kHierarchicalPaths);
+constexpr auto kHierarchicalAllToAll = indexed(kHierarchicalAllToAllRows, kHierarchicalPaths);
 
 constexpr bool names_known(std::span<const TuningRow> rows, std::span<const std::string_view> names) {
   for (const TuningRow& r : rows)
@@ -180,7 +186,7 @@ constexpr TuningTable kHierarchical[kCollectives] = {
     {OpCode::Gather, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalLeader},
     {OpCode::Scatter, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalLeader},
     {OpCode::ReduceScatter, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalBlocks},
-    {OpCode::AllToAll, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalFlat},
+    {OpCode::AllToAll, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalAllToAll},
 };
 
 constexpr bool tables_sound() {
@@ -212,6 +218,7 @@ bool matches(const TuningRow& r, const Shape& s) {
     case EqualBlocks: return s.equal_blocks;
     case UnequalBlocks: return !s.equal_blocks;
     case UnevenHosts: return !s.uniform;
+    case EvenSplit: return s.even_split;
     case FewCrossHostMessages: {
       int rounds = 0;  // ceil(log2 hosts)
       while ((1 << rounds) < s.hosts) ++rounds;
@@ -237,6 +244,7 @@ const char* need_text(Need n) {
     case EqualBlocks: return "blocks of one size";
     case UnequalBlocks: return "blocks of different sizes";
     case UnevenHosts: return "hosts of different sizes";
+    case EvenSplit: return "blocks of one size on every rank (no split sizes)";
     case FewCrossHostMessages: return "ranks per host × ⌈log2 hosts⌉ at most 2";
   }
   return "";

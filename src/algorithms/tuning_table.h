@@ -71,6 +71,10 @@ struct Shape {
   int ranks_per_host = 1;  // the most ranks on one of them
   bool equal_blocks = true;  // every rank's block has one size (all_gather, all_to_all)
   bool uniform = true;       // every host holds as many of the group's ranks
+  // Every rank's blocks have one size, and the call says so for all ranks
+  // (all_to_all_single without split sizes): equal_blocks looks at this
+  // rank's lists only, which may differ from another's.
+  bool even_split = false;
   // Every rank of the group runs on this host: TCP over loopback, where a
   // copy costs CPU time that the ranks share, rather than link time.
   bool one_host() const { return hosts == 1; }
@@ -86,6 +90,7 @@ enum class Need : uint8_t {
   EqualBlocks,
   UnequalBlocks,
   UnevenHosts,  // hosts hold different numbers of the group's ranks
+  EvenSplit,    // Shape::even_split
   // ranks_per_host x ceil(log2 hosts) <= 2: the messages each host sends in
   // a recursive-doubling exchange among hosts that every rank takes part in
   FewCrossHostMessages,

@@ -921,7 +921,9 @@ std::shared_ptr<Work> TdistBackend::all_to_all_single(const Operation& op) {
       CollectiveCall(OpCode::AllToAll, output.dtype()), op, op.outputs, 1,
       debug_detail_ ? "all_to_all_single " + std::string(dtype_name(input.dtype())) : std::string(),
       [](CollectiveContext& ctx, const EngineCall& e, const std::vector<Tensor>& outs, const std::vector<Tensor>& ins) { e.engine->all_to_all(ctx, outs, ins); },
-      engine_for(OpCode::AllToAll, {ins.at(0).nbytes(), 0, /*equal_blocks=*/false}), outs, ins);
+      engine_for(OpCode::AllToAll, {ins.at(0).nbytes(), 0, /*equal_blocks=*/false,
+                                    /*even_split=*/op.input_split_sizes.empty() && op.output_split_sizes.empty()}),
+      outs, ins);
 }
 
 std::shared_ptr<Work> TdistBackend::monitored_barrier(const Operation& op) {

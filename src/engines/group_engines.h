@@ -25,6 +25,7 @@ struct CallSize {
   size_t bytes = 0;
   size_t count = 0;          // elements, for the collectives whose picks look at them
   bool equal_blocks = true;  // every rank's block has one size (lists of blocks)
+  bool even_split = false;   // ... on every rank, as the call says (Shape::even_split)
 };
 
 class GroupEngines;
@@ -49,7 +50,8 @@ class GroupEngines {
     // without building the shape: this is on the path of every small call.
     if (shm_ != nullptr && placement_.hosts == 1 && forced_.of(code) == ForcedAlgorithms::kNone)
       return Decision{.engine = EngineKind::SharedMemory};
-    Shape s{call.bytes, call.count, size_, placement_.hosts, placement_.ranks_per_host, call.equal_blocks, uniform_};
+    Shape s{call.bytes,        call.count, size_,          placement_.hosts, placement_.ranks_per_host,
+            call.equal_blocks, uniform_,   call.even_split};
     return tdist::decide(code, s, forced_, {shm_ != nullptr, hierarchical_ != nullptr});
   }
   // The engine a decision names.

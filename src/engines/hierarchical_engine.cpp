@@ -374,11 +374,16 @@ class HierarchicalEngine final : public Engine {
     s_.local_engine->scatter(in_host, output, mine, leader);
   }
 
-  // Over the whole group: each block already crosses its host's link once,
-  // the least any schedule can send; steps through a leader would only merge
-  // messages, at the price of two more copies of every byte.
+  // Over the whole group each block already crosses its host's link once,
+  // the least any schedule can send. Small blocks of one size on every rank
+  // (`split`) go in two steps grouped by host instead: the same bytes cross,
+  // in H-1 messages per rank rather than n-L (all_to_all_by_host).
   void all_to_all(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                   const std::vector<Tensor>& inputs) override {
+    if (s_.uniform && !inputs.empty() && path_of(ctx, OpCode::AllToAll, inputs[0].nbytes(), 0) == kSplit) {
+      all_to_all_by_host(ctx, outputs, inputs);
+      return;
+    }
     transport_engine().all_to_all(ctx, outputs, inputs);
   }
 
@@ -388,6 +393,9 @@ class HierarchicalEngine final : public Engine {
   static constexpr int8_t kReplicated = index_of(kHierarchicalPaths, "replicated");
   static constexpr int8_t kSplit = index_of(kHierarchicalPaths, "split");
   static_assert(kLeader >= 0 && kReplicated >= 0 && kSplit >= 0);
+  static constexpr Decision kLinearAllToAll{
+      .engine = EngineKind::Transport, .algorithm = index_of(kAllToAllAlgorithms, "linear"), .algorithm_name = "linear"};
+  static_assert(kLinearAllToAll.algorithm >= 0);
 
   // The path of `code`: the call's decision, made where it was issued; else
   // (the engine called without one) the table's pick for this call.
@@ -493,6 +501,45 @@ class HierarchicalEngine final : public Engine {
     s_.cross_engine->reduce_scatter(among, output, pieces(partial.get(), output, hosts), across(op));
   }
 
+  // all_to_all in two steps, for blocks of one size on hosts of one size.
+  // Among hosts, rank i of a host sends rank i of every other host, in one
+  // message, the blocks for all of that host's ranks; inside the host, its
+  // ranks then hand each other what arrived for them. Each step packs its
+  // blocks by destination: `by_host` region h holds this rank's blocks for
+  // host h's ranks (by local index), `from_hosts` region h what rank i of
+  // host h sent, `by_rank` region j the blocks for local rank j (by host),
+  // `arrived` region j what local rank j passed on: the blocks from rank j
+  // of every host, by host.
+  void all_to_all_by_host(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
+                          const std::vector<Tensor>& inputs) {
+    const size_t hosts = s_.hosts.size(), per_host = static_cast<size_t>(s_.local->size());
+    const size_t block = inputs[0].nbytes();
+    const size_t all = hosts * per_host * block;
+    Scratch by_host(all), from_hosts(all), by_rank(all), arrived(all);
+    const Tensor& like = inputs[0];
+    auto regions = [&](const Scratch& s, size_t n, size_t blocks_each) {
+      const Tensor region(s.get(), like.dtype(), {like.numel() * static_cast<int64_t>(blocks_each)});
+      return pieces(s.get(), region, n);
+    };
+    auto at = [&](const Scratch& s, size_t region, size_t blocks_each, size_t b) {
+      return s.get() + (region * blocks_each + b) * block;
+    };
+    const auto copy = [&](void* dst, const void* src) {
+      if (block > 0) bulk_copy(dst, src, block);
+    };
+    for (size_t h = 0; h < hosts; ++h)
+      for (size_t j = 0; j < per_host; ++j) copy(at(by_host, h, per_host, j), inputs[s_.hosts[h][j]].data());
+    // Every message at once (`linear`): pairwise would make H-1 rounds of these few bytes.
+    auto among = cross(ctx, 0, kLinearAllToAll);
+    s_.cross_engine->all_to_all(among, regions(from_hosts, hosts, per_host), regions(by_host, hosts, per_host));
+    for (size_t j = 0; j < per_host; ++j)
+      for (size_t h = 0; h < hosts; ++h) copy(at(by_rank, j, hosts, h), at(from_hosts, h, per_host, j));
+    auto share = local(ctx, 1, true);
+    s_.local_engine->all_to_all(share, regions(arrived, per_host, hosts), regions(by_rank, per_host, hosts));
+    for (size_t i = 0; i < per_host; ++i)
+      for (size_t h = 0; h < hosts; ++h) copy(outputs[s_.hosts[h][i]].data(), at(arrived, i, hosts, h));
+  }
+
   // Whether `op` can run in steps: AVG only as an average of equal-sized
   // hosts' averages of a floating type (integers would truncate twice).
   bool composes(ReduceOp op, DType dtype) const {
@@ -521,9 +568,9 @@ class HierarchicalEngine final : public Engine {
   static Deadline among_hosts(const Deadline& d) {
     return d.sooner(std::min(2 * stall_grace(d.timeout()), d.timeout() / 5));
   }
-  CollectiveContext cross(CollectiveContext& ctx, uint32_t step) const {
+  CollectiveContext cross(CollectiveContext& ctx, uint32_t step, Decision decision = {}) const {
     return CollectiveContext{*s_.cross, step_tag_of(ctx, step), among_hosts(ctx.deadline), ctx.forced,
-                             &s_.cross_placement};
+                             &s_.cross_placement, false, decision};
   }
   // The group's own connections, for messages between hosts' leaders.
   static CollectiveContext leaders(CollectiveContext& ctx) {

@@ -178,6 +178,13 @@ TEST(EngineSelector, DecidesTheEngineAndItsAlgorithmAtOnce) {
   EXPECT_STREQ(decide(OpCode::Reduce, hosts_of(4, 2, 256 * KiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::Reduce, hosts_of(2, 2, 64 * KiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::AllToAll, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "flat");
+  // Small blocks go grouped by host only where every rank's blocks have one size by the call.
+  Shape even = hosts_of(4, 2, 1 * KiB);
+  EXPECT_STREQ(decide(OpCode::AllToAll, even, none, hier).algorithm_name, "flat");
+  even.even_split = true;
+  EXPECT_STREQ(decide(OpCode::AllToAll, even, none, hier).algorithm_name, "split");
+  even.uniform = false;
+  EXPECT_STREQ(decide(OpCode::AllToAll, even, none, hier).algorithm_name, "flat");
   EXPECT_STREQ(decide(OpCode::Barrier, across_hosts(0, 4), none, neither).algorithm_name, "dissemination");
   ScopedEnv force("TDIST_ALGO_ALL_REDUCE", "RING");
   const ForcedAlgorithms forced = ForcedAlgorithms::from_environment();

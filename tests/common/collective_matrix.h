@@ -176,6 +176,23 @@ inline void check_all_to_all_single(const Group& group, size_t count, const std:
                   std::to_string(out[at]));
 }
 
+// Without split sizes: every block `count` elements of T, element j of the
+// block from s to d value(s, d * 1000 + j) (the hierarchical engine's
+// grouping by host takes this form only).
+template <typename T>
+void check_all_to_all_even(const Group& group, size_t count, const std::string& where) {
+  const int n = get_world_size(group), me = get_rank(group);
+  std::vector<T> in(count * n), out(count * n, T(-1));
+  for (int d = 0; d < n; ++d)
+    for (size_t j = 0; j < count; ++j) in[d * count + j] = static_cast<T>(value(me, d * 1000 + j));
+  all_to_all_single(Tensor(out.data(), out.size()), Tensor(in.data(), in.size()), {}, {}, group)->wait();
+  for (int s = 0; s < n; ++s)
+    for (size_t j = 0; j < count; ++j)
+      require(out[s * count + j] == static_cast<T>(value(s, me * 1000 + j)),
+              where + ": all_to_all_single without split sizes, from rank " + std::to_string(s) + ", element " +
+                  std::to_string(j) + " is " + std::to_string(out[s * count + j]));
+}
+
 // Every collective at one size: several dtypes and ops for the reducing ones,
 // the first, middle and last rank as root.
 inline void check_collectives(const Group& group, size_t count, const std::string& where) {
@@ -199,6 +216,9 @@ inline void check_collectives(const Group& group, size_t count, const std::strin
   check_reduce_scatter<double>(group, count, ReduceOp::AVG, at + ", float64 AVG");
   check_reduce_scatter<int64_t>(group, count, ReduceOp::MAX, at + ", int64 MAX");
   check_all_to_all_single(group, count, at);
+  check_all_to_all_even<int32_t>(group, count, at + ", int32");
+  check_all_to_all_even<double>(group, count, at + ", float64");
+  check_all_to_all_even<int8_t>(group, count, at + ", int8");
 }
 
 // A large size: the float32 SUM of each reducing collective and one of each
@@ -214,6 +234,7 @@ inline void check_large(const Group& group, size_t count, const std::string& whe
   check_gather(group, count / n, 0, at);
   check_scatter(group, count / n, n - 1, at);
   check_all_to_all_single(group, count / n, at);
+  check_all_to_all_even<float>(group, count / n, at + ", float32");
 }
 
 }  // namespace tdist::testing::matrix
