@@ -159,14 +159,15 @@ class HierarchicalEngine final : public Engine {
   // Hosts of one size, blocks of one size: the blocks of this local index
   // cross among the hosts first (every rank of a host at once, straight into
   // their outputs), then each host's ranks share them, one host's blocks at a
-  // time; in segments (pipeline).
+  // time; in segments (pipeline). Few bytes go through each host's first rank
+  // (all_gather_through_leaders).
   void all_gather(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) override {
     if (!s_.uniform || !equal_sizes(outputs)) {
       transport_engine().all_gather(ctx, outputs, input);
       return;
     }
-    if (input.nbytes() * outputs.size() <= kOneHostStepBytes) {
-      all_gather_in_one_host_step(ctx, outputs, input);
+    if (path_of(ctx, OpCode::AllGather, input.nbytes() * outputs.size(), 0) == kLeader) {
+      all_gather_through_leaders(ctx, outputs, input);
       return;
     }
     const int me = s_.local->rank();
@@ -408,11 +409,11 @@ class HierarchicalEngine final : public Engine {
   // Steps in segments pipeline segments of this size (of the whole buffer),
   // at most this many.
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
-  // all_gather and reduce_scatter: up to this many bytes in all, the host's
-  // steps run as one (all_gather_in_one_host_step,
-  // reduce_scatter_in_one_host_step); above, the copies in and out of the packed
-  // blocks cost more than the waits they save (docs/algorithms.md: Across
-  // hosts, where the time went).
+  // reduce_scatter: up to this many bytes in all, the host's steps run as
+  // one (reduce_scatter_in_one_host_step); above, the copies in and out of the
+  // packed blocks cost more than the waits they save (docs/algorithms.md:
+  // Across hosts, where the time went). all_gather's few bytes go through the
+  // leaders (its table's `leader` row).
   static constexpr size_t kOneHostStepBytes = 64 * 1024;
 
   // How many segments a buffer of `bytes` goes in, with at least one element
@@ -454,34 +455,40 @@ class HierarchicalEngine final : public Engine {
     });
   }
 
-  // For few bytes, each step inside the host after the network is a wait for
-  // the host's ranks that costs more than the data it moves (a rank that slept
-  // must be woken: tens of µs with more ranks than cores, docs/algorithms.md,
-  // across hosts): the H steps that share each host's blocks run as one, over
-  // this rank's blocks packed together. Rank i of a host holds, after the step
-  // among hosts, the blocks of local index i of every host: region i of
-  // `packed` (H blocks, by host).
-  void all_gather_in_one_host_step(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
+  // For few bytes (the table's `leader` row) the messages and the waits cost
+  // more than the bytes: each host's first rank gathers its host's
+  // blocks, those ranks all-gather the hosts' packed blocks among them, and
+  // each hands the whole result to its host's ranks. One stream per host's
+  // link instead of L, of L blocks each, and no step inside the host after
+  // the network but the broadcast (docs/algorithms.md: all_gather across
+  // hosts). `packed` holds the result by host, each host's blocks by local
+  // index.
+  void all_gather_through_leaders(CollectiveContext& ctx, const std::vector<Tensor>& outputs, const Tensor& input) {
     const int me = s_.local->rank(), local_n = s_.local->size();
-    const size_t hosts = s_.hosts.size(), block = input.nbytes();
-    Scratch packed(static_cast<size_t>(local_n) * hosts * block);
-    // A region is H blocks; region i's block h is rank s_.hosts[h][i]'s.
-    const Tensor region_like(packed.get(), input.dtype(), {input.numel() * static_cast<int64_t>(hosts)});
-    const std::vector<Tensor> regions = pieces(packed.get(), region_like, static_cast<size_t>(local_n));
-    auto blocks_in = [&](int i) { return pieces(static_cast<char*>(regions[i].data()), input, hosts); };
-    auto among = cross(ctx, 0);
-    s_.cross_engine->all_gather(among, blocks_in(me), input);
-    auto share = local(ctx, 1, true);
-    s_.local_engine->all_gather(share, regions, regions[me]);
-    for (int i = 0; i < local_n; ++i) {
-      const std::vector<Tensor> got = blocks_in(i);
-      for (size_t h = 0; h < hosts; ++h) bulk_copy(outputs[s_.hosts[h][i]].data(), got[h].data(), block);
+    const size_t hosts = s_.hosts.size(), block = input.nbytes(), per_host = static_cast<size_t>(local_n);
+    Scratch packed(per_host * hosts * block);
+    const Tensor region_like(packed.get(), input.dtype(), {input.numel() * static_cast<int64_t>(local_n)});
+    const std::vector<Tensor> regions = pieces(packed.get(), region_like, hosts);
+    std::vector<Tensor> mine;  // this host's blocks, on its first rank
+    if (me == 0) mine = pieces(static_cast<char*>(regions[s_.host].data()), input, per_host);
+    auto in_host = local(ctx, 0);
+    s_.local_engine->gather(in_host, mine, input, 0);
+    if (me == 0) {
+      auto among = cross(ctx, 1);
+      s_.cross_engine->all_gather(among, regions, regions[s_.host]);
     }
+    const Tensor whole(packed.get(), input.dtype(), {input.numel() * static_cast<int64_t>(per_host * hosts)});
+    auto out = local(ctx, 2, true);
+    s_.local_engine->broadcast(out, whole, 0);
+    if (block == 0) return;
+    for (size_t h = 0; h < hosts; ++h)
+      for (size_t i = 0; i < per_host; ++i)
+        bulk_copy(outputs[s_.hosts[h][i]].data(), packed.get() + (h * per_host + i) * block, block);
   }
 
-  // reduce_scatter's counterpart of all_gather_in_one_host_step: the H
-  // reduce-scatters inside the host, one per host's blocks, run as one over
-  // this rank's inputs packed by local index. Region i holds the inputs for
+  // For few bytes, the H reduce-scatters inside the host (one per host's
+  // blocks, each a wait for the host's ranks) run as one over this rank's
+  // inputs packed by local index. Region i holds the inputs for
   // the ranks of local index i, by host, so local rank i folds its region into
   // the H parts that the step among hosts then reduce-scatters.
   void reduce_scatter_in_one_host_step(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
