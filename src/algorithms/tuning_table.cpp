@@ -84,12 +84,12 @@ constexpr TuningRow kBarrierRows[] = {{.algorithm = "dissemination"}};
 // messages per host (2 hosts of 2: one round, two messages); with more, the
 // hosts' links and cores carry L times the leaders' messages and `leader`
 // is faster (docs/algorithms.md: hierarchical all_reduce). Then `leader`
-// (the fewest bytes between hosts), then `split`.
+// (the fewest bytes between hosts) up to 64 KiB, then `split`.
 constexpr TuningRow kHierarchicalAllReduceRows[] = {
     {.algorithm = "leader", .need = UnevenHosts},
     {.algorithm = "replicated", .host_copies_at_most = 4 * KiB, .need = FewCrossHostMessages},
     {.algorithm = "leader", .need = FewerElementsThanHostRanks},
-    {.algorithm = "leader", .below = 64 * KiB},
+    {.algorithm = "leader", .below = 64 * KiB, .at_most = true},
     {.algorithm = "split"},
 };
 // Where all_reduce would split, and the host's ranks divide the elements;

@@ -173,6 +173,8 @@ TEST(EngineSelector, DecidesTheEngineAndItsAlgorithmAtOnce) {
   EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(4, 2, 8), none, hier).algorithm_name, "leader");
   EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(3, 2, 8), none, hier).algorithm_name, "leader");
   EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(2, 4, 16 * KiB), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(4, 2, 64 * KiB), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::AllReduce, hosts_of(4, 2, 128 * KiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::Broadcast, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::Reduce, hosts_of(4, 2, 128 * KiB), none, hier).algorithm_name, "leader");
   EXPECT_STREQ(decide(OpCode::Reduce, hosts_of(4, 2, 256 * KiB), none, hier).algorithm_name, "split");
