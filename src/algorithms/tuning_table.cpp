@@ -111,19 +111,14 @@ constexpr TuningRow kHierarchicalBroadcastRows[] = {
     {.algorithm = "leader", .below = 64 * KiB},
     {.algorithm = "split"},
 };
-// Blocks of one size on hosts of one size only. all_gather of up to 64 KiB
-// in all goes through each host's first rank: one message stream per host's
-// link, of L blocks each, and one wait inside the host after the network
-// (docs/algorithms.md: all_gather across hosts).
-constexpr TuningRow kHierarchicalAllGatherRows[] = {
-    {.algorithm = "flat", .need = UnevenHosts},
-    {.algorithm = "flat", .need = UnequalBlocks},
-    {.algorithm = "leader", .below = 64 * KiB, .at_most = true},
-    {.algorithm = "split"},
-};
+// Blocks of one size on hosts of one size only. Up to 64 KiB in all through
+// each host's first rank: one message stream per host's link, of L blocks
+// each, and one wait inside the host after the network (docs/algorithms.md:
+// all_gather and reduce_scatter across hosts).
 constexpr TuningRow kHierarchicalBlocksRows[] = {
     {.algorithm = "flat", .need = UnevenHosts},
     {.algorithm = "flat", .need = UnequalBlocks},
+    {.algorithm = "leader", .below = 64 * KiB, .at_most = true},
     {.algorithm = "split"},
 };
 constexpr TuningRow kHierarchicalLeaderRows[] = {{.algorithm = "leader"}};
@@ -161,7 +156,6 @@ constexpr auto kBarrier = indexed(kBarrierRows, kBarrierAlgorithms);
 constexpr auto kHierarchicalAllReduce = indexed(kHierarchicalAllReduceRows, kHierarchicalPaths);
 constexpr auto kHierarchicalReduce = indexed(kHierarchicalReduceRows, kHierarchicalPaths);
 constexpr auto kHierarchicalBroadcast = indexed(kHierarchicalBroadcastRows, kHierarchicalPaths);
-constexpr auto kHierarchicalAllGather = indexed(kHierarchicalAllGatherRows, kHierarchicalPaths);
 constexpr auto kHierarchicalBlocks = indexed(kHierarchicalBlocksRows, kHierarchicalPaths);
 constexpr auto kHierarchicalLeader = indexed(kHierarchicalLeaderRows, kHierarchicalPaths);
 constexpr auto kHierarchicalAllToAll = indexed(kHierarchicalAllToAllRows, kHierarchicalPaths);
@@ -192,7 +186,7 @@ constexpr TuningTable kHierarchical[kCollectives] = {
     {OpCode::AllReduce, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalAllReduce},
     {OpCode::Barrier, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalLeader},
     {OpCode::Reduce, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalReduce},
-    {OpCode::AllGather, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalAllGather},
+    {OpCode::AllGather, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalBlocks},
     {OpCode::Gather, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalLeader},
     {OpCode::Scatter, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalLeader},
     {OpCode::ReduceScatter, EngineKind::Hierarchical, kHierarchicalPaths, kHierarchicalBlocks},

@@ -203,14 +203,15 @@ class HierarchicalEngine final : public Engine {
   // reduce-scatter per host's blocks leaves each rank its host's part of the
   // block of its local index on every host; among the hosts, a reduce-scatter
   // of those parts then gives each rank its own block; in segments (pipeline).
+  // Few bytes go through each host's first rank (reduce_scatter_through_leaders).
   void reduce_scatter(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
                       ReduceOp op) override {
     if (!s_.uniform || !equal_sizes(inputs) || !composes(op, output.dtype())) {
       transport_engine().reduce_scatter(ctx, output, inputs, op);
       return;
     }
-    if (output.nbytes() * inputs.size() <= kOneHostStepBytes) {
-      reduce_scatter_in_one_host_step(ctx, output, inputs, op);
+    if (path_of(ctx, OpCode::ReduceScatter, output.nbytes() * inputs.size(), 0) == kLeader) {
+      reduce_scatter_through_leaders(ctx, output, inputs, op);
       return;
     }
     const size_t hosts = s_.hosts.size(), bytes = output.nbytes();
@@ -409,13 +410,6 @@ class HierarchicalEngine final : public Engine {
   // Steps in segments pipeline segments of this size (of the whole buffer),
   // at most this many.
   static constexpr size_t kSegmentBytes = 1 << 20, kMaxSegments = 64;
-  // reduce_scatter: up to this many bytes in all, the host's steps run as
-  // one (reduce_scatter_in_one_host_step); above, the copies in and out of the
-  // packed blocks cost more than the waits they save (docs/algorithms.md:
-  // Across hosts, where the time went). all_gather's few bytes go through the
-  // leaders (its table's `leader` row).
-  static constexpr size_t kOneHostStepBytes = 64 * 1024;
-
   // How many segments a buffer of `bytes` goes in, with at least one element
   // of the `count` that are cut in each.
   static int segments_for(size_t bytes, size_t count) {
@@ -486,26 +480,29 @@ class HierarchicalEngine final : public Engine {
         bulk_copy(outputs[s_.hosts[h][i]].data(), packed.get() + (h * per_host + i) * block, block);
   }
 
-  // For few bytes, the H reduce-scatters inside the host (one per host's
-  // blocks, each a wait for the host's ranks) run as one over this rank's
-  // inputs packed by local index. Region i holds the inputs for
-  // the ranks of local index i, by host, so local rank i folds its region into
-  // the H parts that the step among hosts then reduce-scatters.
-  void reduce_scatter_in_one_host_step(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
-                                       ReduceOp op) {
-    const int local_n = s_.local->size();
-    const size_t hosts = s_.hosts.size(), block = output.nbytes();
-    Scratch packed(static_cast<size_t>(local_n) * hosts * block), partial(hosts * block);
-    for (int i = 0; i < local_n; ++i)
-      for (size_t h = 0; h < hosts; ++h)
-        bulk_copy(packed.get() + (static_cast<size_t>(i) * hosts + h) * block, inputs[s_.hosts[h][i]].data(), block);
-    const Tensor region_like(packed.get(), output.dtype(), {output.numel() * static_cast<int64_t>(hosts)});
-    const std::vector<Tensor> regions = pieces(packed.get(), region_like, static_cast<size_t>(local_n));
-    const Tensor folded(partial.get(), output.dtype(), {output.numel() * static_cast<int64_t>(hosts)});
+  // all_gather_through_leaders' mirror, for few bytes (the table's `leader`
+  // row): each host's first rank folds its host's inputs (packed by host,
+  // each host's blocks by local index), those ranks reduce-scatter the
+  // hosts' parts among them, and each hands its host's ranks their blocks.
+  void reduce_scatter_through_leaders(CollectiveContext& ctx, const Tensor& output, const std::vector<Tensor>& inputs,
+                                      ReduceOp op) {
+    const int me = s_.local->rank(), local_n = s_.local->size();
+    const size_t hosts = s_.hosts.size(), block = output.nbytes(), per_host = static_cast<size_t>(local_n);
+    Scratch packed(per_host * hosts * block), reduced(per_host * block);
+    for (size_t h = 0; h < hosts && block > 0; ++h)
+      for (size_t i = 0; i < per_host; ++i)
+        bulk_copy(packed.get() + (h * per_host + i) * block, inputs[s_.hosts[h][i]].data(), block);
+    const Tensor whole(packed.get(), output.dtype(), {output.numel() * static_cast<int64_t>(per_host * hosts)});
     auto fold = local(ctx, 0);
-    s_.local_engine->reduce_scatter(fold, folded, regions, op);
-    auto among = cross(ctx, 1);
-    s_.cross_engine->reduce_scatter(among, output, pieces(partial.get(), output, hosts), across(op));
+    s_.local_engine->reduce(fold, whole, 0, op);
+    if (me == 0) {
+      const Tensor part_like(packed.get(), output.dtype(), {output.numel() * static_cast<int64_t>(local_n)});
+      const Tensor mine(reduced.get(), output.dtype(), {output.numel() * static_cast<int64_t>(local_n)});
+      auto among = cross(ctx, 1);
+      s_.cross_engine->reduce_scatter(among, mine, pieces(packed.get(), part_like, hosts), across(op));
+    }
+    auto out = local(ctx, 2, true);
+    s_.local_engine->scatter(out, output, me == 0 ? pieces(reduced.get(), output, per_host) : std::vector<Tensor>{}, 0);
   }
 
   // all_to_all in two steps, for blocks of one size on hosts of one size.

@@ -181,6 +181,8 @@ TEST(EngineSelector, DecidesTheEngineAndItsAlgorithmAtOnce) {
   EXPECT_STREQ(decide(OpCode::Reduce, hosts_of(2, 2, 64 * KiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::AllGather, hosts_of(4, 2, 64 * KiB), none, hier).algorithm_name, "leader");
   EXPECT_STREQ(decide(OpCode::AllGather, hosts_of(4, 2, 128 * KiB), none, hier).algorithm_name, "split");
+  EXPECT_STREQ(decide(OpCode::ReduceScatter, hosts_of(4, 2, 64 * KiB), none, hier).algorithm_name, "leader");
+  EXPECT_STREQ(decide(OpCode::ReduceScatter, hosts_of(4, 2, 128 * KiB), none, hier).algorithm_name, "split");
   EXPECT_STREQ(decide(OpCode::AllToAll, hosts_of(2, 4, 1 * MiB), none, hier).algorithm_name, "flat");
   // Small blocks go grouped by host only where every rank's blocks have one size by the call.
   Shape even = hosts_of(4, 2, 1 * KiB);
