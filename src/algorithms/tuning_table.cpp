@@ -35,16 +35,19 @@ constexpr TuningRow kBroadcastRows[] = {
     {.algorithm = "chain"},
 };
 // One host: the chain folds each segment while it is in cache. Across hosts
-// the chain too from 128 KiB: each link carries the buffer once and the root's
-// link too (Rabenseifner's gather and the tree put more on the busiest link);
-// below, Rabenseifner sends less than the tree. Two ranks: one message.
+// the chain too from 128 KiB, and with 3 or 4 ranks from 8 or 16 KiB: each
+// link carries the buffer once and the root's link too (the tree's root takes
+// one from each child, Rabenseifner's gather more than one); below,
+// Rabenseifner sends less than the tree. Two ranks: one message.
 constexpr TuningRow kReduceRows[] = {
     {.algorithm = "binomial", .need = FewerElementsThanRanks},
     {.algorithm = "binomial", .hosts = One, .below = 1 * MiB},
     {.algorithm = "chain", .hosts = One},
     {.algorithm = "binomial", .ranks_below = 3},
+    {.algorithm = "binomial", .below = 8 * KiB, .ranks_below = 4},
+    {.algorithm = "binomial", .below = 16 * KiB, .ranks_below = 5},
+    {.algorithm = "chain", .ranks_below = 5},
     {.algorithm = "binomial", .below = 64 * KiB},
-    {.algorithm = "binomial", .below = 128 * KiB, .ranks_below = 4},
     {.algorithm = "rabenseifner", .below = 128 * KiB},
     {.algorithm = "chain"},
 };
@@ -53,9 +56,15 @@ constexpr TuningRow kAllGatherRows[] = {
     {.algorithm = "bruck", .below = 2 * MiB, .ranks_from = 3, .need = EqualBlocks},
     {.algorithm = "ring"},
 };
-// Recursive halving: log2(n) rounds for small data.
+// Recursive halving: log2(n) rounds for small data. With a number of ranks
+// that is not a power of two, some ranks first hand all their inputs to a
+// partner and get their block back last: across hosts that costs more than
+// the ring's n-1 rounds from 16 KiB (docs/algorithms.md: reduce_scatter); on
+// one host it stays ahead.
 constexpr TuningRow kReduceScatterRows[] = {
-    {.algorithm = "recursive_halving", .below = 256 * KiB},
+    {.algorithm = "recursive_halving", .below = 256 * KiB, .need = PowerOfTwoRanks},
+    {.algorithm = "recursive_halving", .hosts = One, .below = 256 * KiB},
+    {.algorithm = "recursive_halving", .below = 16 * KiB},
     {.algorithm = "ring"},
 };
 // The binomial gather was never faster than the linear one.

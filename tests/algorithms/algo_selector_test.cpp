@@ -92,7 +92,11 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_reduce(on_one_host(512 * KiB, 2)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 8)), "rabenseifner");
-  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 3)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 3)), "chain");
+  EXPECT_EQ(pick_reduce(across_hosts(4 * KiB, 3)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(8 * KiB, 4)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 4)), "chain");
+  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 5)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(128 * KiB, 4)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "chain");
@@ -110,6 +114,10 @@ TEST(AlgorithmSelector, BlockCollectives) {
   EXPECT_EQ(pick_all_gather(on_one_host(16 * KiB, 2), true), "ring");
   EXPECT_EQ(pick_reduce_scatter(on_one_host(64 * KiB, 4)), "recursive_halving");
   EXPECT_EQ(pick_reduce_scatter(across_hosts(1 * MiB, 8)), "ring");
+  EXPECT_EQ(pick_reduce_scatter(across_hosts(64 * KiB, 8)), "recursive_halving");
+  EXPECT_EQ(pick_reduce_scatter(across_hosts(64 * KiB, 3)), "ring");
+  EXPECT_EQ(pick_reduce_scatter(across_hosts(8 * KiB, 3)), "recursive_halving");
+  EXPECT_EQ(pick_reduce_scatter(on_one_host(64 * KiB, 3)), "recursive_halving");
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), true), "bruck");
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), false), "pairwise");  // a rank cannot tell alone
   EXPECT_EQ(pick_all_to_all(on_one_host(64 * KiB, 8), true), "pairwise");
