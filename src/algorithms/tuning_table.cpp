@@ -58,13 +58,16 @@ constexpr TuningRow kAllGatherRows[] = {
 };
 // Recursive halving: log2(n) rounds for small data. With a number of ranks
 // that is not a power of two, some ranks first hand all their inputs to a
-// partner and get their block back last: across hosts that costs more than
-// the ring's n-1 rounds from 16 KiB (docs/algorithms.md: reduce_scatter); on
+// partner and get their block back last: across hosts that cost more than
+// the ring's n-1 rounds from 16 KiB with 3, 5 and 6 ranks (docs/algorithms.md:
+// reduce_scatter), not measured with more, where the ring's rounds add up; on
 // one host it stays ahead.
 constexpr TuningRow kReduceScatterRows[] = {
     {.algorithm = "recursive_halving", .below = 256 * KiB, .need = PowerOfTwoRanks},
     {.algorithm = "recursive_halving", .hosts = One, .below = 256 * KiB},
     {.algorithm = "recursive_halving", .below = 16 * KiB},
+    {.algorithm = "ring", .ranks_below = 8},
+    {.algorithm = "recursive_halving", .below = 256 * KiB},
     {.algorithm = "ring"},
 };
 // The binomial gather was never faster than the linear one.

@@ -116,6 +116,8 @@ TEST(AlgorithmSelector, BlockCollectives) {
   EXPECT_EQ(pick_reduce_scatter(across_hosts(1 * MiB, 8)), "ring");
   EXPECT_EQ(pick_reduce_scatter(across_hosts(64 * KiB, 8)), "recursive_halving");
   EXPECT_EQ(pick_reduce_scatter(across_hosts(64 * KiB, 3)), "ring");
+  EXPECT_EQ(pick_reduce_scatter(across_hosts(64 * KiB, 6)), "ring");
+  EXPECT_EQ(pick_reduce_scatter(across_hosts(64 * KiB, 12)), "recursive_halving");
   EXPECT_EQ(pick_reduce_scatter(across_hosts(8 * KiB, 3)), "recursive_halving");
   EXPECT_EQ(pick_reduce_scatter(on_one_host(64 * KiB, 3)), "recursive_halving");
   EXPECT_EQ(pick_all_to_all(on_one_host(1 * KiB, 8), true), "bruck");
