@@ -35,18 +35,19 @@ constexpr TuningRow kBroadcastRows[] = {
     {.algorithm = "chain"},
 };
 // One host: the chain folds each segment while it is in cache. Across hosts
-// the chain too from 128 KiB, and with 3 or 4 ranks from 8 or 16 KiB: each
-// link carries the buffer once and the root's link too (the tree's root takes
-// one from each child, Rabenseifner's gather more than one); below,
-// Rabenseifner sends less than the tree. Two ranks: one message.
+// the chain too from 128 KiB, and with 3 to 8 ranks (all that was measured)
+// from 16 KiB, 8 KiB with 3: each link carries the buffer once and the root's
+// link too (the tree's root takes one from each child, Rabenseifner's gather
+// more than one); below, Rabenseifner sends less than the tree. Two ranks:
+// one message.
 constexpr TuningRow kReduceRows[] = {
     {.algorithm = "binomial", .need = FewerElementsThanRanks},
     {.algorithm = "binomial", .hosts = One, .below = 1 * MiB},
     {.algorithm = "chain", .hosts = One},
     {.algorithm = "binomial", .ranks_below = 3},
     {.algorithm = "binomial", .below = 8 * KiB, .ranks_below = 4},
-    {.algorithm = "binomial", .below = 16 * KiB, .ranks_below = 5},
-    {.algorithm = "chain", .ranks_below = 5},
+    {.algorithm = "binomial", .below = 16 * KiB, .ranks_below = 9},
+    {.algorithm = "chain", .ranks_below = 9},
     {.algorithm = "binomial", .below = 64 * KiB},
     {.algorithm = "rabenseifner", .below = 128 * KiB},
     {.algorithm = "chain"},

@@ -90,13 +90,15 @@ TEST(AlgorithmSelector, RootedCollectives) {
   EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 4)), "chain");
   EXPECT_EQ(pick_reduce(on_one_host(1 * MiB, 2)), "chain");
   EXPECT_EQ(pick_reduce(on_one_host(512 * KiB, 2)), "binomial");
-  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "binomial");
-  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 8)), "rabenseifner");
+  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 12)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 12)), "rabenseifner");
+  EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 8)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(96 * KiB, 3)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(4 * KiB, 3)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(8 * KiB, 4)), "binomial");
   EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 4)), "chain");
-  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 5)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(8 * KiB, 8)), "binomial");
+  EXPECT_EQ(pick_reduce(across_hosts(16 * KiB, 8)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(128 * KiB, 4)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 8)), "chain");
   EXPECT_EQ(pick_reduce(across_hosts(1 * MiB, 3)), "chain");
