@@ -509,17 +509,17 @@ class HierarchicalEngine final : public Engine {
   // Among hosts, rank i of a host sends rank i of every other host, in one
   // message, the blocks for all of that host's ranks; inside the host, its
   // ranks then hand each other what arrived for them. Each step packs its
-  // blocks by destination: `by_host` region h holds this rank's blocks for
-  // host h's ranks (by local index), `from_hosts` region h what rank i of
-  // host h sent, `by_rank` region j the blocks for local rank j (by host),
-  // `arrived` region j what local rank j passed on: the blocks from rank j
-  // of every host, by host.
+  // blocks by destination in `outgoing` and receives into `incoming`: among
+  // hosts, outgoing region h holds this rank's blocks for host h's ranks (by
+  // local index) and incoming region h what rank i of host h sent; inside the
+  // host, outgoing region j holds the blocks for local rank j (by host) and
+  // incoming region j what local rank j passed on, the blocks from rank j of
+  // every host (by host).
   void all_to_all_by_host(CollectiveContext& ctx, const std::vector<Tensor>& outputs,
                           const std::vector<Tensor>& inputs) {
     const size_t hosts = s_.hosts.size(), per_host = static_cast<size_t>(s_.local->size());
     const size_t block = inputs[0].nbytes();
-    const size_t all = hosts * per_host * block;
-    Scratch by_host(all), from_hosts(all), by_rank(all), arrived(all);
+    Scratch outgoing(hosts * per_host * block), incoming(hosts * per_host * block);
     const Tensor& like = inputs[0];
     auto regions = [&](const Scratch& s, size_t n, size_t blocks_each) {
       const Tensor region(s.get(), like.dtype(), {like.numel() * static_cast<int64_t>(blocks_each)});
@@ -532,16 +532,16 @@ class HierarchicalEngine final : public Engine {
       if (block > 0) bulk_copy(dst, src, block);
     };
     for (size_t h = 0; h < hosts; ++h)
-      for (size_t j = 0; j < per_host; ++j) copy(at(by_host, h, per_host, j), inputs[s_.hosts[h][j]].data());
+      for (size_t j = 0; j < per_host; ++j) copy(at(outgoing, h, per_host, j), inputs[s_.hosts[h][j]].data());
     // Every message at once (`linear`): pairwise would make H-1 rounds of these few bytes.
     auto among = cross(ctx, 0, kLinearAllToAll);
-    s_.cross_engine->all_to_all(among, regions(from_hosts, hosts, per_host), regions(by_host, hosts, per_host));
+    s_.cross_engine->all_to_all(among, regions(incoming, hosts, per_host), regions(outgoing, hosts, per_host));
     for (size_t j = 0; j < per_host; ++j)
-      for (size_t h = 0; h < hosts; ++h) copy(at(by_rank, j, hosts, h), at(from_hosts, h, per_host, j));
+      for (size_t h = 0; h < hosts; ++h) copy(at(outgoing, j, hosts, h), at(incoming, h, per_host, j));
     auto share = local(ctx, 1, true);
-    s_.local_engine->all_to_all(share, regions(arrived, per_host, hosts), regions(by_rank, per_host, hosts));
+    s_.local_engine->all_to_all(share, regions(incoming, per_host, hosts), regions(outgoing, per_host, hosts));
     for (size_t i = 0; i < per_host; ++i)
-      for (size_t h = 0; h < hosts; ++h) copy(outputs[s_.hosts[h][i]].data(), at(arrived, i, hosts, h));
+      for (size_t h = 0; h < hosts; ++h) copy(outputs[s_.hosts[h][i]].data(), at(incoming, i, hosts, h));
   }
 
   // Whether `op` can run in steps: AVG only as an average of equal-sized
